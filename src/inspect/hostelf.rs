@@ -1,0 +1,183 @@
+//! Host ELF layout (goblin headers): program headers, section table with names, and the
+//! dynamic section (SONAME, DT_NEEDED). Works from byte ranges, never from a whole-file buffer.
+
+use goblin::container::Ctx;
+use goblin::elf::program_header::{PT_DYNAMIC, PT_LOAD, ProgramHeader};
+use goblin::elf::section_header::{SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS, SectionHeader};
+use goblin::elf::{Elf, Header};
+
+use super::cubin::cstr_at;
+
+pub const MAX_HEADERS: u64 = 16 << 20;
+
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub name: String,
+    pub sh_type: u32,
+    pub flags: u64,
+    pub addr: u64,
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl Section {
+    pub fn file_range(&self) -> Option<(u64, u64)> {
+        (self.sh_type != SHT_NOBITS && self.size > 0).then_some((self.offset, self.offset.saturating_add(self.size)))
+    }
+    pub fn contains(&self, off: u64) -> bool {
+        self.file_range().is_some_and(|(a, b)| off >= a && off < b)
+    }
+    pub fn alloc(&self) -> bool {
+        self.flags & u64::from(SHF_ALLOC) != 0
+    }
+    pub fn exec(&self) -> bool {
+        self.flags & u64::from(SHF_EXECINSTR) != 0
+    }
+}
+
+pub struct Layout {
+    pub header: Header,
+    pub ctx: Ctx,
+    pub phdrs: Vec<ProgramHeader>,
+}
+
+impl Layout {
+    /// Parses the ELF header and, when they lie in `prefix`, the program headers.
+    pub fn from_prefix(prefix: &[u8]) -> Result<Layout, String> {
+        let header = Elf::parse_header(prefix).map_err(|e| format!("bad ELF header: {e}"))?;
+        let ctx = Ctx::new(
+            header.container().map_err(|e| e.to_string())?,
+            header.endianness().map_err(|e| e.to_string())?,
+        );
+        let mut layout = Layout { header, ctx, phdrs: Vec::new() };
+        let (off, len) = layout.phdr_range();
+        if let Some(b) = usize::try_from(off).ok().and_then(|o| prefix.get(o..o + len as usize)) {
+            layout.phdrs = parse_phdrs(b, layout.header.e_phnum, ctx)?;
+        }
+        Ok(layout)
+    }
+
+    pub fn phdr_range(&self) -> (u64, u64) {
+        (self.header.e_phoff, u64::from(self.header.e_phnum) * u64::from(self.header.e_phentsize))
+    }
+
+    pub fn shdr_range(&self) -> Option<(u64, u64)> {
+        let h = &self.header;
+        (h.e_shoff != 0 && h.e_shnum != 0).then(|| (h.e_shoff, u64::from(h.e_shnum) * u64::from(h.e_shentsize)))
+    }
+
+    pub fn parse_sections(&self, table: &[u8]) -> Result<Vec<SectionHeader>, String> {
+        let count = usize::from(self.header.e_shnum);
+        let want = if self.ctx.is_big() { 64 } else { 40 };
+        if usize::from(self.header.e_shentsize) != want {
+            return Err(format!("section header size {} (expected {want})", self.header.e_shentsize));
+        }
+        SectionHeader::parse_from(table, 0, count, self.ctx).map_err(|e| format!("section table: {e}"))
+    }
+
+    /// File offset of a virtual address, through the PT_LOAD segments.
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
+            (vaddr >= p.p_vaddr && vaddr < p.p_vaddr.saturating_add(p.p_filesz)).then(|| p.p_offset + (vaddr - p.p_vaddr))
+        })
+    }
+
+    pub fn dynamic_range(&self) -> Option<(u64, u64)> {
+        self.phdrs.iter().find(|p| p.p_type == PT_DYNAMIC).map(|p| (p.p_offset, p.p_filesz))
+    }
+
+    /// File ranges of executable PT_LOAD segments (where machine code lives).
+    pub fn exec_segments(&self) -> Vec<(u64, u64)> {
+        self.phdrs
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD && p.is_executable())
+            .map(|p| (p.p_offset, p.p_offset.saturating_add(p.p_filesz)))
+            .collect()
+    }
+}
+
+fn parse_phdrs(b: &[u8], count: u16, ctx: Ctx) -> Result<Vec<ProgramHeader>, String> {
+    ProgramHeader::parse(b, 0, usize::from(count), ctx).map_err(|e| format!("program headers: {e}"))
+}
+
+impl Layout {
+    pub fn set_phdrs(&mut self, b: &[u8]) -> Result<(), String> {
+        self.phdrs = parse_phdrs(b, self.header.e_phnum, self.ctx)?;
+        Ok(())
+    }
+}
+
+pub fn name_sections(headers: &[SectionHeader], shstrtab: &[u8]) -> Vec<Section> {
+    headers
+        .iter()
+        .map(|s| Section {
+            name: cstr_at(shstrtab, s.sh_name).to_string(),
+            sh_type: s.sh_type,
+            flags: s.sh_flags,
+            addr: s.sh_addr,
+            offset: s.sh_offset,
+            size: s.sh_size,
+        })
+        .collect()
+}
+
+#[derive(Debug, Default)]
+pub struct Dynamic {
+    pub soname_off: Option<u64>,
+    pub needed_offs: Vec<u64>,
+    pub strtab_vaddr: Option<u64>,
+    pub strsz: Option<u64>,
+}
+
+const DT_NULL: u64 = 0;
+const DT_NEEDED: u64 = 1;
+const DT_STRTAB: u64 = 5;
+const DT_STRSZ: u64 = 10;
+const DT_SONAME: u64 = 14;
+
+pub fn parse_dynamic(b: &[u8], ctx: Ctx) -> Dynamic {
+    let word = if ctx.is_big() { 8 } else { 4 };
+    let rd = |s: &[u8]| -> u64 {
+        let le = ctx.is_little_endian();
+        match (word, le) {
+            (8, true) => u64::from_le_bytes(s.try_into().unwrap()),
+            (8, false) => u64::from_be_bytes(s.try_into().unwrap()),
+            (_, true) => u64::from(u32::from_le_bytes(s.try_into().unwrap())),
+            (_, false) => u64::from(u32::from_be_bytes(s.try_into().unwrap())),
+        }
+    };
+    let mut d = Dynamic::default();
+    for e in b.chunks_exact(2 * word) {
+        let (tag, val) = (rd(&e[..word]), rd(&e[word..]));
+        match tag {
+            DT_NULL => break,
+            DT_NEEDED => d.needed_offs.push(val),
+            DT_SONAME => d.soname_off = Some(val),
+            DT_STRTAB => d.strtab_vaddr = Some(val),
+            DT_STRSZ => d.strsz = Some(val),
+            _ => {}
+        }
+    }
+    d
+}
+
+pub fn elf_type_name(e_type: u16) -> &'static str {
+    match e_type {
+        goblin::elf::header::ET_REL => "relocatable",
+        goblin::elf::header::ET_EXEC => "executable",
+        goblin::elf::header::ET_DYN => "shared-object",
+        goblin::elf::header::ET_CORE => "core",
+        _ => "other",
+    }
+}
+
+pub fn machine_name(m: u16) -> String {
+    match m {
+        goblin::elf::header::EM_X86_64 => "x86-64".into(),
+        goblin::elf::header::EM_AARCH64 => "aarch64".into(),
+        goblin::elf::header::EM_PPC64 => "ppc64".into(),
+        goblin::elf::header::EM_386 => "x86".into(),
+        goblin::elf::header::EM_ARM => "arm".into(),
+        other => format!("machine-{other}"),
+    }
+}

@@ -1,0 +1,183 @@
+//! The file inspector: finds and decodes every piece of CUDA device code in one file (host ELF,
+//! cubin, fatbin, PTX, `ar` archive), reading only what it needs on seekable inputs and in one
+//! forward pass on streams.
+
+pub mod cubin;
+pub mod decompress;
+pub mod fatbin;
+pub mod hostelf;
+pub mod model;
+pub mod ptx;
+pub mod scan;
+pub mod window;
+
+mod ar;
+mod elf;
+
+use std::io;
+
+pub use model::*;
+
+use crate::input::{Input, Prefixed, read_full};
+use window::Window;
+
+#[derive(Debug, Clone, Default)]
+pub struct InspectOptions {
+    /// List kernel names of every cubin (large for big libraries).
+    pub kernel_names: bool,
+}
+
+/// Nesting bound for archives inside archives.
+const MAX_DEPTH: u32 = 4;
+
+/// What the first bytes (and the name) say a file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sniffed {
+    HostElf,
+    Cubin,
+    Fatbin,
+    Archive,
+    Ptx,
+    Other,
+}
+
+pub fn sniff(head: &[u8], name: &str) -> Sniffed {
+    if head.starts_with(b"\x7fELF") {
+        if cubin::looks_like_cubin(head) { Sniffed::Cubin } else { Sniffed::HostElf }
+    } else if head.starts_with(&fatbin::CONTAINER_PREFIX) {
+        Sniffed::Fatbin
+    } else if head.starts_with(b"!<arch>\n") || head.starts_with(b"!<thin>\n") {
+        Sniffed::Archive
+    } else if ptx::looks_like_ptx(head, name) {
+        Sniffed::Ptx
+    } else {
+        Sniffed::Other
+    }
+}
+
+/// Inspects one file given as an [`Input`] positioned at its start. `Err` only when the input
+/// itself fails (I/O error, a stream that ends early); damage inside the file is reported in
+/// [`FileReport::problems`].
+pub fn inspect_input(input: &mut dyn Input, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
+    inspect_nested(input, path, opts, 0)
+}
+
+fn inspect_nested(input: &mut dyn Input, path: &str, opts: &InspectOptions, depth: u32) -> io::Result<FileReport> {
+    let mut head = [0u8; 64];
+    let n = read_full(input, &mut head)?;
+    let head = &head[..n];
+    let size = input.len();
+    let kind = sniff(head, path);
+    let mut p = Prefixed::new(head, input);
+    let mut report = match kind {
+        Sniffed::HostElf => elf::inspect(&mut Window::new(&mut p), path, opts)?,
+        Sniffed::Cubin => inspect_cubin(&mut Window::new(&mut p), path, opts)?,
+        Sniffed::Fatbin => inspect_fatbin(&mut Window::new(&mut p), path, opts)?,
+        Sniffed::Ptx => ptx::inspect(&mut Window::new(&mut p), path)?,
+        Sniffed::Archive if depth < MAX_DEPTH => ar::inspect(&mut p, path, opts, depth)?,
+        Sniffed::Archive => {
+            let mut r = FileReport::new(path.to_string(), size, FileFormat::Archive);
+            r.problem(None, "archive nested too deeply; not read");
+            r
+        }
+        Sniffed::Other => FileReport::new(path.to_string(), size, FileFormat::Other),
+    };
+    report.size = size;
+    Ok(report)
+}
+
+/// Nested archive members go through the same dispatch.
+pub(crate) fn inspect_member(input: &mut dyn Input, path: &str, opts: &InspectOptions, depth: u32) -> io::Result<FileReport> {
+    inspect_nested(input, path, opts, depth + 1)
+}
+
+fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
+    let mut report = FileReport::new(path.to_string(), w.len(), FileFormat::Cubin);
+    let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
+    let len = w.len();
+    match scanner.read_cubin(w, 0, len)? {
+        Ok(c) => report.cubin = Some(c),
+        Err(e) => report.problem(Some(0), format!("cubin: {e}")),
+    }
+    Ok(report)
+}
+
+fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
+    let mut report = FileReport::new(path.to_string(), w.len(), FileFormat::Fatbin);
+    let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
+    let mut out = scan::ScanResult::default();
+    let len = w.len();
+    scanner.scan(w, &[(0, len)], &mut out)?;
+    report.containers = out.containers;
+    for r in out.rejected {
+        report.problem(Some(r), "container header followed by an invalid entry header");
+    }
+    if report.containers.is_empty() && report.problems.is_empty() {
+        report.problem(Some(0), "no readable fatbin container");
+    }
+    Ok(report)
+}
+
+/// CUDA runtime version from a libcudart file name (doc §5f): the real file behind the SONAME
+/// link carries the full version (`libcudart.so.12.9.79`); a SONAME only the major (11.x and
+/// later) or major.minor (9.x, 10.x, one SONAME per minor).
+pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {
+    let name = path.rsplit(['/', ':']).next()?;
+    let ver = name.strip_prefix("libcudart.so.")?;
+    let parts: Vec<&str> = ver.split('.').collect();
+    if parts.is_empty() || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    let major: u32 = parts[0].parse().ok()?;
+    let (version, source) = match parts.len() {
+        1 => (parts[0].to_string(), "soname"),
+        2 if major <= 10 => (ver.to_string(), "soname"),
+        2 => (parts[0].to_string(), "soname"),
+        _ => (ver.to_string(), "file-name"),
+    };
+    Some(CudartVersion { version, linkage: "shared", source })
+}
+
+/// Inspects files and directories (walked recursively, in sorted order). Symbolic links to
+/// files inside a walked directory are skipped (the file they point to is inspected under its
+/// own name); a link given directly is followed and reported under the real file's path.
+pub fn inspect_paths(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Vec<Result<FileReport, (String, io::Error)>> {
+    let mut files = Vec::new();
+    for p in paths {
+        collect(p, true, &mut files);
+    }
+    files
+        .into_iter()
+        .map(|f| match f {
+            Ok(path) => inspect_file(&path, opts).map_err(|e| (path.display().to_string(), e)),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+fn collect(p: &std::path::Path, top: bool, out: &mut Vec<Result<std::path::PathBuf, (String, io::Error)>>) {
+    let meta = match if top { std::fs::metadata(p) } else { std::fs::symlink_metadata(p) } {
+        Ok(m) => m,
+        Err(e) => return out.push(Err((p.display().to_string(), e))),
+    };
+    if meta.is_dir() {
+        let mut entries: Vec<_> = match std::fs::read_dir(p) {
+            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).collect(),
+            Err(e) => return out.push(Err((p.display().to_string(), e))),
+        };
+        entries.sort();
+        for e in entries {
+            collect(&e, false, out);
+        }
+    } else if meta.is_file() {
+        let real = if top { std::fs::canonicalize(p).ok().filter(|r| r.file_name() != p.file_name()) } else { None };
+        out.push(Ok(real.unwrap_or_else(|| p.to_path_buf())));
+    }
+}
+
+pub fn inspect_file(path: &std::path::Path, opts: &InspectOptions) -> io::Result<FileReport> {
+    let file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut input = crate::input::FileInput::new(&file, 0, len);
+    inspect_input(&mut input, &path.display().to_string(), opts)
+}

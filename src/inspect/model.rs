@@ -1,0 +1,254 @@
+//! What `cudalint inspect` reports about a file: the `files[]` objects of the JSON schema
+//! (docs/schema.md). Field order here is output order; lists are in file order or sorted.
+
+use serde::Serialize;
+
+use super::cubin::CubinInfo;
+use super::fatbin::{Compression, EntryKind, Host, Suffix};
+
+pub fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileFormat {
+    /// Host ELF: shared object, executable or object file.
+    Elf,
+    /// A bare device ELF.
+    Cubin,
+    Fatbin,
+    Ptx,
+    /// `ar` static archive; see `members`.
+    Archive,
+    /// Not something that can carry device code.
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "opt_hex")]
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+fn opt_hex<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.serialize_str(&hex(*v)),
+        None => s.serialize_none(),
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub path: String,
+    pub size: u64,
+    pub format: FileFormat,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elf: Option<ElfInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<CubinInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx: Option<PtxInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cudart: Option<CudartVersion>,
+    /// Containers in `.nv_fatbin` / `__nv_relfatbin` (or the whole of a `.fatbin` file):
+    /// what the CUDA runtime registers, and what cuobjdump lists.
+    pub containers: Vec<Container>,
+    /// Containers found anywhere else in the file (loaded at run time with cuModuleLoadData).
+    pub hidden_containers: Vec<Container>,
+    /// Bare cubins embedded as data, outside any container.
+    pub hidden_cubins: Vec<HiddenCubin>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<FileReport>,
+    pub problems: Vec<Problem>,
+}
+
+impl FileReport {
+    pub fn new(path: String, size: u64, format: FileFormat) -> FileReport {
+        FileReport {
+            path,
+            size,
+            format,
+            elf: None,
+            cubin: None,
+            ptx: None,
+            cudart: None,
+            containers: Vec::new(),
+            hidden_containers: Vec::new(),
+            hidden_cubins: Vec::new(),
+            members: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    pub fn problem(&mut self, offset: Option<u64>, message: impl Into<String>) {
+        self.problems.push(Problem { offset, message: message.into() });
+    }
+
+    /// Carries device code of any kind (here or in archive members).
+    pub fn has_device_code(&self) -> bool {
+        !self.containers.is_empty()
+            || !self.hidden_containers.is_empty()
+            || !self.hidden_cubins.is_empty()
+            || self.cubin.is_some()
+            || self.ptx.is_some()
+            || self.members.iter().any(FileReport::has_device_code)
+    }
+
+    /// Problems here and in members, for exit codes and summaries.
+    pub fn problem_count(&self) -> usize {
+        let containers = self.containers.iter().chain(&self.hidden_containers);
+        self.problems.len()
+            + containers.map(Container::problem_count).sum::<usize>()
+            + self.members.iter().map(FileReport::problem_count).sum::<usize>()
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ElfInfo {
+    /// shared-object, executable, relocatable, core, other.
+    pub elf_type: &'static str,
+    pub machine: String,
+    pub class: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soname: Option<String>,
+    /// DT_NEEDED entries naming CUDA libraries (cudart, cublas, cudnn, nccl, libcuda ...).
+    pub cuda_needed: Vec<String>,
+    /// `.nvFatBinSegment` wrappers, in file order.
+    pub fatbin_wrappers: Vec<Wrapper>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Wrapper {
+    #[serde(serialize_with = "ser_hex")]
+    pub offset: u64,
+    /// 1 = ordinary, 2 = device-linked (`__cudaRegisterLinkedBinary`).
+    pub version: u32,
+    /// Virtual address of the container it registers (0 when left to a relocation).
+    #[serde(serialize_with = "ser_hex")]
+    pub data: u64,
+}
+
+fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&hex(*v))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Container {
+    #[serde(serialize_with = "ser_hex")]
+    pub offset: u64,
+    /// 16-byte header plus the declared fat size.
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    /// In `__nv_relfatbin`: relocatable material for device linking, not loaded as is.
+    pub relocatable: bool,
+    /// Version of the `.nvFatBinSegment` wrapper that registers it, when one points here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrapper_version: Option<u32>,
+    /// Every image is a cubin without kernels: nvlink's device-link stub (doc §1.1). Such a
+    /// container cannot raise 209 at a kernel launch and does not count as coverage.
+    pub kernel_less: bool,
+    pub entries: Vec<Entry>,
+    pub problems: Vec<Problem>,
+}
+
+impl Container {
+    pub fn problem_count(&self) -> usize {
+        self.problems.len()
+            + self.entries.iter().map(|e| e.problems.len() + e.images.iter().map(|i| i.problems.len()).sum::<usize>()).sum::<usize>()
+    }
+
+    /// Images the driver may load from this container: ELF/PTX/Tile IR, concatenated expanded.
+    pub fn images(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().flat_map(|e| if e.images.is_empty() { std::slice::from_ref(e) } else { &e.images[..] })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Entry {
+    /// File offset of the entry header (for a concatenated sub-image: its offset inside the
+    /// decompressed blob).
+    #[serde(serialize_with = "ser_hex")]
+    pub offset: u64,
+    pub kind: EntryKind,
+    /// `sm_90a` for SASS, `compute_90a` for PTX, `lto_90a` for NVVM; empty for a concatenated
+    /// entry (its images carry their own).
+    pub arch: String,
+    pub sm: u32,
+    pub suffix: Suffix,
+    /// `[major, minor]`: cubin ELF ABI for ELF, PTX ISA for PTX (doc §2.5).
+    pub code_version: [u16; 2],
+    pub flags: String,
+    pub bits64: bool,
+    pub debug: bool,
+    pub host: Host,
+    pub compression: Compression,
+    pub header_size: u32,
+    pub payload_size: u64,
+    pub compressed_size: u64,
+    pub uncompressed_size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identifier: Option<String>,
+    /// ptxas options for PTX, cicc options for NVVM, as stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub options: Option<String>,
+    /// Decoded cubin for ELF images (absent when not read: see problems).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cubin: Option<CubinInfo>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Entry>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<Problem>,
+}
+
+impl Entry {
+    /// Carries kernels: PTX always counts; an ELF counts unless it was read and has none.
+    pub fn kernel_less(&self) -> bool {
+        self.kind == EntryKind::Elf && self.cubin.as_ref().is_some_and(|c| c.kernel_count == Some(0))
+    }
+}
+
+pub fn arch_name(kind: EntryKind, sm: u32, suffix: Suffix) -> String {
+    let prefix = match kind {
+        EntryKind::Ptx => "compute_",
+        EntryKind::Nvvm => "lto_",
+        EntryKind::Concatenated => return String::new(),
+        _ => "sm_",
+    };
+    format!("{prefix}{sm}{}", suffix.as_str())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HiddenCubin {
+    #[serde(serialize_with = "ser_hex")]
+    pub offset: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
+    pub cubin: CubinInfo,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PtxInfo {
+    /// `.version`, as `[major, minor]`.
+    pub version: [u16; 2],
+    /// `.target` architecture, e.g. `sm_80`, `sm_90a`.
+    pub target: String,
+    pub sm: u32,
+    pub suffix: Suffix,
+    pub debug: bool,
+    pub address_size: Option<u8>,
+    pub entry_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CudartVersion {
+    /// `12.9` or `12.9.79`.
+    pub version: String,
+    /// `shared` (this file is libcudart) or `static` (linked into this file).
+    pub linkage: &'static str,
+    /// `file-name` (the real file behind the SONAME), `machine-code` (CUDART_VERSION
+    /// immediate, doc §5f), `soname` (major only).
+    pub source: &'static str,
+}

@@ -1,0 +1,474 @@
+//! The forward scan: one pass over a file (or over chosen ranges of it) that finds fatbin
+//! containers wherever they are, walks each one entry header by entry header, hops over the
+//! payloads it does not need, and on the way notes `.nvFatBinSegment` wrappers, cubins embedded
+//! as data, and the CUDART_VERSION immediates of statically linked cudart (doc §5f).
+
+use std::io;
+
+use memchr::memmem;
+
+use super::cubin::{self, CubinBytes, CubinInfo};
+use super::decompress::{MAX_UNCOMPRESSED, decompress};
+use super::fatbin::{
+    self, CONTAINER_HEADER_LEN, CONTAINER_PREFIX, Compression, ENTRY_BASE_LEN, EntryKind, FLAG_64BIT, FLAG_COMPAT_BLOB,
+    FLAG_DEBUG, RawEntry,
+};
+use super::model::{Container, Entry, Problem, arch_name, hex};
+use super::window::{WINDOW, Window};
+
+/// Bytes after a match the validators may look at; a search stops this short of the buffered
+/// end (unless the input ends there) so a match is never judged on half its bytes.
+const TAIL: usize = 128;
+/// Cubins up to this size are read whole from the window (one read instead of several).
+const SMALL_PAYLOAD: u64 = 256 << 10;
+/// Streaming inputs cannot seek back, so a cubin is buffered whole to be read; above this size
+/// only its ELF header is decoded.
+pub const STREAM_CUBIN_LIMIT: u64 = 16 << 20;
+/// Bound on recorded CUDART_VERSION candidates (x86 code has many `movl $imm,(%rdi)`).
+const MAX_CUDART_HITS: usize = 1 << 16;
+
+const WRAPPER_MAGIC: [u8; 4] = [0xB1, 0x43, 0x62, 0x46];
+const MOVL_TO_RDI: [u8; 2] = [0xC7, 0x07];
+
+#[derive(Debug, Clone, Copy)]
+pub struct WrapperHit {
+    pub offset: u64,
+    pub version: u32,
+    pub data: u64,
+}
+
+#[derive(Default)]
+pub struct ScanResult {
+    pub containers: Vec<Container>,
+    /// Container magic whose first entry header is not plausible (chance matches, or damage
+    /// when it sits in a fatbin section).
+    pub rejected: Vec<u64>,
+    pub wrappers: Vec<WrapperHit>,
+    pub cudart_hits: Vec<(u64, u32)>,
+    pub cubins: Vec<(u64, Result<CubinInfo, String>)>,
+}
+
+pub struct Scanner {
+    pub kernel_names: bool,
+    /// Look for wrappers, embedded cubins and cudart immediates (host ELF files only).
+    pub host_patterns: bool,
+}
+
+impl Scanner {
+    /// Scans `[a, b)` ranges in order (a container may run past the end of its range; the next
+    /// range then starts after it).
+    pub fn scan(&self, w: &mut Window, ranges: &[(u64, u64)], out: &mut ScanResult) -> io::Result<()> {
+        let file_len = w.len();
+        for &(a, b) in ranges {
+            let b = b.min(file_len);
+            if b <= w.offset() {
+                continue;
+            }
+            w.consume_to(a)?;
+            while w.offset() < b {
+                let base = w.offset();
+                let want = usize::try_from(b - base).unwrap_or(usize::MAX).saturating_add(TAIL);
+                let buf = w.fill(want)?;
+                if buf.is_empty() {
+                    break;
+                }
+                let limit = buf.len().min(usize::try_from(b - base).unwrap_or(usize::MAX));
+                let at_end = base + buf.len() as u64 >= file_len;
+                let search_end = if at_end || buf.len() - limit >= TAIL { limit } else { limit.min(buf.len() - TAIL) };
+                if search_end == 0 {
+                    // Fewer than TAIL bytes left before a range end that is not the file end.
+                    w.consume_to(base + limit as u64)?;
+                    continue;
+                }
+                let hay = &buf[..(search_end + CONTAINER_PREFIX.len() - 1).min(buf.len())];
+                let fat = memmem::find(hay, &CONTAINER_PREFIX);
+                let cub = if self.host_patterns { find_cubin(buf, fat.unwrap_or(search_end)) } else { None };
+                let event = match (fat, cub) {
+                    (Some(f), Some(c)) => Some(f.min(c)),
+                    (f, c) => f.or(c),
+                };
+                let region = event.unwrap_or(search_end);
+                if self.host_patterns {
+                    note_wrappers(buf, base, region, &mut out.wrappers);
+                    note_cudart(buf, base, region, &mut out.cudart_hits);
+                }
+                let Some(p) = event else {
+                    w.consume_to(base + search_end as u64)?;
+                    continue;
+                };
+                let at = base + p as u64;
+                w.consume_to(at)?;
+                if Some(p) == fat {
+                    match self.walk_container(w, at)? {
+                        Some((c, resume)) => {
+                            out.containers.push(c);
+                            w.consume_to(resume)?;
+                        }
+                        None => {
+                            out.rejected.push(at);
+                            w.consume_to(at + 1)?;
+                        }
+                    }
+                } else {
+                    self.embedded_cubin(w, at, out)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the container at the window's offset. Returns it and where scanning resumes, or
+    /// None when its first entry header is not plausible (not a container after all).
+    pub fn walk_container(&self, w: &mut Window, at: u64) -> io::Result<Option<(Container, u64)>> {
+        let file_len = w.len();
+        let head = w.fill(CONTAINER_HEADER_LEN as usize + ENTRY_BASE_LEN)?;
+        let Some(fat_size) = fatbin::parse_container_header(head) else { return Ok(None) };
+        match fatbin::parse_entry_base(&head[CONTAINER_HEADER_LEN as usize..]) {
+            Some(first) if first.plausible() => {}
+            _ => return Ok(None),
+        }
+        let mut c = Container {
+            offset: at,
+            size: fat_size.saturating_add(CONTAINER_HEADER_LEN),
+            section: None,
+            relocatable: false,
+            wrapper_version: None,
+            kernel_less: false,
+            entries: Vec::new(),
+            problems: Vec::new(),
+        };
+        let declared_end = at.checked_add(CONTAINER_HEADER_LEN).and_then(|x| x.checked_add(fat_size));
+        let end = match declared_end {
+            Some(e) if e <= file_len => e,
+            _ => {
+                c.problems.push(Problem {
+                    offset: Some(at),
+                    message: format!(
+                        "container declares {fat_size:#x} bytes of entries, past the end of the file \
+                         ({file_len:#x} bytes): truncated or corrupt"
+                    ),
+                });
+                file_len
+            }
+        };
+        let mut e = at + CONTAINER_HEADER_LEN;
+        let mut clean = true;
+        while e + ENTRY_BASE_LEN as u64 <= end {
+            w.consume_to(e)?;
+            let b = w.fill(ENTRY_BASE_LEN)?;
+            let Some(raw) = fatbin::parse_entry_base(b) else {
+                c.problems.push(problem(e, "entry header cut off by the end of the input"));
+                clean = false;
+                break;
+            };
+            if !raw.plausible() {
+                c.problems.push(problem(
+                    e,
+                    format!(
+                        "invalid entry header (kind {:#x}, header size {:#x}): stopped reading this container",
+                        raw.kind_raw, raw.header_size
+                    ),
+                ));
+                clean = false;
+                break;
+            }
+            let hs = u64::from(raw.header_size);
+            let header = w.fill(raw.header_size as usize)?;
+            if (header.len() as u64) < hs || e + hs > end {
+                c.problems.push(problem(e, format!("entry header of {hs:#x} bytes runs past the container end")));
+                clean = false;
+                break;
+            }
+            let header = header[..hs as usize].to_vec();
+            let mut entry = decode_entry(&raw, &header, e);
+            let payload = e + hs;
+            let next = payload.checked_add(raw.payload_size).filter(|&n| n <= end);
+            let Some(next) = next else {
+                entry.problems.push(problem(
+                    e,
+                    format!(
+                        "payload of {:#x} bytes runs past the container end ({end:#x}): truncated or corrupt",
+                        raw.payload_size
+                    ),
+                ));
+                c.entries.push(entry);
+                clean = false;
+                break;
+            };
+            w.consume_to(payload)?;
+            match raw.kind() {
+                EntryKind::Elf => self.probe_elf(w, &raw, payload, &mut entry)?,
+                EntryKind::Concatenated => self.concatenated(w, &raw, &header, &mut entry)?,
+                _ => {}
+            }
+            c.entries.push(entry);
+            e = next;
+        }
+        c.kernel_less = !c.entries.is_empty() && c.images().all(Entry::kernel_less);
+        let resume = if clean { end } else { e.max(at + 1) };
+        Ok(Some((c, resume)))
+    }
+
+    /// Reads the cubin of an ELF entry far enough to count its kernels and read its notes.
+    fn probe_elf(&self, w: &mut Window, raw: &RawEntry, payload: u64, entry: &mut Entry) -> io::Result<()> {
+        let result = match raw.compression() {
+            Compression::None => self.read_cubin(w, payload, raw.payload_size)?,
+            Compression::Lz4 | Compression::Zstd => match self.read_compressed(w, raw, payload)? {
+                Ok(data) => cubin::parse(&mut &data[..], self.kernel_names),
+                Err(e) => Err(e),
+            },
+            Compression::Other => Err("unknown compression; cubin not read".to_string()),
+        };
+        match result {
+            Ok(c) => entry.cubin = Some(c),
+            Err(e) => entry.problems.push(problem(payload, format!("cubin: {e}"))),
+        }
+        Ok(())
+    }
+
+    /// Reads an uncompressed cubin of (at most) `len` bytes starting at the window's offset.
+    pub fn read_cubin(&self, w: &mut Window, at: u64, len: u64) -> io::Result<Result<CubinInfo, String>> {
+        if len <= SMALL_PAYLOAD {
+            let data = w.fill(len as usize)?;
+            let data = &data[..data.len().min(len as usize)];
+            return Ok(cubin::parse(&mut &data[..], self.kernel_names));
+        }
+        if w.seekable() {
+            let mut src = WindowBytes { w, base: at, size: len, err: None };
+            let r = cubin::parse(&mut src, self.kernel_names);
+            if let Some(e) = src.err {
+                return Err(e);
+            }
+            return Ok(r);
+        }
+        if len <= STREAM_CUBIN_LIMIT {
+            let data = w.take(len as usize)?;
+            return Ok(cubin::parse(&mut &data[..], self.kernel_names));
+        }
+        let head = w.fill(64)?.to_vec();
+        let mut src = PrefixBytes { head, size: len };
+        Ok(cubin::parse(&mut src, self.kernel_names))
+    }
+
+    /// The compressed bytes of an entry, decompressed within the declared size.
+    fn read_compressed(&self, w: &mut Window, raw: &RawEntry, payload: u64) -> io::Result<Result<Vec<u8>, String>> {
+        let csz = u64::from(raw.compressed_size);
+        if csz > raw.payload_size {
+            return Ok(Err(format!(
+                "compressed size {csz:#x} exceeds the payload size {:#x}",
+                raw.payload_size
+            )));
+        }
+        if raw.uncompressed_size > MAX_UNCOMPRESSED {
+            return Ok(Err(format!(
+                "not decompressed: declared size {:#x} exceeds the {MAX_UNCOMPRESSED:#x}-byte limit",
+                raw.uncompressed_size
+            )));
+        }
+        let data = if w.seekable() && csz > SMALL_PAYLOAD {
+            let mut v = vec![0; csz as usize];
+            match w.read_at(payload, &mut v) {
+                Some(Ok(())) => v,
+                Some(Err(e)) => return Err(e),
+                None => unreachable!("seekable window without random access"),
+            }
+        } else {
+            w.take(csz as usize)?
+        };
+        Ok(decompress(raw.compression(), &data, raw.uncompressed_size))
+    }
+
+    /// Lists a concatenated entry's images from its header table; their cubins are read from the
+    /// decompressed blob (bounded like any payload).
+    fn concatenated(&self, w: &mut Window, raw: &RawEntry, header: &[u8], entry: &mut Entry) -> io::Result<()> {
+        let subs = match fatbin::concatenated_table(header) {
+            Ok(s) => s,
+            Err(e) => {
+                entry.problems.push(problem(entry.offset, e));
+                return Ok(());
+            }
+        };
+        let blob = if subs.iter().any(|s| s.raw.kind() == EntryKind::Elf) {
+            match self.read_compressed(w, raw, entry.offset + u64::from(raw.header_size))? {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    entry.problems.push(problem(entry.offset, format!("concatenated payload: {e}")));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        for s in subs {
+            let mut img = decode_entry(&s.raw, &[], s.offset);
+            img.header_size = 0x40;
+            img.payload_size = s.size;
+            img.compressed_size = 0;
+            img.uncompressed_size = 0;
+            img.compression = Compression::None;
+            if let (EntryKind::Elf, Some(blob)) = (s.raw.kind(), &blob) {
+                let range = usize::try_from(s.offset)
+                    .ok()
+                    .and_then(|o| Some(o..o.checked_add(usize::try_from(s.size).ok()?)?))
+                    .and_then(|r| blob.get(r));
+                match range {
+                    Some(bytes) => match cubin::parse(&mut &bytes[..], self.kernel_names) {
+                        Ok(c) => img.cubin = Some(c),
+                        Err(e) => img.problems.push(problem(s.offset, format!("cubin: {e}"))),
+                    },
+                    None => img.problems.push(problem(
+                        s.offset,
+                        format!("image {:#x}+{:#x} lies outside the decompressed blob", s.offset, s.size),
+                    )),
+                }
+            }
+            entry.images.push(img);
+        }
+        Ok(())
+    }
+
+    fn embedded_cubin(&self, w: &mut Window, at: u64, out: &mut ScanResult) -> io::Result<()> {
+        let head = w.fill(64)?.to_vec();
+        let extent = cubin::extent_from_header(&head).filter(|&n| n >= 64 && at.saturating_add(n) <= w.len());
+        let Some(len) = extent else {
+            return w.consume_to(at + 4);
+        };
+        if !w.seekable() && len > STREAM_CUBIN_LIMIT {
+            out.cubins.push((at, cubin::parse(&mut PrefixBytes { head, size: len }, self.kernel_names)));
+            return w.consume_to(at + 4);
+        }
+        let r = self.read_cubin(w, at, len)?;
+        out.cubins.push((at, r));
+        w.consume_to(at + len)
+    }
+}
+
+fn problem(offset: u64, message: impl Into<String>) -> Problem {
+    Problem { offset: Some(offset), message: message.into() }
+}
+
+/// Fills an [`Entry`] from its header bytes (`header` may be empty for concatenated images).
+pub fn decode_entry(raw: &RawEntry, header: &[u8], offset: u64) -> Entry {
+    let kind = raw.kind();
+    let suffix = raw.suffix();
+    let identifier = fatbin::header_string(header, raw.identifier_offset, raw.identifier_len);
+    let compat_blob = kind == EntryKind::Elf && raw.flags & FLAG_COMPAT_BLOB != 0;
+    // A concatenated entry's +0x14 points at its image table, not at options (doc §2.6).
+    let options = if compat_blob || kind == EntryKind::Concatenated {
+        None
+    } else {
+        fatbin::options_slot(header, raw.options_offset).and_then(|(o, l)| fatbin::header_string(header, o, l))
+    };
+    let compression = raw.compression();
+    Entry {
+        offset,
+        kind,
+        arch: arch_name(kind, raw.sm, suffix),
+        sm: raw.sm,
+        suffix,
+        code_version: [raw.code_version.0, raw.code_version.1],
+        flags: hex(raw.flags),
+        bits64: raw.flags & FLAG_64BIT != 0,
+        debug: raw.flags & FLAG_DEBUG != 0,
+        host: raw.host(),
+        compression,
+        header_size: raw.header_size,
+        payload_size: raw.payload_size,
+        compressed_size: if compression == Compression::None { 0 } else { u64::from(raw.compressed_size) },
+        uncompressed_size: raw.uncompressed_size,
+        identifier,
+        options,
+        cubin: None,
+        images: Vec::new(),
+        problems: Vec::new(),
+    }
+}
+
+/// The part of `buf` where a match of `pattern` starts before `region`.
+fn haystack<'b>(buf: &'b [u8], region: usize, pattern: &[u8]) -> &'b [u8] {
+    &buf[..(region + pattern.len() - 1).min(buf.len())]
+}
+
+/// First embedded cubin header (ELF magic with e_machine == EM_CUDA) starting before `region`.
+fn find_cubin(buf: &[u8], region: usize) -> Option<usize> {
+    memmem::find_iter(haystack(buf, region, b"\x7fELF"), b"\x7fELF").find(|&p| cubin::looks_like_cubin(&buf[p..]))
+}
+
+fn note_wrappers(buf: &[u8], base: u64, region: usize, out: &mut Vec<WrapperHit>) {
+    for p in memmem::find_iter(haystack(buf, region, &WRAPPER_MAGIC), &WRAPPER_MAGIC) {
+        let Some(w) = buf.get(p..p + 24) else { continue };
+        let version = u32::from_le_bytes(w[4..8].try_into().unwrap());
+        if version == 1 || version == 2 {
+            let data = u64::from_le_bytes(w[8..16].try_into().unwrap());
+            out.push(WrapperHit { offset: base + p as u64, version, data });
+        }
+    }
+}
+
+/// `movl $imm32, (%rdi)` with an immediate shaped like CUDART_VERSION (major*1000 + minor*10).
+fn note_cudart(buf: &[u8], base: u64, region: usize, out: &mut Vec<(u64, u32)>) {
+    for p in memmem::find_iter(haystack(buf, region, &MOVL_TO_RDI), &MOVL_TO_RDI) {
+        if out.len() >= MAX_CUDART_HITS {
+            break;
+        }
+        if let Some(imm) = buf.get(p + 2..p + 6) {
+            let v = u32::from_le_bytes(imm.try_into().unwrap());
+            if (9000..20000).contains(&v) && v % 10 == 0 {
+                out.push((base + p as u64, v));
+            }
+        }
+    }
+}
+
+/// A cubin inside a seekable input, read on demand.
+struct WindowBytes<'w, 'a> {
+    w: &'w mut Window<'a>,
+    base: u64,
+    size: u64,
+    err: Option<io::Error>,
+}
+
+impl CubinBytes for WindowBytes<'_, '_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn get(&mut self, off: u64, len: u64) -> Result<Vec<u8>, String> {
+        if off.checked_add(len).is_none_or(|e| e > self.size) {
+            return Err(format!("range {off:#x}+{len:#x} lies outside the cubin ({:#x} bytes)", self.size));
+        }
+        let mut v = vec![0; len as usize];
+        match self.w.read_at(self.base + off, &mut v) {
+            Some(Ok(())) => Ok(v),
+            Some(Err(e)) => {
+                let msg = e.to_string();
+                self.err = Some(e);
+                Err(msg)
+            }
+            None => Err("input is not seekable".into()),
+        }
+    }
+}
+
+/// Only the first bytes of a cubin too large to buffer from a stream.
+struct PrefixBytes {
+    head: Vec<u8>,
+    size: u64,
+}
+
+impl CubinBytes for PrefixBytes {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn get(&mut self, off: u64, len: u64) -> Result<Vec<u8>, String> {
+        let r = usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(usize::try_from(len).ok()?)?));
+        r.and_then(|r| self.head.get(r)).map(<[u8]>::to_vec).ok_or_else(|| {
+            format!(
+                "cubin of {:#x} bytes in a stream exceeds the {STREAM_CUBIN_LIMIT:#x}-byte buffer limit: \
+                 only its ELF header was read",
+                self.size
+            )
+        })
+    }
+}
+
+pub const _ASSERT_WINDOW: () = assert!(fatbin::ENTRY_HEADER_MAX as usize <= WINDOW);

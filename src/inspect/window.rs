@@ -1,0 +1,165 @@
+//! A forward window over an [`Input`]: the scanner looks at up to [`WINDOW`] bytes at a time,
+//! hops over what it does not need (a seek on seekable inputs, read-and-drop on streams), and can
+//! ask for byte ranges to be kept as they stream past ("captures": how a one-pass reader gets
+//! the ELF section table that sits at the end of the file).
+
+use std::io;
+
+use crate::input::Input;
+
+pub const WINDOW: usize = 1 << 20;
+/// Read-ahead on seekable inputs: small enough that skipped payloads stay mostly unread, large
+/// enough that walking a run of small entries costs few system calls.
+const READ_AHEAD: usize = 64 << 10;
+
+pub struct Capture {
+    pub off: u64,
+    pub data: Vec<u8>,
+    filled: usize,
+}
+
+impl Capture {
+    pub fn new(off: u64, len: usize) -> Capture {
+        Capture { off, data: vec![0; len], filled: 0 }
+    }
+    pub fn complete(&self) -> bool {
+        self.filled == self.data.len()
+    }
+    /// Copies the part of `bytes` (which start at absolute offset `at`) that falls in range.
+    fn offer(&mut self, at: u64, bytes: &[u8]) {
+        let end = self.off + self.data.len() as u64;
+        let lo = at.max(self.off);
+        let hi = (at + bytes.len() as u64).min(end);
+        if lo < hi {
+            let src = &bytes[(lo - at) as usize..(hi - at) as usize];
+            let dst = (lo - self.off) as usize;
+            self.data[dst..dst + src.len()].copy_from_slice(src);
+            self.filled += src.len();
+        }
+    }
+}
+
+pub struct Window<'a> {
+    input: &'a mut dyn Input,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// Absolute offset of `buf[lo]`.
+    start: u64,
+    seekable: bool,
+    pub captures: Vec<Capture>,
+}
+
+impl<'a> Window<'a> {
+    pub fn new(input: &'a mut dyn Input) -> Window<'a> {
+        let seekable = input.seekable();
+        let start = input.pos();
+        Window { input, buf: vec![0; WINDOW], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
+    }
+
+    pub fn seekable(&self) -> bool {
+        self.seekable
+    }
+    pub fn len(&self) -> u64 {
+        self.input.len()
+    }
+    /// Absolute offset of the first unconsumed byte.
+    pub fn offset(&self) -> u64 {
+        self.start
+    }
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf[self.lo..self.hi]
+    }
+    /// Random access to the underlying input (seekable inputs only).
+    pub fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
+        self.input.read_at(off, buf)
+    }
+    pub fn bytes_read(&self) -> u64 {
+        self.input.bytes_read()
+    }
+
+    /// Reads more bytes after those buffered: on a stream as many as fit (large sequential
+    /// reads), on a seekable input what was asked for plus a modest read-ahead, so hopping over
+    /// payloads does not drag them in.
+    fn refill(&mut self, want: usize) -> io::Result<usize> {
+        if self.lo > 0 {
+            self.buf.copy_within(self.lo..self.hi, 0);
+            self.hi -= self.lo;
+            self.lo = 0;
+        }
+        let room = self.buf.len() - self.hi;
+        let n = if self.seekable { room.min(want.max(READ_AHEAD)) } else { room };
+        let at = self.start + self.hi as u64;
+        let n = self.input.read(&mut self.buf[self.hi..self.hi + n])?;
+        for c in &mut self.captures {
+            c.offer(at, &self.buf[self.hi..self.hi + n]);
+        }
+        self.hi += n;
+        Ok(n)
+    }
+
+    /// Makes at least `min(n, WINDOW)` bytes available unless the input ends first.
+    pub fn fill(&mut self, n: usize) -> io::Result<&[u8]> {
+        let n = n.min(WINDOW);
+        while self.hi - self.lo < n {
+            let want = n - (self.hi - self.lo);
+            if self.refill(want)? == 0 {
+                break;
+            }
+        }
+        Ok(self.buffered())
+    }
+
+    /// Consumes bytes up to absolute offset `to` (forward only).
+    pub fn consume_to(&mut self, to: u64) -> io::Result<()> {
+        let to = to.min(self.input.len());
+        if to <= self.start {
+            return Ok(());
+        }
+        let n = to - self.start;
+        if n <= (self.hi - self.lo) as u64 {
+            self.lo += n as usize;
+            self.start = to;
+            return Ok(());
+        }
+        self.lo = 0;
+        self.hi = 0;
+        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to);
+        if self.seekable || !pending {
+            self.input.skip_to(to)?;
+        } else {
+            // Stream past the skipped bytes so the captures see them.
+            self.start = self.input.pos();
+            while self.start < to {
+                let want = ((to - self.start) as usize).min(WINDOW);
+                let at = self.start;
+                let got = self.input.read(&mut self.buf[..want])?;
+                if got == 0 {
+                    break;
+                }
+                for c in &mut self.captures {
+                    c.offer(at, &self.buf[..got]);
+                }
+                self.start += got as u64;
+            }
+        }
+        self.start = self.input.pos();
+        Ok(())
+    }
+
+    /// Reads exactly `len` bytes starting at the current offset into a new buffer and consumes
+    /// them. The caller bounds `len`.
+    pub fn take(&mut self, len: usize) -> io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            if self.hi == self.lo && self.refill(len - out.len())? == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "input ended inside a payload"));
+            }
+            let n = (len - out.len()).min(self.hi - self.lo);
+            out.extend_from_slice(&self.buf[self.lo..self.lo + n]);
+            self.lo += n;
+            self.start += n as u64;
+        }
+        Ok(out)
+    }
+}

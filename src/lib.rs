@@ -1,0 +1,10 @@
+//! cudalint: finds the CUDA device code in files and container images and checks that it will
+//! run on the GPUs and driver it is meant for.
+//!
+//! The data's journey, one module per stage: [`input`] (bytes from files and streams) ->
+//! [`inspect`] (ELF, fatbin, cubin, PTX, archives) -> reports.
+
+pub mod cli;
+pub mod input;
+pub mod inspect;
+pub mod report;
