@@ -11,7 +11,11 @@ use crate::inspect::{InspectOptions, inspect_paths};
 use crate::report;
 
 #[derive(Parser, Debug)]
-#[command(name = "cudalint", version, about = "Find CUDA device code in files and images, and check it will run on your GPUs")]
+#[command(
+    name = "cudalint",
+    version,
+    about = "Find CUDA device code in files and images, and check it will run on your GPUs"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -59,7 +63,7 @@ fn inspect(a: InspectArgs) -> ExitCode {
     let mut errors = Vec::new();
     for r in inspect_paths(&a.paths, &opts) {
         match r {
-            Ok(f) if a.all || f.format != crate::inspect::FileFormat::Other || !f.problems.is_empty() => files.push(f),
+            Ok(f) if a.all || f.has_device_code() || f.problem_count() > 0 => files.push(f),
             Ok(_) => {}
             Err((path, e)) => errors.push(report::inspect::FileError { path, message: e.to_string() }),
         }

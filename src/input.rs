@@ -179,10 +179,8 @@ impl Input for SliceInput<'_> {
         Ok(())
     }
     fn read_at(&mut self, off: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
-        let r = usize::try_from(off)
-            .ok()
-            .and_then(|o| Some(o..o.checked_add(buf.len())?))
-            .and_then(|r| self.data.get(r));
+        let r =
+            usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(buf.len())?)).and_then(|r| self.data.get(r));
         Some(match r {
             Some(src) => {
                 buf.copy_from_slice(src);

@@ -172,9 +172,7 @@ pub fn parse(src: &mut dyn CubinBytes, want_names: bool) -> Result<CubinInfo, St
         info.problems.push(format!("section names: {e}"));
         None
     });
-    let name_of = |sh: &SectionHeader| -> &str {
-        shstr.as_deref().map_or("", |t| cstr_at(t, sh.sh_name as usize))
-    };
+    let name_of = |sh: &SectionHeader| -> &str { shstr.as_deref().map_or("", |t| cstr_at(t, sh.sh_name)) };
 
     for sh in &sections {
         match sh.sh_type {

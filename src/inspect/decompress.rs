@@ -30,9 +30,7 @@ pub fn decompress(kind: Compression, data: &[u8], uncompressed_size: u64) -> Res
             let dec = zstd::stream::read::Decoder::new(data).map_err(|e| format!("ZSTD: {e}"))?;
             let mut out = Vec::with_capacity(want);
             // One byte more than declared tells "exactly as declared" from "larger" (a bomb).
-            dec.take(want as u64 + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| format!("ZSTD frame does not decode: {e}"))?;
+            dec.take(want as u64 + 1).read_to_end(&mut out).map_err(|e| format!("ZSTD frame does not decode: {e}"))?;
             if out.len() > want {
                 return Err(format!("ZSTD frame decodes to more than the {want} bytes the header declares"));
             }

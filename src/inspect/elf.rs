@@ -9,6 +9,7 @@ use super::hostelf::{self, Layout, Section};
 use super::model::{CudartVersion, ElfInfo, FileFormat, FileReport, HiddenCubin, Wrapper};
 use super::scan::{ScanResult, Scanner};
 use super::window::{Capture, Window};
+
 use super::{InspectOptions, cudart_from_name};
 
 const PREFIX: usize = 64 << 10;
@@ -25,10 +26,33 @@ pub const SEGMENT_SECTION: &str = ".nvFatBinSegment";
 
 /// DT_NEEDED prefixes that name CUDA libraries.
 const CUDA_LIBS: &[&str] = &[
-    "libcuda.so", "libcudart.so", "libcublas", "libcublasLt", "libcudnn", "libnccl", "libnvrtc", "libcufft",
-    "libcurand", "libcusparse", "libcusolver", "libnvjpeg", "libnvJitLink", "libnvToolsExt", "libcupti",
-    "libnvidia-", "libnvrtc-builtins", "libcufile", "libnpp", "libnvblas", "libcudss", "libcutensor",
-    "libnvshmem", "libtensorrt", "libnvinfer", "libnvptxcompiler", "libnvfatbin",
+    "libcuda.so",
+    "libcudart.so",
+    "libcublas",
+    "libcublasLt",
+    "libcudnn",
+    "libnccl",
+    "libnvrtc",
+    "libcufft",
+    "libcurand",
+    "libcusparse",
+    "libcusolver",
+    "libnvjpeg",
+    "libnvJitLink",
+    "libnvToolsExt",
+    "libcupti",
+    "libnvidia-",
+    "libnvrtc-builtins",
+    "libcufile",
+    "libnpp",
+    "libnvblas",
+    "libcudss",
+    "libcutensor",
+    "libnvshmem",
+    "libtensorrt",
+    "libnvinfer",
+    "libnvptxcompiler",
+    "libnvfatbin",
 ];
 
 pub fn is_cuda_library(name: &str) -> bool {
@@ -36,7 +60,7 @@ pub fn is_cuda_library(name: &str) -> bool {
 }
 
 pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
-    let len = w.len();
+    let len = w.total_len();
     let mut report = FileReport::new(path.to_string(), len, FileFormat::Elf);
     let prefix = w.fill(PREFIX)?.to_vec();
     let mut layout = match Layout::from_prefix(&prefix) {
@@ -94,7 +118,9 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
             if let Some((o, n)) = l.dynamic_range() {
                 dyn_bytes = captured(&caps, o, n).map(<[u8]>::to_vec);
             }
-            finish(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| captured(&caps, off, n).map(<[u8]>::to_vec));
+            finish(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| {
+                captured(&caps, off, n).map(<[u8]>::to_vec)
+            });
         } else {
             finish(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok());
         }
@@ -107,8 +133,8 @@ fn read_at(w: &mut Window, off: u64, len: u64, cap: u64) -> Result<Vec<u8>, Stri
     if len > cap {
         return Err(format!("{len:#x} bytes exceeds the {cap:#x}-byte limit"));
     }
-    if off.checked_add(len).is_none_or(|e| e > w.len()) {
-        return Err(format!("{len:#x} bytes at {off:#x} lie past the end of the file ({:#x} bytes)", w.len()));
+    if off.checked_add(len).is_none_or(|e| e > w.total_len()) {
+        return Err(format!("{len:#x} bytes at {off:#x} lie past the end of the file ({:#x} bytes)", w.total_len()));
     }
     let mut v = vec![0; len as usize];
     match w.read_at(off, &mut v) {
@@ -151,17 +177,17 @@ fn name_sections(
 }
 
 fn plan_captures(w: &mut Window, l: &Layout) {
-    let len = w.len();
+    let len = w.total_len();
     if let Some((o, n)) = l.shdr_range() {
         if n <= hostelf::MAX_HEADERS && o.saturating_add(n) <= len {
             let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
-            w.captures.push(Capture::new(from, (o + n - from) as usize));
+            w.capture(from, (o + n - from) as usize);
         }
     }
     if let Some((o, n)) = l.dynamic_range() {
         if n <= MAX_DYNAMIC && o.saturating_add(n) <= len {
-            w.captures.push(Capture::new(o, n as usize));
-            w.captures.push(Capture::new(0, STREAM_DYNSTR_WINDOW.min(len) as usize));
+            w.capture(o, n as usize);
+            w.capture(0, STREAM_DYNSTR_WINDOW.min(len) as usize);
         }
     }
 }
@@ -216,9 +242,10 @@ fn finish(
     if let Some(d) = dynamic {
         let d = hostelf::parse_dynamic(d, l.ctx);
         // The string table's file offset: through the segments, or the `.dynstr` section.
-        let strtab = d.strtab_vaddr.and_then(|v| l.vaddr_to_offset(v)).or_else(|| {
-            sections.as_ref()?.iter().find(|s| s.name == ".dynstr").map(|s| s.offset)
-        });
+        let strtab = d
+            .strtab_vaddr
+            .and_then(|v| l.vaddr_to_offset(v))
+            .or_else(|| sections.as_ref()?.iter().find(|s| s.name == ".dynstr").map(|s| s.offset));
         let mut string = |off: u64| -> Option<String> {
             let at = strtab?.checked_add(off)?;
             if d.strsz.is_some_and(|sz| off >= sz) {
@@ -245,7 +272,8 @@ fn finish(
 /// Puts scan results where they belong, using the section table when there is one.
 fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>, layout: Option<&Layout>) {
     let section_of = |off: u64| sections.and_then(|s| s.iter().find(|s| s.contains(off)));
-    let fatbin_section = |s: Option<&Section>| s.is_some_and(|s| s.name == FATBIN_SECTION || s.name == RELFATBIN_SECTION);
+    let fatbin_section =
+        |s: Option<&Section>| s.is_some_and(|s| s.name == FATBIN_SECTION || s.name == RELFATBIN_SECTION);
 
     // Wrappers: only those inside .nvFatBinSegment when the section table says where it is.
     let wrappers: Vec<Wrapper> = out
@@ -258,7 +286,10 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
         .map(|w| Wrapper { offset: w.offset, version: w.version, data: w.data })
         .collect();
 
-    for mut c in out.containers {
+    // What a seekable read never looks at (sections not loaded at run time) is dropped from a
+    // streamed read too, so both report the same.
+    let loaded = |off: u64| sections.is_none() || section_of(off).is_some_and(Section::alloc);
+    for mut c in out.containers.into_iter().filter(|c| loaded(c.offset)) {
         let sec = section_of(c.offset);
         c.section = sec.map(|s| s.name.clone());
         c.relocatable = sec.is_some_and(|s| s.name == RELFATBIN_SECTION);
@@ -278,11 +309,13 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
             report.problem(Some(r), "container header followed by an invalid entry header");
         }
     }
-    for (off, res) in out.cubins {
+    for (off, res) in out.cubins.into_iter().filter(|(o, _)| loaded(*o)) {
         match res {
-            Ok(cubin) => {
-                report.hidden_cubins.push(HiddenCubin { offset: off, section: section_of(off).map(|s| s.name.clone()), cubin })
-            }
+            Ok(cubin) => report.hidden_cubins.push(HiddenCubin {
+                offset: off,
+                section: section_of(off).map(|s| s.name.clone()),
+                cubin,
+            }),
             Err(e) => report.problem(Some(off), format!("embedded cubin: {e}")),
         }
     }

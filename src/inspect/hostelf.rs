@@ -45,10 +45,8 @@ impl Layout {
     /// Parses the ELF header and, when they lie in `prefix`, the program headers.
     pub fn from_prefix(prefix: &[u8]) -> Result<Layout, String> {
         let header = Elf::parse_header(prefix).map_err(|e| format!("bad ELF header: {e}"))?;
-        let ctx = Ctx::new(
-            header.container().map_err(|e| e.to_string())?,
-            header.endianness().map_err(|e| e.to_string())?,
-        );
+        let ctx =
+            Ctx::new(header.container().map_err(|e| e.to_string())?, header.endianness().map_err(|e| e.to_string())?);
         let mut layout = Layout { header, ctx, phdrs: Vec::new() };
         let (off, len) = layout.phdr_range();
         if let Some(b) = usize::try_from(off).ok().and_then(|o| prefix.get(o..o + len as usize)) {
@@ -78,7 +76,8 @@ impl Layout {
     /// File offset of a virtual address, through the PT_LOAD segments.
     pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
         self.phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
-            (vaddr >= p.p_vaddr && vaddr < p.p_vaddr.saturating_add(p.p_filesz)).then(|| p.p_offset + (vaddr - p.p_vaddr))
+            (vaddr >= p.p_vaddr && vaddr < p.p_vaddr.saturating_add(p.p_filesz))
+                .then(|| p.p_offset + (vaddr - p.p_vaddr))
         })
     }
 

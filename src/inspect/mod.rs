@@ -87,14 +87,19 @@ fn inspect_nested(input: &mut dyn Input, path: &str, opts: &InspectOptions, dept
 }
 
 /// Nested archive members go through the same dispatch.
-pub(crate) fn inspect_member(input: &mut dyn Input, path: &str, opts: &InspectOptions, depth: u32) -> io::Result<FileReport> {
+pub(crate) fn inspect_member(
+    input: &mut dyn Input,
+    path: &str,
+    opts: &InspectOptions,
+    depth: u32,
+) -> io::Result<FileReport> {
     inspect_nested(input, path, opts, depth + 1)
 }
 
 fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
-    let mut report = FileReport::new(path.to_string(), w.len(), FileFormat::Cubin);
+    let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Cubin);
     let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
-    let len = w.len();
+    let len = w.total_len();
     match scanner.read_cubin(w, 0, len)? {
         Ok(c) => report.cubin = Some(c),
         Err(e) => report.problem(Some(0), format!("cubin: {e}")),
@@ -103,10 +108,10 @@ fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Resul
 }
 
 fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
-    let mut report = FileReport::new(path.to_string(), w.len(), FileFormat::Fatbin);
+    let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Fatbin);
     let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
     let mut out = scan::ScanResult::default();
-    let len = w.len();
+    let len = w.total_len();
     scanner.scan(w, &[(0, len)], &mut out)?;
     report.containers = out.containers;
     for r in out.rejected {
@@ -141,7 +146,10 @@ pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {
 /// Inspects files and directories (walked recursively, in sorted order). Symbolic links to
 /// files inside a walked directory are skipped (the file they point to is inspected under its
 /// own name); a link given directly is followed and reported under the real file's path.
-pub fn inspect_paths(paths: &[std::path::PathBuf], opts: &InspectOptions) -> Vec<Result<FileReport, (String, io::Error)>> {
+pub fn inspect_paths(
+    paths: &[std::path::PathBuf],
+    opts: &InspectOptions,
+) -> Vec<Result<FileReport, (String, io::Error)>> {
     let mut files = Vec::new();
     for p in paths {
         collect(p, true, &mut files);

@@ -157,7 +157,11 @@ pub struct Container {
 impl Container {
     pub fn problem_count(&self) -> usize {
         self.problems.len()
-            + self.entries.iter().map(|e| e.problems.len() + e.images.iter().map(|i| i.problems.len()).sum::<usize>()).sum::<usize>()
+            + self
+                .entries
+                .iter()
+                .map(|e| e.problems.len() + e.images.iter().map(|i| i.problems.len()).sum::<usize>())
+                .sum::<usize>()
     }
 
     /// Images the driver may load from this container: ELF/PTX/Tile IR, concatenated expanded.

@@ -18,7 +18,7 @@ pub fn looks_like_ptx(head: &[u8], name: &str) -> bool {
 }
 
 pub fn inspect(w: &mut Window, path: &str) -> io::Result<FileReport> {
-    let mut report = FileReport::new(path.to_string(), w.len(), FileFormat::Other);
+    let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Other);
     let pre = w.fill(PREAMBLE)?;
     let Some(mut info) = parse_preamble(pre) else {
         return Ok(report);
@@ -27,7 +27,7 @@ pub fn inspect(w: &mut Window, path: &str) -> io::Result<FileReport> {
     let needle = b".entry";
     let finder = memmem::Finder::new(needle);
     let mut entries = 0u32;
-    let len = w.len();
+    let len = w.total_len();
     loop {
         let base = w.offset();
         let buf = w.fill(WINDOW)?;

@@ -58,7 +58,7 @@ impl Scanner {
     /// Scans `[a, b)` ranges in order (a container may run past the end of its range; the next
     /// range then starts after it).
     pub fn scan(&self, w: &mut Window, ranges: &[(u64, u64)], out: &mut ScanResult) -> io::Result<()> {
-        let file_len = w.len();
+        let file_len = w.total_len();
         for &(a, b) in ranges {
             let b = b.min(file_len);
             if b <= w.offset() {
@@ -120,7 +120,7 @@ impl Scanner {
     /// Walks the container at the window's offset. Returns it and where scanning resumes, or
     /// None when its first entry header is not plausible (not a container after all).
     pub fn walk_container(&self, w: &mut Window, at: u64) -> io::Result<Option<(Container, u64)>> {
-        let file_len = w.len();
+        let file_len = w.total_len();
         let head = w.fill(CONTAINER_HEADER_LEN as usize + ENTRY_BASE_LEN)?;
         let Some(fat_size) = fatbin::parse_container_header(head) else { return Ok(None) };
         match fatbin::parse_entry_base(&head[CONTAINER_HEADER_LEN as usize..]) {
@@ -254,10 +254,7 @@ impl Scanner {
     fn read_compressed(&self, w: &mut Window, raw: &RawEntry, payload: u64) -> io::Result<Result<Vec<u8>, String>> {
         let csz = u64::from(raw.compressed_size);
         if csz > raw.payload_size {
-            return Ok(Err(format!(
-                "compressed size {csz:#x} exceeds the payload size {:#x}",
-                raw.payload_size
-            )));
+            return Ok(Err(format!("compressed size {csz:#x} exceeds the payload size {:#x}", raw.payload_size)));
         }
         if raw.uncompressed_size > MAX_UNCOMPRESSED {
             return Ok(Err(format!(
@@ -329,7 +326,7 @@ impl Scanner {
 
     fn embedded_cubin(&self, w: &mut Window, at: u64, out: &mut ScanResult) -> io::Result<()> {
         let head = w.fill(64)?.to_vec();
-        let extent = cubin::extent_from_header(&head).filter(|&n| n >= 64 && at.saturating_add(n) <= w.len());
+        let extent = cubin::extent_from_header(&head).filter(|&n| n >= 64 && at.saturating_add(n) <= w.total_len());
         let Some(len) = extent else {
             return w.consume_to(at + 4);
         };

@@ -57,10 +57,19 @@ impl<'a> Window<'a> {
         Window { input, buf: vec![0; WINDOW], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
     }
 
+    /// Keeps the bytes of `[off, off+len)` as they go by (streams). Bytes already consumed
+    /// cannot be captured any more; those still buffered are.
+    pub fn capture(&mut self, off: u64, len: usize) {
+        let mut c = Capture::new(off, len);
+        c.offer(self.start, &self.buf[self.lo..self.hi]);
+        self.captures.push(c);
+    }
+
     pub fn seekable(&self) -> bool {
         self.seekable
     }
-    pub fn len(&self) -> u64 {
+    /// Length of the whole input.
+    pub fn total_len(&self) -> u64 {
         self.input.len()
     }
     /// Absolute offset of the first unconsumed byte.

@@ -175,7 +175,14 @@ fn container_text(out: &mut String, c: &Container, pad: &str, label: &str) {
     if c.kernel_less {
         notes.push("kernel-less device-link stub".to_string());
     }
-    let _ = writeln!(out, "{pad}{label} @{:#x}, {}{}{}", c.offset, human_bytes(c.size), if notes.is_empty() { "" } else { ": " }, notes.join(", "));
+    let _ = writeln!(
+        out,
+        "{pad}{label} @{:#x}, {}{}{}",
+        c.offset,
+        human_bytes(c.size),
+        if notes.is_empty() { "" } else { ": " },
+        notes.join(", ")
+    );
     let inner = format!("{pad}  ");
     for e in &c.entries {
         entry_text(out, e, &inner);
@@ -193,10 +200,13 @@ fn entry_text(out: &mut String, e: &Entry, pad: &str) {
         EntryKind::Concatenated => format!("concatenated ({} images)", e.images.len()),
         k => k.label().to_string(),
     };
-    let mut cols = vec![format!("{kind:<5}"), format!("{:<12}", e.arch), format!("[{},{}]", e.code_version[0], e.code_version[1])];
+    let mut cols =
+        vec![format!("{kind:<5}"), format!("{:<12}", e.arch), format!("[{},{}]", e.code_version[0], e.code_version[1])];
     let size = match e.compression {
         Compression::None => human_bytes(e.payload_size),
-        c => format!("{} {}->{}", human_bytes(e.compressed_size), compression_name(c), human_bytes(e.uncompressed_size)),
+        c => {
+            format!("{} {}->{}", human_bytes(e.compressed_size), compression_name(c), human_bytes(e.uncompressed_size))
+        }
     };
     cols.push(size);
     if e.debug {

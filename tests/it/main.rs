@@ -1,0 +1,7 @@
+//! One integration test binary (faster to build than one per file), a module per area.
+
+mod cuobjdump;
+mod inspect_cli;
+mod inspect_fixtures;
+mod inspect_hostile;
+mod util;
