@@ -36,7 +36,11 @@ pub struct InspectArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// List kernel names of every cubin (long output for big libraries).
+    /// Decode every cubin and PTX image (by default each module's images are read only until one
+    /// shows it carries kernels).
+    #[arg(long)]
+    pub cubins: bool,
+    /// List the kernel names of every cubin (implies --cubins; long output for big libraries).
     #[arg(long)]
     pub kernels: bool,
     /// Also list files that carry no device code.
@@ -58,7 +62,7 @@ pub fn main() -> ExitCode {
 }
 
 fn inspect(a: InspectArgs) -> ExitCode {
-    let opts = InspectOptions { kernel_names: a.kernels };
+    let opts = InspectOptions { every_cubin: a.cubins, kernel_names: a.kernels };
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for r in inspect_paths(&a.paths, &opts) {

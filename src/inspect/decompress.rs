@@ -1,12 +1,17 @@
 //! Bounded decompression of fatbin payloads (doc §3): the output never grows past the size the
 //! entry header declares, so a hostile payload cannot make us allocate more than we chose to.
 
-use std::io::Read;
+use std::cell::RefCell;
 
 use super::fatbin::Compression;
 
 /// Largest uncompressed payload we agree to materialise (stub detection, notes).
 pub const MAX_UNCOMPRESSED: u64 = 64 << 20;
+
+thread_local! {
+    // One decoder context per thread, reused: creating one costs more than decoding a stub.
+    static ZSTD: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
 
 pub fn decompress(kind: Compression, data: &[u8], uncompressed_size: u64) -> Result<Vec<u8>, String> {
     if uncompressed_size > MAX_UNCOMPRESSED {
@@ -26,19 +31,24 @@ pub fn decompress(kind: Compression, data: &[u8], uncompressed_size: u64) -> Res
             }
             Ok(out)
         }
-        Compression::Zstd => {
-            let dec = zstd::stream::read::Decoder::new(data).map_err(|e| format!("ZSTD: {e}"))?;
+        Compression::Zstd => ZSTD.with(|z| {
+            let mut z = z.borrow_mut();
+            if z.is_none() {
+                *z = Some(zstd::bulk::Decompressor::new().map_err(|e| format!("ZSTD: {e}"))?);
+            }
+            let dec = z.as_mut().expect("just set");
+            // The output buffer is exactly the declared size: a frame that decodes to more
+            // (a bomb) fails instead of growing it.
             let mut out = Vec::with_capacity(want);
-            // One byte more than declared tells "exactly as declared" from "larger" (a bomb).
-            dec.take(want as u64 + 1).read_to_end(&mut out).map_err(|e| format!("ZSTD frame does not decode: {e}"))?;
-            if out.len() > want {
-                return Err(format!("ZSTD frame decodes to more than the {want} bytes the header declares"));
+            match dec.decompress_to_buffer(data, &mut out) {
+                Ok(n) if n == want => Ok(out),
+                Ok(n) => Err(format!("ZSTD frame decodes to {n} bytes, header says {want}")),
+                Err(e) if e.to_string().contains("Destination buffer is too small") => {
+                    Err(format!("ZSTD frame decodes to more than the {want} bytes the header declares"))
+                }
+                Err(e) => Err(format!("ZSTD frame does not decode: {e}")),
             }
-            if out.len() < want {
-                return Err(format!("ZSTD frame decodes to {} bytes, header says {want}", out.len()));
-            }
-            Ok(out)
-        }
+        }),
         Compression::Other => Err("unknown compression".to_string()),
     }
 }

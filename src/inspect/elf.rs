@@ -7,7 +7,7 @@ use std::io;
 
 use super::hostelf::{self, Layout, Section};
 use super::model::{CudartVersion, ElfInfo, FileFormat, FileReport, HiddenCubin, Wrapper};
-use super::scan::{ScanResult, Scanner};
+use super::scan::ScanResult;
 use super::window::{Capture, Window};
 
 use super::{InspectOptions, cudart_from_name};
@@ -106,7 +106,8 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         Some(secs) if !secs.is_empty() => scan_ranges(secs),
         _ => vec![(0, len)],
     };
-    let scanner = Scanner { kernel_names: opts.kernel_names, host_patterns: true };
+    let mut scanner = opts.scanner(true);
+    scanner.exec_ranges = layout.as_ref().map(Layout::exec_segments).unwrap_or_else(|| vec![(0, len)]);
     let mut out = ScanResult::default();
     scanner.scan(w, &ranges, &mut out)?;
 

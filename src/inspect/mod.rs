@@ -23,8 +23,22 @@ use window::Window;
 
 #[derive(Debug, Clone, Default)]
 pub struct InspectOptions {
-    /// List kernel names of every cubin (large for big libraries).
+    /// Decode every cubin and PTX image. Without it, a container's images are read only until
+    /// one proves the module carries kernels (enough for every verdict, and far faster).
+    pub every_cubin: bool,
+    /// List kernel names (implies `every_cubin`; large for big libraries).
     pub kernel_names: bool,
+}
+
+impl InspectOptions {
+    pub fn scanner(&self, host_patterns: bool) -> scan::Scanner {
+        scan::Scanner {
+            every_cubin: self.every_cubin || self.kernel_names,
+            kernel_names: self.kernel_names,
+            host_patterns,
+            exec_ranges: Vec::new(),
+        }
+    }
 }
 
 /// Nesting bound for archives inside archives.
@@ -98,7 +112,7 @@ pub(crate) fn inspect_member(
 
 fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
     let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Cubin);
-    let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
+    let scanner = opts.scanner(false);
     let len = w.total_len();
     match scanner.read_cubin(w, 0, len)? {
         Ok(c) => report.cubin = Some(c),
@@ -109,7 +123,7 @@ fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Resul
 
 fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
     let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Fatbin);
-    let scanner = scan::Scanner { kernel_names: opts.kernel_names, host_patterns: false };
+    let scanner = opts.scanner(false);
     let mut out = scan::ScanResult::default();
     let len = w.total_len();
     scanner.scan(w, &[(0, len)], &mut out)?;

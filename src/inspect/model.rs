@@ -147,14 +147,29 @@ pub struct Container {
     /// Version of the `.nvFatBinSegment` wrapper that registers it, when one points here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wrapper_version: Option<u32>,
-    /// Every image is a cubin without kernels: nvlink's device-link stub (doc §1.1). Such a
-    /// container cannot raise 209 at a kernel launch and does not count as coverage.
-    pub kernel_less: bool,
+    /// Whether the module carries kernels: `present` (an image read has some), `none` (every
+    /// image read, none has any: nvlink's device-link stub, doc §1.1; it cannot raise 209 at a
+    /// launch and does not count as coverage), `assumed` (images too large to decompress
+    /// cheaply were not read; treated as `present`).
+    pub kernels: Kernels,
     pub entries: Vec<Entry>,
     pub problems: Vec<Problem>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kernels {
+    Present,
+    None,
+    Assumed,
+}
+
 impl Container {
+    /// A kernel-less module (device-link stub): excluded from coverage.
+    pub fn kernel_less(&self) -> bool {
+        self.kernels == Kernels::None
+    }
+
     pub fn problem_count(&self) -> usize {
         self.problems.len()
             + self
@@ -198,9 +213,13 @@ pub struct Entry {
     /// ptxas options for PTX, cicc options for NVVM, as stored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub options: Option<String>,
-    /// Decoded cubin for ELF images (absent when not read: see problems).
+    /// Decoded cubin for ELF images. By default only read until the module is known to carry
+    /// kernels (`--cubins` reads every one); absent when not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cubin: Option<CubinInfo>,
+    /// `.entry` directives in a PTX image, when it was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ptx_entries: Option<u32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Entry>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -208,9 +227,25 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// Carries kernels: PTX always counts; an ELF counts unless it was read and has none.
+    /// Read, and found to carry kernels.
+    pub fn has_kernels(&self) -> bool {
+        match self.kind {
+            EntryKind::Elf => self.cubin.as_ref().is_some_and(|c| c.kernel_count.is_some_and(|n| n > 0)),
+            EntryKind::Ptx => self.ptx_entries.is_some_and(|n| n > 0),
+            EntryKind::Concatenated => self.images.iter().any(Entry::has_kernels),
+            _ => false,
+        }
+    }
+
+    /// Read, and found without kernels (a cubin without entry functions, PTX without
+    /// `.entry`). Anything not read, or of another kind, may carry kernels.
     pub fn kernel_less(&self) -> bool {
-        self.kind == EntryKind::Elf && self.cubin.as_ref().is_some_and(|c| c.kernel_count == Some(0))
+        match self.kind {
+            EntryKind::Elf => self.cubin.as_ref().is_some_and(|c| c.kernel_count == Some(0)),
+            EntryKind::Ptx => self.ptx_entries == Some(0),
+            EntryKind::Concatenated => !self.images.is_empty() && self.images.iter().all(Entry::kernel_less),
+            _ => false,
+        }
     }
 }
 

@@ -48,6 +48,11 @@ pub fn inspect(w: &mut Window, path: &str) -> io::Result<FileReport> {
     Ok(report)
 }
 
+/// `.entry` directives (kernels) in PTX text.
+pub fn count_entries(text: &[u8]) -> u32 {
+    memmem::find_iter(text, b".entry").filter(|&p| is_entry(text, p)).count() as u32
+}
+
 fn is_entry(buf: &[u8], p: usize) -> bool {
     let before = p == 0 || buf[p - 1].is_ascii_whitespace();
     let after = buf.get(p + 6).is_some_and(|b| b.is_ascii_whitespace());

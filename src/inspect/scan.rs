@@ -13,14 +13,19 @@ use super::fatbin::{
     self, CONTAINER_HEADER_LEN, CONTAINER_PREFIX, Compression, ENTRY_BASE_LEN, EntryKind, FLAG_64BIT, FLAG_COMPAT_BLOB,
     FLAG_DEBUG, RawEntry,
 };
-use super::model::{Container, Entry, Problem, arch_name, hex};
+use super::model::{Container, Entry, Kernels, Problem, arch_name, hex};
 use super::window::{WINDOW, Window};
 
 /// Bytes after a match the validators may look at; a search stops this short of the buffered
 /// end (unless the input ends there) so a match is never judged on half its bytes.
 const TAIL: usize = 128;
+/// The scan tops the window up when fewer bytes than this are buffered.
+const SCAN_CHUNK: usize = 256 << 10;
 /// Cubins up to this size are read whole from the window (one read instead of several).
 const SMALL_PAYLOAD: u64 = 256 << 10;
+/// Without `every_cubin`, compressed images up to this uncompressed size are decompressed to see
+/// whether the module has kernels (device-link stubs are a few KiB); larger ones are assumed to.
+pub const PROBE_LIMIT: u64 = 64 << 10;
 /// Streaming inputs cannot seek back, so a cubin is buffered whole to be read; above this size
 /// only its ELF header is decoded.
 pub const STREAM_CUBIN_LIMIT: u64 = 16 << 20;
@@ -49,9 +54,13 @@ pub struct ScanResult {
 }
 
 pub struct Scanner {
+    /// Decode every cubin (and PTX), not just until each module is known to carry kernels.
+    pub every_cubin: bool,
     pub kernel_names: bool,
     /// Look for wrappers, embedded cubins and cudart immediates (host ELF files only).
     pub host_patterns: bool,
+    /// File ranges of executable segments, where cudart's machine code can be.
+    pub exec_ranges: Vec<(u64, u64)>,
 }
 
 impl Scanner {
@@ -67,7 +76,9 @@ impl Scanner {
             w.consume_to(a)?;
             while w.offset() < b {
                 let base = w.offset();
-                let want = usize::try_from(b - base).unwrap_or(usize::MAX).saturating_add(TAIL);
+                // Ask for more only when little is left: topping up a nearly full window would
+                // move its bytes around after every small container.
+                let want = usize::try_from(b - base).unwrap_or(usize::MAX).saturating_add(TAIL).min(SCAN_CHUNK);
                 let buf = w.fill(want)?;
                 if buf.is_empty() {
                     break;
@@ -90,7 +101,10 @@ impl Scanner {
                 let region = event.unwrap_or(search_end);
                 if self.host_patterns {
                     note_wrappers(buf, base, region, &mut out.wrappers);
-                    note_cudart(buf, base, region, &mut out.cudart_hits);
+                    // CUDART_VERSION immediates only mean something in machine code.
+                    for (xa, xb) in self.exec_ranges.iter().filter_map(|&(xa, xb)| clip(xa, xb, base, region)) {
+                        note_cudart(&buf[..(xb + 5).min(buf.len())], base, xa, xb, &mut out.cudart_hits);
+                    }
                 }
                 let Some(p) = event else {
                     w.consume_to(base + search_end as u64)?;
@@ -133,7 +147,7 @@ impl Scanner {
             section: None,
             relocatable: false,
             wrapper_version: None,
-            kernel_less: false,
+            kernels: Kernels::Assumed,
             entries: Vec::new(),
             problems: Vec::new(),
         };
@@ -153,6 +167,12 @@ impl Scanner {
         };
         let mut e = at + CONTAINER_HEADER_LEN;
         let mut clean = true;
+        // Payloads are read (and decompressed) only until one image shows the module carries
+        // kernels (all images of a container come from one translation unit), or one is too
+        // large to decompress cheaply (then kernels are assumed). A stub's images are small and
+        // all read, so a kernel-less container is known for certain.
+        let mut found = false;
+        let mut assumed = false;
         while e + ENTRY_BASE_LEN as u64 <= end {
             w.consume_to(e)?;
             let b = w.fill(ENTRY_BASE_LEN)?;
@@ -196,15 +216,31 @@ impl Scanner {
                 break;
             };
             w.consume_to(payload)?;
+            let cheap = raw.compression() == Compression::None || raw.uncompressed_size <= PROBE_LIMIT;
+            let probe = self.every_cubin || (!found && !assumed && cheap);
             match raw.kind() {
-                EntryKind::Elf => self.probe_elf(w, &raw, payload, &mut entry)?,
-                EntryKind::Concatenated => self.concatenated(w, &raw, &header, &mut entry)?,
+                EntryKind::Elf if probe => self.probe_elf(w, &raw, payload, &mut entry)?,
+                EntryKind::Ptx if probe => self.probe_ptx(w, &raw, payload, &mut entry)?,
+                EntryKind::Concatenated if probe => self.concatenated(w, &raw, &header, &mut entry)?,
                 _ => {}
+            }
+            for img in if entry.images.is_empty() { std::slice::from_ref(&entry) } else { &entry.images[..] } {
+                if img.has_kernels() {
+                    found = true;
+                } else if !img.kernel_less() {
+                    assumed = true;
+                }
             }
             c.entries.push(entry);
             e = next;
         }
-        c.kernel_less = !c.entries.is_empty() && c.images().all(Entry::kernel_less);
+        c.kernels = if found {
+            Kernels::Present
+        } else if !c.entries.is_empty() && c.images().all(Entry::kernel_less) {
+            Kernels::None
+        } else {
+            Kernels::Assumed
+        };
         let resume = if clean { end } else { e.max(at + 1) };
         Ok(Some((c, resume)))
     }
@@ -222,6 +258,21 @@ impl Scanner {
         match result {
             Ok(c) => entry.cubin = Some(c),
             Err(e) => entry.problems.push(problem(payload, format!("cubin: {e}"))),
+        }
+        Ok(())
+    }
+
+    /// Counts the `.entry` directives of a PTX entry (decompressed within its declared size).
+    fn probe_ptx(&self, w: &mut Window, raw: &RawEntry, payload: u64, entry: &mut Entry) -> io::Result<()> {
+        let text = match raw.compression() {
+            Compression::None if raw.payload_size <= MAX_UNCOMPRESSED => Ok(w.take(raw.payload_size as usize)?),
+            Compression::None => Err(format!("PTX of {:#x} bytes not read", raw.payload_size)),
+            Compression::Lz4 | Compression::Zstd => self.read_compressed(w, raw, payload)?,
+            Compression::Other => Err("unknown compression; PTX not read".to_string()),
+        };
+        match text {
+            Ok(t) => entry.ptx_entries = Some(super::ptx::count_entries(&t)),
+            Err(e) => entry.problems.push(problem(payload, format!("PTX: {e}"))),
         }
         Ok(())
     }
@@ -285,7 +336,7 @@ impl Scanner {
                 return Ok(());
             }
         };
-        let blob = if subs.iter().any(|s| s.raw.kind() == EntryKind::Elf) {
+        let blob = if subs.iter().any(|s| matches!(s.raw.kind(), EntryKind::Elf | EntryKind::Ptx)) {
             match self.read_compressed(w, raw, entry.offset + u64::from(raw.header_size))? {
                 Ok(b) => Some(b),
                 Err(e) => {
@@ -296,6 +347,7 @@ impl Scanner {
         } else {
             None
         };
+        let mut found = false;
         for s in subs {
             let mut img = decode_entry(&s.raw, &[], s.offset);
             img.header_size = 0x40;
@@ -303,22 +355,29 @@ impl Scanner {
             img.compressed_size = 0;
             img.uncompressed_size = 0;
             img.compression = Compression::None;
-            if let (EntryKind::Elf, Some(blob)) = (s.raw.kind(), &blob) {
-                let range = usize::try_from(s.offset)
-                    .ok()
-                    .and_then(|o| Some(o..o.checked_add(usize::try_from(s.size).ok()?)?))
-                    .and_then(|r| blob.get(r));
-                match range {
-                    Some(bytes) => match cubin::parse(&mut &bytes[..], self.kernel_names) {
+            let bytes = blob.as_ref().and_then(|b| {
+                let r = usize::try_from(s.offset).ok()?..usize::try_from(s.offset.checked_add(s.size)?).ok()?;
+                b.get(r)
+            });
+            if blob.is_some() && bytes.is_none() {
+                img.problems.push(problem(
+                    s.offset,
+                    format!("image {:#x}+{:#x} lies outside the decompressed blob", s.offset, s.size),
+                ));
+            }
+            match (s.raw.kind(), bytes) {
+                (EntryKind::Elf, Some(b)) if self.every_cubin || !found => {
+                    match cubin::parse(&mut &b[..], self.kernel_names) {
                         Ok(c) => img.cubin = Some(c),
                         Err(e) => img.problems.push(problem(s.offset, format!("cubin: {e}"))),
-                    },
-                    None => img.problems.push(problem(
-                        s.offset,
-                        format!("image {:#x}+{:#x} lies outside the decompressed blob", s.offset, s.size),
-                    )),
+                    }
                 }
+                (EntryKind::Ptx, Some(b)) if self.every_cubin || !found => {
+                    img.ptx_entries = Some(super::ptx::count_entries(b));
+                }
+                _ => {}
             }
+            found |= img.has_kernels();
             entry.images.push(img);
         }
         Ok(())
@@ -376,6 +435,7 @@ pub fn decode_entry(raw: &RawEntry, header: &[u8], offset: u64) -> Entry {
         identifier,
         options,
         cubin: None,
+        ptx_entries: None,
         images: Vec::new(),
         problems: Vec::new(),
     }
@@ -403,8 +463,16 @@ fn note_wrappers(buf: &[u8], base: u64, region: usize, out: &mut Vec<WrapperHit>
 }
 
 /// `movl $imm32, (%rdi)` with an immediate shaped like CUDART_VERSION (major*1000 + minor*10).
-fn note_cudart(buf: &[u8], base: u64, region: usize, out: &mut Vec<(u64, u32)>) {
-    for p in memmem::find_iter(haystack(buf, region, &MOVL_TO_RDI), &MOVL_TO_RDI) {
+/// The part of file range `[a, b)` inside the buffer's `[0, region)`, as buffer indices.
+fn clip(a: u64, b: u64, base: u64, region: usize) -> Option<(usize, usize)> {
+    let lo = a.max(base) - base;
+    let hi = b.min(base + region as u64).checked_sub(base)?;
+    (lo < hi).then_some((lo as usize, hi as usize))
+}
+
+fn note_cudart(buf: &[u8], base: u64, from: usize, region: usize, out: &mut Vec<(u64, u32)>) {
+    let hay = haystack(buf, region, &MOVL_TO_RDI);
+    for p in memmem::find_iter(&hay[from.min(hay.len())..], &MOVL_TO_RDI).map(|p| p + from) {
         if out.len() >= MAX_CUDART_HITS {
             break;
         }

@@ -172,7 +172,7 @@ fn container_text(out: &mut String, c: &Container, pad: &str, label: &str) {
     if c.relocatable {
         notes.push("relocatable".to_string());
     }
-    if c.kernel_less {
+    if c.kernel_less() {
         notes.push("kernel-less device-link stub".to_string());
     }
     let _ = writeln!(

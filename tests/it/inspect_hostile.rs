@@ -7,10 +7,6 @@ use proptest::prelude::*;
 
 use crate::util::{fixture, read_fixture};
 
-fn inspect(name: &str) -> FileReport {
-    inspect_file(&fixture(name), &InspectOptions::default()).unwrap()
-}
-
 /// All problem messages in a report, nested ones included.
 fn messages(r: &FileReport) -> Vec<String> {
     let mut v: Vec<String> = r.problems.iter().map(|p| p.message.clone()).collect();
@@ -29,7 +25,11 @@ fn messages(r: &FileReport) -> Vec<String> {
 }
 
 fn assert_problem(name: &str, needle: &str) -> FileReport {
-    let r = inspect(name);
+    assert_problem_with(name, needle, &InspectOptions::default())
+}
+
+fn assert_problem_with(name: &str, needle: &str, opts: &InspectOptions) -> FileReport {
+    let r = inspect_file(&fixture(name), opts).unwrap();
     let m = messages(&r);
     assert!(m.iter().any(|m| m.contains(needle)), "{name}: no problem mentioning {needle:?} in {m:?}");
     r
@@ -41,15 +41,18 @@ fn truncated_library_keeps_what_is_readable_and_says_it_is_cut() {
     // cuobjdump says this file has no device code; the first containers are intact.
     assert!(crate::cuobjdump::load("damaged-truncated.so").messages[0].contains("does not contain device code"));
     assert!(r.containers.len() >= 2);
-    assert!(r.containers[0].kernel_less);
+    assert!(r.containers[0].kernel_less());
     assert!(r.containers.last().unwrap().problem_count() > 0);
 }
 
 #[test]
 fn decompression_bombs_stop_at_the_declared_size() {
     let r = assert_problem("damaged-bomb.fatbin", "decodes to more than");
-    assert_problem("damaged-bomb.fatbin", "exceeds the");
     assert_eq!(r.containers.len(), 2);
+    // By default a 4 GiB image is not even tried (kernels assumed); asked to, it is refused.
+    assert_eq!(r.containers[1].kernels, cudalint::inspect::Kernels::Assumed);
+    let every = InspectOptions { every_cubin: true, kernel_names: false };
+    assert_problem_with("damaged-bomb.fatbin", "exceeds the", &every);
 }
 
 #[test]
@@ -80,7 +83,7 @@ fn mutate_and_inspect(base: &[u8], edits: &[(usize, u8)], cut: usize) {
         data[i % n] = v;
     }
     data.truncate(data.len() - cut % data.len().max(1));
-    let opts = InspectOptions { kernel_names: true };
+    let opts = InspectOptions { every_cubin: true, kernel_names: true };
     let mut a = SliceInput::new(&data);
     let ra = inspect_input(&mut a, "mutant", &opts).unwrap();
     let mut b = StreamInput::new(&data[..], data.len() as u64);

@@ -1,0 +1,15 @@
+//! The whole inspector on arbitrary bytes, read both ways: seekable (slice) and streamed.
+//! Seeds: fixtures/bin (host ELF, cubins, fatbins, archives, PTX).
+#![no_main]
+
+use cudalint::input::{SliceInput, StreamInput};
+use cudalint::inspect::{InspectOptions, inspect_input};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let opts = InspectOptions { kernel_names: true };
+    let mut a = SliceInput::new(data);
+    let _ = inspect_input(&mut a, "fuzz", &opts);
+    let mut b = StreamInput::new(data, data.len() as u64);
+    let _ = inspect_input(&mut b, "fuzz", &opts);
+});
