@@ -7,9 +7,10 @@ use cudalint::inspect::{InspectOptions, inspect_input};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let opts = InspectOptions { kernel_names: true };
+    // Default mode seekable, every-cubin mode streamed: both read paths, both probe policies.
     let mut a = SliceInput::new(data);
-    let _ = inspect_input(&mut a, "fuzz", &opts);
+    let _ = inspect_input(&mut a, "fuzz", &InspectOptions::default());
+    let every = InspectOptions { every_cubin: true, kernel_names: true };
     let mut b = StreamInput::new(data, data.len() as u64);
-    let _ = inspect_input(&mut b, "fuzz", &opts);
+    let _ = inspect_input(&mut b, "fuzz", &every);
 });

@@ -210,9 +210,10 @@ fn sections_from_captures(l: &Layout, caps: &[Capture], report: &mut FileReport)
     name_sections(l, table, report, |off, len| captured(caps, off, len).map(<[u8]>::to_vec))
 }
 
-/// Sections loaded at run time, merged into ascending ranges.
+/// Sections that may hold device code, merged into ascending ranges.
 fn scan_ranges(secs: &[Section]) -> Vec<(u64, u64)> {
-    let mut r: Vec<(u64, u64)> = secs.iter().filter(|s| s.alloc()).filter_map(Section::file_range).collect();
+    let mut r: Vec<(u64, u64)> =
+        secs.iter().filter(|s| s.may_hold_device_code()).filter_map(Section::file_range).collect();
     r.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
     for (a, b) in r {
@@ -289,14 +290,16 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
 
     // What a seekable read never looks at (sections not loaded at run time) is dropped from a
     // streamed read too, so both report the same.
-    let loaded = |off: u64| sections.is_none() || section_of(off).is_some_and(Section::alloc);
+    let loaded = |off: u64| sections.is_none() || section_of(off).is_some_and(Section::may_hold_device_code);
+    let by_data: std::collections::HashMap<u64, u32> =
+        wrappers.iter().rev().filter(|w| w.data != 0).map(|w| (w.data, w.version)).collect();
     for mut c in out.containers.into_iter().filter(|c| loaded(c.offset)) {
         let sec = section_of(c.offset);
         c.section = sec.map(|s| s.name.clone());
         c.relocatable = sec.is_some_and(|s| s.name == RELFATBIN_SECTION);
         if let Some(s) = sec {
             let vaddr = s.addr + (c.offset - s.offset);
-            c.wrapper_version = wrappers.iter().find(|w| w.data != 0 && w.data == vaddr).map(|w| w.version);
+            c.wrapper_version = by_data.get(&vaddr).copied();
         }
         // Without a section table nothing can be called hidden: list it with the rest.
         if sections.is_none() || fatbin_section(sec) {

@@ -30,6 +30,41 @@ impl Section {
     pub fn alloc(&self) -> bool {
         self.flags & u64::from(SHF_ALLOC) != 0
     }
+    /// Could hold device code loaded at run time: a loaded section with file bytes that is not
+    /// one of the tables the linker writes for itself.
+    pub fn may_hold_device_code(&self) -> bool {
+        const LINKER_TABLES: &[&str] = &[
+            ".interp",
+            ".gnu.hash",
+            ".hash",
+            ".dynsym",
+            ".dynstr",
+            ".gnu.version",
+            ".gnu.version_r",
+            ".gnu.version_d",
+            ".rela.dyn",
+            ".rela.plt",
+            ".rel.dyn",
+            ".rel.plt",
+            ".relr.dyn",
+            ".init",
+            ".fini",
+            ".plt",
+            ".plt.got",
+            ".plt.sec",
+            ".eh_frame",
+            ".eh_frame_hdr",
+            ".gcc_except_table",
+            ".init_array",
+            ".fini_array",
+            ".dynamic",
+            ".got",
+            ".got.plt",
+            ".tdata",
+        ];
+        self.alloc() && !self.name.starts_with(".note") && !LINKER_TABLES.contains(&self.name.as_str())
+    }
+
     pub fn exec(&self) -> bool {
         self.flags & u64::from(SHF_EXECINSTR) != 0
     }

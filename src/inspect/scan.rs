@@ -19,6 +19,8 @@ use super::window::{WINDOW, Window};
 /// Bytes after a match the validators may look at; a search stops this short of the buffered
 /// end (unless the input ends there) so a match is never judged on half its bytes.
 const TAIL: usize = 128;
+/// Zero padding tolerated between containers laid end to end.
+const RUN_GAP: usize = 64;
 /// The scan tops the window up when fewer bytes than this are buffered.
 const SCAN_CHUNK: usize = 256 << 10;
 /// Cubins up to this size are read whole from the window (one read instead of several).
@@ -113,22 +115,45 @@ impl Scanner {
                 let at = base + p as u64;
                 w.consume_to(at)?;
                 if Some(p) == fat {
-                    match self.walk_container(w, at)? {
-                        Some((c, resume)) => {
-                            out.containers.push(c);
-                            w.consume_to(resume)?;
-                        }
-                        None => {
-                            out.rejected.push(at);
-                            w.consume_to(at + 1)?;
-                        }
-                    }
+                    self.walk_run(w, at, out)?;
                 } else {
                     self.embedded_cubin(w, at, out)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Walks the container at `at` and those laid end to end after it (a `.nv_fatbin` section)
+    /// without scanning the bytes in between: only entry headers are read.
+    fn walk_run(&self, w: &mut Window, mut at: u64, out: &mut ScanResult) -> io::Result<()> {
+        loop {
+            match self.walk_container(w, at)? {
+                Some((c, resume)) => {
+                    let clean = c.problems.is_empty() && resume == c.offset + c.size;
+                    out.containers.push(c);
+                    w.consume_to(resume)?;
+                    if !clean {
+                        return Ok(());
+                    }
+                }
+                None => {
+                    out.rejected.push(at);
+                    return w.consume_to(at + 1);
+                }
+            }
+            // Producers pad to 8 bytes at most; look just past the end for the next magic.
+            let next = w.fill(RUN_GAP + CONTAINER_PREFIX.len())?;
+            let Some(skip) = (0..=RUN_GAP.min(next.len().saturating_sub(CONTAINER_PREFIX.len())))
+                .step_by(8)
+                .take_while(|&i| next[..i].iter().all(|&b| b == 0))
+                .find(|&i| next[i..].starts_with(&CONTAINER_PREFIX))
+            else {
+                return Ok(());
+            };
+            at = w.offset() + skip as u64;
+            w.consume_to(at)?;
+        }
     }
 
     /// Walks the container at the window's offset. Returns it and where scanning resumes, or

@@ -8,9 +8,9 @@ use std::io;
 use crate::input::Input;
 
 pub const WINDOW: usize = 1 << 20;
-/// Read-ahead on seekable inputs: small enough that skipped payloads stay mostly unread, large
-/// enough that walking a run of small entries costs few system calls.
-const READ_AHEAD: usize = 64 << 10;
+/// Read-ahead on seekable inputs: one page, so hopping from entry header to entry header over
+/// payloads leaves the payloads unread (the kernel's own read-ahead keeps the calls cheap).
+const READ_AHEAD: usize = 4 << 10;
 
 pub struct Capture {
     pub off: u64,
