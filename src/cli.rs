@@ -62,12 +62,12 @@ pub fn main() -> ExitCode {
 }
 
 fn inspect(a: InspectArgs) -> ExitCode {
-    let opts = InspectOptions { every_cubin: a.cubins, kernel_names: a.kernels };
+    let opts = InspectOptions { every_cubin: a.cubins, kernel_names: a.kernels, ..Default::default() };
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for r in inspect_paths(&a.paths, &opts) {
         match r {
-            Ok(f) if a.all || f.has_device_code() || f.problem_count() > 0 => files.push(f),
+            Ok(f) if a.all || f.cuda_relevant() => files.push(f),
             Ok(_) => {}
             Err((path, e)) => errors.push(report::inspect::FileError { path, message: e.to_string() }),
         }

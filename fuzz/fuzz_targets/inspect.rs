@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     // Default mode seekable, every-cubin mode streamed: both read paths, both probe policies.
     let mut a = SliceInput::new(data);
     let _ = inspect_input(&mut a, "fuzz", &InspectOptions::default());
-    let every = InspectOptions { every_cubin: true, kernel_names: true };
+    let every = InspectOptions { every_cubin: true, kernel_names: true, ..Default::default() };
     let mut b = StreamInput::new(data, data.len() as u64);
     let _ = inspect_input(&mut b, "fuzz", &every);
 });

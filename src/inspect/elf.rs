@@ -13,6 +13,7 @@ use super::window::{Capture, Window};
 use super::{InspectOptions, cudart_from_name};
 
 const PREFIX: usize = 64 << 10;
+const SEEK_PREFIX: usize = 4 << 10;
 /// On a stream the dynamic string table has gone by before `.dynamic` says where it is; keep
 /// this much of the file's start, where linkers put it.
 const STREAM_DYNSTR_WINDOW: u64 = 8 << 20;
@@ -62,7 +63,8 @@ pub fn is_cuda_library(name: &str) -> bool {
 pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
     let len = w.total_len();
     let mut report = FileReport::new(path.to_string(), len, FileFormat::Elf);
-    let prefix = w.fill(PREFIX)?.to_vec();
+    // Program headers follow the ELF header; a seekable read fetches more only if needed.
+    let prefix = w.fill(if w.seekable() { SEEK_PREFIX } else { PREFIX })?.to_vec();
     let mut layout = match Layout::from_prefix(&prefix) {
         Ok(l) => Some(l),
         Err(e) => {
@@ -100,9 +102,19 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         }
     }
 
-    // Which bytes to scan: on a seekable file with a section table, the sections that are loaded
-    // at run time (device code elsewhere cannot be handed to the driver); otherwise everything.
+    // On a seekable file, what the headers say decides whether the body is read at all.
+    let mut info = None;
+    if let (Some(l), true) = (&layout, seekable) {
+        info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok()));
+    }
+    let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
+        !opts.cuda_elf_only || cuda_related(path, info.as_ref(), sections.as_deref())
+    };
+
+    // Which bytes to scan: on a seekable file with a section table, the sections that may hold
+    // device code (nothing else can be handed to the driver); otherwise everything.
     let ranges = match &sections {
+        _ if seekable && !wanted(&info, &sections) => Vec::new(),
         Some(secs) if !secs.is_empty() => scan_ranges(secs),
         _ => vec![(0, len)],
     };
@@ -111,23 +123,34 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     let mut out = ScanResult::default();
     scanner.scan(w, &ranges, &mut out)?;
 
-    if let Some(l) = &layout {
-        if !seekable {
-            w.consume_to(len)?;
-            let caps = std::mem::take(&mut w.captures);
-            sections = sections_from_captures(l, &caps, &mut report);
-            if let Some((o, n)) = l.dynamic_range() {
-                dyn_bytes = captured(&caps, o, n).map(<[u8]>::to_vec);
-            }
-            finish(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| {
-                captured(&caps, off, n).map(<[u8]>::to_vec)
-            });
-        } else {
-            finish(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok());
+    if let (Some(l), false) = (&layout, seekable) {
+        w.consume_to(len)?;
+        let caps = std::mem::take(&mut w.captures);
+        sections = sections_from_captures(l, &caps, &mut report);
+        if let Some((o, n)) = l.dynamic_range() {
+            dyn_bytes = captured(&caps, o, n).map(<[u8]>::to_vec);
+        }
+        info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| {
+            captured(&caps, off, n).map(<[u8]>::to_vec)
+        }));
+        // A stream is read whole anyway; what it found is kept on the same terms as a seek.
+        if !wanted(&info, &sections) {
+            out = ScanResult::default();
         }
     }
+    report.elf = info;
     place(&mut report, out, sections.as_deref(), layout.as_ref());
     Ok(report)
+}
+
+/// Headers that show a file is part of CUDA: fatbin sections, CUDA libraries in DT_NEEDED or
+/// as SONAME, or a CUDA library's name.
+fn cuda_related(path: &str, info: Option<&ElfInfo>, sections: Option<&[Section]>) -> bool {
+    let name = path.rsplit(['/', ':']).next().unwrap_or(path);
+    let fatbin = |s: &Section| s.name == FATBIN_SECTION || s.name == RELFATBIN_SECTION || s.name == SEGMENT_SECTION;
+    is_cuda_library(name)
+        || sections.is_some_and(|s| s.iter().any(fatbin))
+        || info.is_some_and(|i| !i.cuda_needed.is_empty() || i.soname.as_deref().is_some_and(is_cuda_library))
 }
 
 fn read_at(w: &mut Window, off: u64, len: u64, cap: u64) -> Result<Vec<u8>, String> {
@@ -226,13 +249,13 @@ fn scan_ranges(secs: &[Section]) -> Vec<(u64, u64)> {
 }
 
 /// SONAME, DT_NEEDED and the ELF summary.
-fn finish(
+fn elf_info(
     l: &Layout,
     report: &mut FileReport,
     sections: &Option<Vec<Section>>,
     dynamic: Option<&[u8]>,
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
-) {
+) -> ElfInfo {
     let mut info = ElfInfo {
         elf_type: hostelf::elf_type_name(l.header.e_type),
         machine: hostelf::machine_name(l.header.e_machine),
@@ -268,7 +291,7 @@ fn finish(
             info.cuda_needed = needed;
         }
     }
-    report.elf = Some(info);
+    info
 }
 
 /// Puts scan results where they belong, using the section table when there is one.
@@ -342,13 +365,16 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
     let soname = report.elf.as_ref().and_then(|e| e.soname.clone());
     let is_cudart = soname.as_deref().is_some_and(|s| s.starts_with("libcudart.so"));
     let by_name = if is_cudart { cudart_from_name(&report.path) } else { None };
+    // The real file name is exact (12.9.79); the machine code gives major.minor; a SONAME-style
+    // name alone gives the major.
     report.cudart = match (by_name, best) {
-        (Some(v), _) => Some(v),
-        (None, Some(v)) => Some(CudartVersion {
+        (Some(v), _) if v.source == "file-name" => Some(v),
+        (_, Some(v)) => Some(CudartVersion {
             version: format!("{}.{}", v / 1000, (v % 1000) / 10),
             linkage: if is_cudart { "shared" } else { "static" },
             source: "machine-code",
         }),
+        (Some(v), None) => Some(v),
         (None, None) if is_cudart => soname.as_deref().and_then(cudart_from_name).map(|mut v| {
             v.source = "soname";
             v

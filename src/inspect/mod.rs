@@ -28,6 +28,10 @@ pub struct InspectOptions {
     pub every_cubin: bool,
     /// List kernel names (implies `every_cubin`; large for big libraries).
     pub kernel_names: bool,
+    /// Image scans: look inside a host ELF only when its headers show CUDA (fatbin sections,
+    /// DT_NEEDED or SONAME naming a CUDA library, or a CUDA library's file name); other ELF
+    /// files (the rest of a distribution) are read no further than their headers.
+    pub cuda_elf_only: bool,
 }
 
 impl InspectOptions {
@@ -77,9 +81,22 @@ pub fn inspect_input(input: &mut dyn Input, path: &str, opts: &InspectOptions) -
 }
 
 fn inspect_nested(input: &mut dyn Input, path: &str, opts: &InspectOptions, depth: u32) -> io::Result<FileReport> {
-    let mut head = [0u8; 64];
+    let mut head = [0u8; HEAD];
     let n = read_full(input, &mut head)?;
-    let head = &head[..n];
+    inspect_sniffed(&head[..n], input, path, opts, depth)
+}
+
+/// Bytes read to tell what a file is.
+pub const HEAD: usize = 64;
+
+/// Inspects a file whose first bytes (`head`, up to [`HEAD`]) were already read from `input`.
+pub fn inspect_sniffed(
+    head: &[u8],
+    input: &mut dyn Input,
+    path: &str,
+    opts: &InspectOptions,
+    depth: u32,
+) -> io::Result<FileReport> {
     let size = input.len();
     let kind = sniff(head, path);
     let mut p = Prefixed::new(head, input);

@@ -96,6 +96,11 @@ impl FileReport {
             || self.members.iter().any(FileReport::has_device_code)
     }
 
+    /// Worth listing: device code, a CUDA runtime, or something wrong.
+    pub fn cuda_relevant(&self) -> bool {
+        self.has_device_code() || self.cudart.is_some() || self.problem_count() > 0
+    }
+
     /// Problems here and in members, for exit codes and summaries.
     pub fn problem_count(&self) -> usize {
         let containers = self.containers.iter().chain(&self.hidden_containers);

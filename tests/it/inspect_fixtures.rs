@@ -10,7 +10,7 @@ use crate::cuobjdump::{self, DumpEntry};
 use crate::util::{fixture, fixture_names, read_fixture};
 
 fn inspect(name: &str) -> FileReport {
-    inspect_file(&fixture(name), &InspectOptions { every_cubin: true, kernel_names: false }).unwrap()
+    inspect_file(&fixture(name), &InspectOptions { every_cubin: true, ..Default::default() }).unwrap()
 }
 
 /// Our section-container entries in the order cuobjdump prints them (archive members in
@@ -270,7 +270,7 @@ fn ptx_file() {
 /// it with seeks.
 #[test]
 fn streaming_and_seekable_reads_agree_on_every_fixture() {
-    let opts = InspectOptions { every_cubin: true, kernel_names: true };
+    let opts = InspectOptions { every_cubin: true, kernel_names: true, ..Default::default() };
     for name in fixture_names() {
         let path = fixture(&name);
         let file = std::fs::File::open(&path).unwrap();

@@ -51,7 +51,7 @@ fn decompression_bombs_stop_at_the_declared_size() {
     assert_eq!(r.containers.len(), 2);
     // By default a 4 GiB image is not even tried (kernels assumed); asked to, it is refused.
     assert_eq!(r.containers[1].kernels, cudalint::inspect::Kernels::Assumed);
-    let every = InspectOptions { every_cubin: true, kernel_names: false };
+    let every = InspectOptions { every_cubin: true, ..Default::default() };
     assert_problem_with("damaged-bomb.fatbin", "exceeds the", &every);
 }
 
@@ -83,7 +83,7 @@ fn mutate_and_inspect(base: &[u8], edits: &[(usize, u8)], cut: usize) {
         data[i % n] = v;
     }
     data.truncate(data.len() - cut % data.len().max(1));
-    let opts = InspectOptions { every_cubin: true, kernel_names: true };
+    let opts = InspectOptions { every_cubin: true, kernel_names: true, ..Default::default() };
     let mut a = SliceInput::new(&data);
     let ra = inspect_input(&mut a, "mutant", &opts).unwrap();
     let mut b = StreamInput::new(&data[..], data.len() as u64);
