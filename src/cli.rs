@@ -26,6 +26,41 @@ pub enum Command {
     /// List every piece of CUDA device code in files (directories are walked recursively):
     /// fatbin containers and their entries, hidden containers, cubins, PTX, archive members.
     Inspect(InspectArgs),
+    /// Read a whole image in one streaming pass and list the CUDA device code of its final
+    /// filesystem. IMAGE: a docker-archive (`docker save` output), `-` for standard input, an OCI
+    /// layout directory, an oci-archive, a root filesystem directory, a single file, or a Python
+    /// wheel; prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind.
+    Scan(ScanArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    /// The image (see above).
+    pub image: String,
+    /// Platform to scan from a multi-platform image (os/arch[/variant]); default: this host's.
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// Which layer digests to check.
+    #[arg(long, value_enum, default_value_t = crate::image::Verify::Auto)]
+    pub verify: crate::image::Verify,
+    /// Layers decoded at once (default: the number of CPUs, at most 8).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write the report to this file instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Decode every cubin (see `inspect --cubins`).
+    #[arg(long)]
+    pub cubins: bool,
+    /// Look inside every ELF file, not only those whose headers show CUDA.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -58,6 +93,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Inspect(a) => inspect(a),
+        Command::Scan(a) => scan(a),
     }
 }
 
@@ -89,4 +125,44 @@ pub fn write_stdout(s: &str) {
             std::process::exit(2);
         }
     }
+}
+
+fn scan(a: ScanArgs) -> ExitCode {
+    let mut opts = crate::image::ScanOptions::default();
+    if let Some(p) = &a.platform {
+        match crate::image::Platform::parse(p) {
+            Ok(p) => opts.platform = Some(p),
+            Err(e) => return fail(&e),
+        }
+    }
+    opts.verify = a.verify;
+    if let Some(j) = a.jobs {
+        opts.jobs = j.max(1);
+    }
+    opts.progress = !a.quiet;
+    opts.inspect.every_cubin = a.cubins;
+    opts.inspect.cuda_elf_only = !a.deep;
+    let report = match crate::image::scan(&a.image, &opts) {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("{}: {e}", a.image)),
+    };
+    let out = match a.format {
+        Format::Text => report::scan::text(&report),
+        Format::Json => report::scan::json(&report),
+    };
+    match &a.output {
+        Some(p) => {
+            if let Err(e) = std::fs::write(p, out) {
+                return fail(&format!("{}: {e}", p.display()));
+            }
+        }
+        None => write_stdout(&out),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The run itself failed: say why on stderr, exit 2 (never a partial "clean" result).
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("cudalint: error: {msg}");
+    ExitCode::from(2)
 }

@@ -102,6 +102,13 @@ impl<R: Read> StreamInput<R> {
     pub fn new(inner: R, len: u64) -> Self {
         StreamInput { inner, len, pos: 0 }
     }
+    /// A stream whose length is not known up front (a decompressed layer): it simply ends.
+    pub fn unbounded(inner: R) -> Self {
+        StreamInput { inner, len: u64::MAX, pos: 0 }
+    }
+    pub fn into_inner(self) -> R {
+        self.inner
+    }
 }
 
 impl<R: Read> Input for StreamInput<R> {
@@ -123,7 +130,7 @@ impl<R: Read> Input for StreamInput<R> {
                 r => break r?,
             }
         };
-        if got == 0 {
+        if got == 0 && self.len != u64::MAX {
             return Err(eof("stream ended before the entry's recorded size"));
         }
         self.pos += got as u64;
@@ -134,7 +141,9 @@ impl<R: Read> Input for StreamInput<R> {
         let mut scratch = [0u8; 64 * 1024];
         while self.pos < target {
             let n = (target - self.pos).min(scratch.len() as u64) as usize;
-            self.read(&mut scratch[..n])?;
+            if self.read(&mut scratch[..n])? == 0 {
+                return Err(eof("stream ended inside an entry"));
+            }
         }
         Ok(())
     }
@@ -304,4 +313,13 @@ pub fn read_full(input: &mut dyn Input, buf: &mut [u8]) -> io::Result<usize> {
         n += got;
     }
     Ok(n)
+}
+
+/// An [`Input`] read as a plain byte stream from its current position.
+pub struct InputReader<'a>(pub &'a mut dyn Input);
+
+impl Read for InputReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read(buf)
+    }
 }

@@ -5,6 +5,8 @@
 //! [`inspect`] (ELF, fatbin, cubin, PTX, archives) -> reports.
 
 pub mod cli;
+pub mod image;
 pub mod input;
+pub mod layer;
 pub mod inspect;
 pub mod report;

@@ -12,7 +12,7 @@ pub mod scan;
 pub mod window;
 
 mod ar;
-mod elf;
+pub mod elf;
 
 use std::io;
 

@@ -20,7 +20,7 @@ pub struct InspectDocument<'a> {
     pub errors: &'a [FileError],
 }
 
-#[derive(Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Tool {
     pub name: &'static str,
     pub version: &'static str,
@@ -57,7 +57,7 @@ pub fn text(files: &[FileReport], errors: &[FileError]) -> String {
     out
 }
 
-fn file_text(out: &mut String, f: &FileReport, depth: usize) {
+pub fn file_text(out: &mut String, f: &FileReport, depth: usize) {
     let pad = "  ".repeat(depth);
     let what = match (&f.format, &f.elf) {
         (FileFormat::Elf, Some(e)) => format!("ELF {} {}", e.elf_type, e.machine),

@@ -1,0 +1,254 @@
+//! Image tarballs (`docker save` output in both layouts, oci-archive) read from a file with
+//! seeks, or from standard input in one pass; OCI layout directories.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use super::layers::{self, Outcome};
+use super::oci::{self, LayerRef, MAX_JSON, Platform, Resolved, Store};
+use super::progress::{Counting, Progress};
+use super::{ImageReport, ScanError, ScanOptions, assemble};
+use crate::input::{FileInput, Input, InputReader, StreamInput, SubInput, read_full};
+use crate::layer::decode::READ_BUF;
+use crate::layer::path::normalize;
+use crate::layer::tar::{Kind, TarWalker};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `manifest.json` (docker save, both the legacy and the Docker 25+ OCI layout).
+    Docker,
+    /// `index.json` only (oci-archive).
+    Oci,
+}
+
+/// Member name as stored, without `./` or a leading `/`.
+fn member_name(raw: &[u8]) -> Option<String> {
+    normalize(raw).ok().map(|(p, _)| p.trim_start_matches('/').to_string())
+}
+
+/// Follows symlinks between members (Docker 25+ links `<id>/layer.tar` to `blobs/sha256/...`).
+fn follow(links: &HashMap<String, String>, key: &str) -> String {
+    let mut k = key.to_string();
+    for _ in 0..8 {
+        match links.get(&k) {
+            Some(t) => k = t.clone(),
+            None => break,
+        }
+    }
+    k
+}
+
+fn link_target(name: &str, target: &[u8]) -> Option<String> {
+    let dir = name.rsplit_once('/').map_or("", |(d, _)| d);
+    let t = String::from_utf8_lossy(target);
+    let joined = if t.starts_with('/') { t.to_string() } else { format!("{dir}/{t}") };
+    member_name(joined.as_bytes())
+}
+
+struct ArchiveStore<'f> {
+    file: &'f File,
+    path: String,
+    members: HashMap<String, (u64, u64)>,
+    links: HashMap<String, String>,
+}
+
+impl ArchiveStore<'_> {
+    fn lookup(&self, key: &str) -> Result<(u64, u64), ScanError> {
+        self.members
+            .get(&follow(&self.links, key))
+            .copied()
+            .ok_or_else(|| ScanError::Format(format!("{}: no member {key}", self.path)))
+    }
+}
+
+impl Store for ArchiveStore<'_> {
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+        let (off, size) = self.lookup(key)?;
+        if size > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: {key} is {size} bytes, more than a manifest can be", self.path)));
+        }
+        let mut v = vec![0; size as usize];
+        FileInput::new(self.file, off, size)
+            .read_at(0, &mut v)
+            .expect("seekable")
+            .map_err(|e| ScanError::io(format!("{}:{key}", self.path), e))?;
+        Ok(v)
+    }
+}
+
+/// `files`: whether the archive has `manifest.json` and `index.json`.
+fn resolve(
+    store: &mut dyn Store,
+    files: (bool, bool),
+    layout: Option<Layout>,
+    want: Option<&str>,
+    platform: &Platform,
+    what: &str,
+) -> Result<(Resolved, &'static str), ScanError> {
+    let layout = match layout {
+        Some(l) => l,
+        None if files.0 => Layout::Docker,
+        None if files.1 => Layout::Oci,
+        None => {
+            return Err(ScanError::Format(format!(
+                "{what}: a tar archive without manifest.json or index.json is not an image (for a root filesystem, extract it and use dir:)"
+            )));
+        }
+    };
+    Ok(match layout {
+        Layout::Docker => (oci::resolve_docker_archive(store, want)?, "docker-archive"),
+        Layout::Oci => (oci::resolve_oci(store, want, platform)?, "oci-archive"),
+    })
+}
+
+pub fn scan_file(path: &Path, layout: Option<Layout>, want: Option<&str>, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
+    let len = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
+    let mut input = FileInput::new(&file, 0, len);
+    let mut store = ArchiveStore { file: &file, path: path.display().to_string(), members: HashMap::new(), links: HashMap::new() };
+    let mut walker = TarWalker::new(&mut input);
+    while let Some(e) = walker.next_entry().map_err(|e| ScanError::Format(format!("{}: {e}", path.display())))? {
+        let Some(name) = member_name(&e.path) else { continue };
+        match e.kind {
+            Kind::File => {
+                store.members.insert(name, (e.data_offset, e.size));
+            }
+            Kind::Symlink | Kind::Hardlink => {
+                let target = e.link.as_deref().unwrap_or_default();
+                let t = if e.kind == Kind::Hardlink { member_name(target) } else { link_target(&name, target) };
+                if let Some(t) = t {
+                    store.links.insert(name, t);
+                }
+            }
+            _ => {}
+        }
+    }
+    let files = (store.members.contains_key("manifest.json"), store.members.contains_key("index.json"));
+    let (resolved, source) = resolve(&mut store, files, layout, want, platform, &path.display().to_string())?;
+    let regions: Vec<(LayerRef, (u64, u64))> =
+        resolved.layers.iter().map(|l| Ok((l.clone(), store.lookup(&l.key)?))).collect::<Result<_, ScanError>>()?;
+    let total = regions.iter().map(|(_, (_, s))| s).sum();
+    let progress = Progress::new(opts.progress, Some(total), regions.len());
+    let layers = layers::parallel(&regions, opts.jobs, |(l, (off, size))| {
+        let o = layers::from_file(&file, *off, *size, l, opts.verify, &opts.inspect, &progress)?;
+        layers::check(l, o, opts.verify)
+    });
+    progress.finish();
+    Ok(assemble(source, Some(&resolved), None, layers?))
+}
+
+struct MemStore {
+    small: HashMap<String, Vec<u8>>,
+    links: HashMap<String, String>,
+}
+
+impl Store for MemStore {
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+        self.small
+            .get(&follow(&self.links, key))
+            .cloned()
+            .ok_or_else(|| ScanError::Format(format!("standard input: the archive has no {key} (or it is not JSON)")))
+    }
+}
+
+/// An image archive on a byte stream (`docker save img | cudalint scan -`): every blob is
+/// analysed as it passes (the manifest may come last), then the manifest picks the layers.
+pub fn scan_stream<R: Read>(reader: R, label: &str, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let progress = Progress::new(opts.progress, None, 0);
+    let counted = Counting::new(reader, &progress);
+    let mut outer = StreamInput::unbounded(BufReader::with_capacity(READ_BUF, counted));
+    let mut walker = TarWalker::new(&mut outer);
+    let mut store = MemStore { small: HashMap::new(), links: HashMap::new() };
+    let mut outcomes: HashMap<String, Result<Outcome, ScanError>> = HashMap::new();
+    let bad = |e: &dyn std::fmt::Display| ScanError::Format(format!("{label}: not a readable image archive: {e}"));
+    while let Some(e) = walker.next_entry().map_err(|e| bad(&e))? {
+        let Some(name) = member_name(&e.path) else { continue };
+        match e.kind {
+            Kind::Symlink => {
+                if let Some(t) = link_target(&name, e.link.as_deref().unwrap_or_default()) {
+                    store.links.insert(name, t);
+                }
+            }
+            Kind::File if e.size > 0 => {
+                let mut sub = SubInput::new(walker.input(), e.data_offset, e.size).map_err(|e| bad(&e))?;
+                let mut head = [0u8; 1];
+                read_full(&mut sub, &mut head).map_err(|e| bad(&e))?;
+                if e.size <= MAX_JSON && (head[0] == b'{' || head[0] == b'[') {
+                    let mut v = vec![0; e.size as usize];
+                    v[0] = head[0];
+                    read_full(&mut sub, &mut v[1..]).map_err(|e| bad(&e))?;
+                    store.small.insert(name, v);
+                } else {
+                    progress.message(format!("{name}"));
+                    let digest = digest_of_blob_name(&name);
+                    let l = LayerRef { key: name.clone(), digest: digest.clone(), diff_id: None, size: None, media_type: None };
+                    let raw = std::io::Cursor::new(head).chain(InputReader(&mut sub));
+                    outcomes.insert(name, layers::stream(raw, &l, &opts.inspect, digest.is_none()));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Whatever follows the archive's end marker is not part of it.
+    let files = (store.small.contains_key("manifest.json"), store.small.contains_key("index.json"));
+    let (resolved, source) = resolve(&mut store, files, None, None, platform, label)?;
+    let mut layers = Vec::new();
+    for l in &resolved.layers {
+        let key = follow(&store.links, &l.key);
+        let o = outcomes
+            .remove(&key)
+            .ok_or_else(|| ScanError::Layer { layer: l.id(), message: format!("not in the archive (member {key})") })??;
+        layers.push(layers::check(l, o, opts.verify)?);
+    }
+    progress.finish();
+    Ok(assemble(source, Some(&resolved), None, layers))
+}
+
+fn digest_of_blob_name(name: &str) -> Option<String> {
+    let mut it = name.rsplit('/');
+    let hex = it.next()?;
+    let alg = it.next()?;
+    (it.next() == Some("blobs") && alg == "sha256" && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("sha256:{hex}"))
+}
+
+struct DirStore {
+    root: std::path::PathBuf,
+}
+
+impl Store for DirStore {
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+        let p = self.root.join(key);
+        let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
+        if meta.len() > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: {} bytes, more than a manifest can be", p.display(), meta.len())));
+        }
+        std::fs::read(&p).map_err(|e| ScanError::io(&p, e))
+    }
+}
+
+/// An OCI image layout directory.
+pub fn scan_layout_dir(dir: &Path, want: Option<&str>, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let mut store = DirStore { root: dir.to_path_buf() };
+    let resolved = oci::resolve_oci(&mut store, want, platform)?;
+    let files: Vec<(LayerRef, File, u64)> = resolved
+        .layers
+        .iter()
+        .map(|l| {
+            let p = dir.join(&l.key);
+            let f = File::open(&p).map_err(|e| ScanError::Layer { layer: l.id(), message: format!("{}: {e}", p.display()) })?;
+            let len = f.metadata().map_err(|e| ScanError::io(&p, e))?.len();
+            Ok((l.clone(), f, len))
+        })
+        .collect::<Result<_, ScanError>>()?;
+    let total = files.iter().map(|(_, _, s)| s).sum();
+    let progress = Progress::new(opts.progress, Some(total), files.len());
+    let layers = layers::parallel(&files, opts.jobs, |(l, f, len)| {
+        let o = layers::from_file(f, 0, *len, l, opts.verify, &opts.inspect, &progress)?;
+        layers::check(l, o, opts.verify)
+    });
+    progress.finish();
+    Ok(assemble("oci", Some(&resolved), None, layers?))
+}

@@ -1,0 +1,294 @@
+//! Image sources: docker-archive and oci-archive tarballs (on disk or on standard input), OCI
+//! layout directories, root filesystems, single files and Python wheels. Each resolves to a
+//! config and an ordered list of layers; layers are analysed (in parallel where the input allows)
+//! and merged into the inventory of the image's final filesystem.
+
+mod archive;
+mod layers;
+pub mod oci;
+pub mod progress;
+mod rootfs;
+mod wheel;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::inspect::InspectOptions;
+use crate::layer::analyze::{LayerStats, LayerSummary};
+use crate::layer::decode::Compression;
+use crate::layer::merge::merge;
+use crate::report::inspect::Tool;
+pub use layers::Verify;
+pub use oci::Platform;
+
+pub const SCAN_SCHEMA: &str = "cudalint.scan/v1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error("{0}")]
+    Format(String),
+    #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
+    Digest { what: String, expected: String, actual: String },
+    #[error("no image for platform {wanted}; available: {}", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
+    Platform { wanted: String, available: Vec<String> },
+    #[error("layer {layer}: {message}")]
+    Layer { layer: String, message: String },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl ScanError {
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> ScanError {
+        ScanError::Io { path: path.as_ref().display().to_string(), source }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Platform to pick from a multi-platform index; default: the host's.
+    pub platform: Option<Platform>,
+    pub verify: Verify,
+    /// Layers decoded at once.
+    pub jobs: usize,
+    pub progress: bool,
+    pub inspect: InspectOptions,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            platform: None,
+            verify: Verify::Auto,
+            jobs: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
+            progress: false,
+            inspect: InspectOptions { cuda_elf_only: true, ..Default::default() },
+        }
+    }
+}
+
+/// What a user may pass as IMAGE (skopeo/syft-style prefixes, or sniffed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Stdin,
+    DockerArchive(PathBuf, Option<String>),
+    OciArchive(PathBuf, Option<String>),
+    /// A tarball whose layout is decided by what it contains.
+    Archive(PathBuf),
+    OciLayout(PathBuf, Option<String>),
+    Dir(PathBuf),
+    File(PathBuf),
+    Wheel(PathBuf),
+}
+
+/// `path[:ref]`: the whole string if it names an existing file, else split at the last ':'.
+fn path_and_ref(rest: &str) -> (PathBuf, Option<String>) {
+    if Path::new(rest).exists() {
+        return (rest.into(), None);
+    }
+    match rest.rsplit_once(':') {
+        Some((p, r)) if !p.is_empty() && !r.contains('/') => (p.into(), Some(r.to_string())),
+        _ => (rest.into(), None),
+    }
+}
+
+impl Source {
+    pub fn parse(spec: &str) -> Result<Source, ScanError> {
+        if spec == "-" {
+            return Ok(Source::Stdin);
+        }
+        if let Some(rest) = spec.strip_prefix("docker-archive:") {
+            let (p, r) = path_and_ref(rest);
+            return Ok(Source::DockerArchive(p, r));
+        }
+        if let Some(rest) = spec.strip_prefix("oci-archive:") {
+            let (p, r) = path_and_ref(rest);
+            return Ok(Source::OciArchive(p, r));
+        }
+        if let Some(rest) = spec.strip_prefix("oci:") {
+            let (p, r) = path_and_ref(rest);
+            return Ok(Source::OciLayout(p, r));
+        }
+        if let Some(rest) = spec.strip_prefix("dir:") {
+            return Ok(Source::Dir(rest.into()));
+        }
+        if let Some(rest) = spec.strip_prefix("file:") {
+            return Ok(Source::File(rest.into()));
+        }
+        let p = PathBuf::from(spec);
+        let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
+        if meta.is_dir() {
+            return Ok(if p.join("oci-layout").exists() { Source::OciLayout(p, None) } else { Source::Dir(p) });
+        }
+        let mut head = [0u8; 512];
+        let n = {
+            use std::io::Read;
+            let mut f = std::fs::File::open(&p).map_err(|e| ScanError::io(&p, e))?;
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..]).map_err(|e| ScanError::io(&p, e))? {
+                    0 => break,
+                    k => n += k,
+                }
+            }
+            n
+        };
+        Ok(if head[..n].starts_with(b"PK\x03\x04") && spec.ends_with(".whl") {
+            Source::Wheel(p)
+        } else if crate::layer::tar::looks_like_tar(&head[..n]) {
+            Source::Archive(p)
+        } else {
+            Source::File(p)
+        })
+    }
+}
+
+/// The scan result: `cudalint.scan/v1` (docs/schema.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct ImageReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub image: ImageInfo,
+    /// Files of the final filesystem that carry device code or matter to CUDA, sorted by path.
+    pub files: Vec<ImageFile>,
+    pub stats: ScanStats,
+    /// Oddities that did not stop the scan (hostile tar paths, files that could not be read).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImageInfo {
+    pub name: Option<String>,
+    /// docker-archive, oci-archive, oci, dir, file, wheel.
+    pub source: &'static str,
+    pub manifest_digest: Option<String>,
+    pub config_digest: Option<String>,
+    pub platform: Option<String>,
+    /// Environment of the image config that concerns CUDA (NVIDIA_*, CUDA_*, NV_*, ...).
+    pub env: BTreeMap<String, String>,
+    pub layers: Vec<LayerInfo>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LayerInfo {
+    pub digest: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff_id: Option<String>,
+    pub size: u64,
+    pub compression: Compression,
+    /// The content was hashed and matched its digest. False only where `--verify auto` read an
+    /// uncompressed layer by seeking.
+    pub verified: bool,
+    #[serde(flatten)]
+    pub stats: LayerStats,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImageFile {
+    /// Digest of the layer the file's bytes come from (absent for directories and files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hardlinks: Vec<String>,
+    /// Symbolic links in the image that resolve to this file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub symlinks: Vec<String>,
+    #[serde(flatten)]
+    pub file: crate::inspect::FileReport,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ScanStats {
+    pub layers: usize,
+    pub files: u64,
+    pub file_bytes: u64,
+    pub inspected: u64,
+}
+
+/// Config environment variables that say something about CUDA.
+fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, String> {
+    const PREFIXES: &[&str] = &["NVIDIA_", "CUDA_", "NV_", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH", "PYTORCH_"];
+    let env = config.config().as_ref().and_then(|c| c.env().clone()).unwrap_or_default();
+    env.iter()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| PREFIXES.iter().any(|p| k.starts_with(p)))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A layer as analysed, with what is needed to describe it.
+pub struct AnalyzedLayer {
+    pub info: LayerInfo,
+    pub summary: LayerSummary,
+}
+
+/// Builds the report from the resolved image and its analysed layers (in order).
+pub fn assemble(
+    source: &'static str,
+    resolved: Option<&oci::Resolved>,
+    name: Option<String>,
+    layers: Vec<AnalyzedLayer>,
+) -> ImageReport {
+    let mut stats = ScanStats { layers: layers.len(), ..Default::default() };
+    let mut notes = Vec::new();
+    let mut infos = Vec::new();
+    let mut summaries = Vec::new();
+    for l in layers {
+        stats.files += l.summary.stats.files;
+        stats.file_bytes += l.summary.stats.file_bytes;
+        stats.inspected += l.summary.stats.inspected;
+        notes.extend(l.summary.notes.iter().map(|n| format!("layer {}: {n}", l.info.digest)));
+        infos.push(l.info);
+        summaries.push(l.summary);
+    }
+    let merged = merge(summaries);
+    let files = merged
+        .into_iter()
+        .map(|m| {
+            let mut paths = m.file.paths;
+            let primary = paths.remove(0);
+            let mut file = m.file.report;
+            file.path = primary;
+            ImageFile {
+                layer: infos.get(m.layer).map(|i| i.digest.clone()).filter(|d| !d.is_empty()),
+                hardlinks: paths,
+                symlinks: m.symlinks,
+                file,
+            }
+        })
+        .collect();
+    ImageReport {
+        schema: SCAN_SCHEMA,
+        tool: Tool::current(),
+        image: ImageInfo {
+            name: name.or_else(|| resolved.and_then(|r| r.name.clone())),
+            source,
+            manifest_digest: resolved.and_then(|r| r.manifest_digest.clone()),
+            config_digest: resolved.and_then(|r| r.config_digest.clone()),
+            platform: resolved.map(|r| r.platform().to_string()),
+            env: resolved.map(|r| cuda_env(&r.config)).unwrap_or_default(),
+            layers: infos,
+        },
+        files,
+        stats,
+        notes,
+    }
+}
+
+/// Scans an image given as on the command line.
+pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let platform = opts.platform.clone().unwrap_or_else(Platform::host);
+    match Source::parse(spec)? {
+        Source::Stdin => archive::scan_stream(std::io::stdin().lock(), "-", &platform, opts),
+        Source::DockerArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts),
+        Source::OciArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Oci), r.as_deref(), &platform, opts),
+        Source::Archive(p) => archive::scan_file(&p, None, None, &platform, opts),
+        Source::OciLayout(p, r) => archive::scan_layout_dir(&p, r.as_deref(), &platform, opts),
+        Source::Dir(p) => rootfs::scan_dir(&p, opts),
+        Source::File(p) => rootfs::scan_file(&p, opts),
+        Source::Wheel(p) => wheel::scan(&p, opts),
+    }
+}

@@ -1,0 +1,325 @@
+//! Which config and layers an image source designates: docker-archive `manifest.json`, OCI
+//! `index.json` (with nested indexes and platform selection), manifests and configs (oci-spec).
+
+use std::fmt;
+
+use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
+use sha2::{Digest as _, Sha256};
+
+use super::ScanError;
+
+/// JSON documents (manifests, configs, indexes) larger than this are refused.
+pub const MAX_JSON: u64 = 16 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Platform {
+    pub os: String,
+    pub arch: String,
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    pub fn parse(s: &str) -> Result<Platform, String> {
+        let parts: Vec<&str> = s.split('/').collect();
+        match parts[..] {
+            [os, arch] if !os.is_empty() && !arch.is_empty() => {
+                Ok(Platform { os: os.into(), arch: arch.into(), variant: None })
+            }
+            [os, arch, v] if !os.is_empty() && !arch.is_empty() && !v.is_empty() => {
+                Ok(Platform { os: os.into(), arch: arch.into(), variant: Some(v.into()) })
+            }
+            _ => Err(format!("platform {s:?} is not os/arch[/variant]")),
+        }
+    }
+
+    /// The platform this binary runs on, in OCI spelling.
+    pub fn host() -> Platform {
+        let arch = match std::env::consts::ARCH {
+            "x86_64" => "amd64",
+            "aarch64" => "arm64",
+            "powerpc64" => "ppc64le",
+            "x86" => "386",
+            other => other,
+        };
+        Platform { os: "linux".into(), arch: arch.into(), variant: None }
+    }
+
+    /// `self` (what the user asked for) accepts `other` (what the image offers). No variant
+    /// asked means any variant.
+    pub fn accepts(&self, other: &Platform) -> bool {
+        self.os == other.os
+            && self.arch == other.arch
+            && (self.variant.is_none() || self.variant == other.variant || (other.variant.is_none() && self.variant.as_deref() == Some("v8")))
+    }
+}
+
+impl fmt::Display for Platform {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.os, self.arch)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where blobs and small files of a source come from.
+pub trait Store {
+    /// Reads a whole small file (manifest, config): `key` is a path in the archive or layout.
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError>;
+    fn blob_key(&self, digest: &str) -> String {
+        let (alg, hex) = digest.split_once(':').unwrap_or(("sha256", digest));
+        format!("blobs/{alg}/{hex}")
+    }
+}
+
+/// A layer of the chosen image, in order.
+#[derive(Debug, Clone)]
+pub struct LayerRef {
+    /// Key in the store.
+    pub key: String,
+    /// Digest of the blob bytes, when known (OCI descriptors, blob file names).
+    pub digest: Option<String>,
+    /// Digest of the uncompressed tar (config `rootfs.diff_ids`).
+    pub diff_id: Option<String>,
+    pub size: Option<u64>,
+    pub media_type: Option<String>,
+}
+
+impl LayerRef {
+    /// The digest that names this layer in reports.
+    pub fn id(&self) -> String {
+        self.digest.clone().or_else(|| self.diff_id.clone()).unwrap_or_else(|| self.key.clone())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub name: Option<String>,
+    pub manifest_digest: Option<String>,
+    pub config_digest: Option<String>,
+    pub config: ImageConfiguration,
+    pub layers: Vec<LayerRef>,
+}
+
+impl Resolved {
+    pub fn platform(&self) -> Platform {
+        Platform {
+            os: self.config.os().to_string(),
+            arch: self.config.architecture().to_string(),
+            variant: self.config.variant().clone(),
+        }
+    }
+}
+
+pub fn sha256(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+}
+
+fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
+    let got = sha256(bytes);
+    if digest.starts_with("sha256:") && got != digest {
+        return Err(ScanError::Digest { what: what.to_string(), expected: digest.to_string(), actual: got });
+    }
+    Ok(())
+}
+
+fn read_blob(store: &mut dyn Store, digest: &str, what: &str) -> Result<Vec<u8>, ScanError> {
+    let key = store.blob_key(digest);
+    let b = store.read_small(&key)?;
+    verify(what, digest, &b)?;
+    Ok(b)
+}
+
+fn parse_config(bytes: &[u8], what: &str) -> Result<ImageConfiguration, ScanError> {
+    ImageConfiguration::from_reader(bytes).map_err(|e| ScanError::Format(format!("{what}: not an image config: {e}")))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DockerManifestEntry {
+    config: String,
+    #[serde(default)]
+    repo_tags: Option<Vec<String>>,
+    layers: Vec<String>,
+}
+
+/// `manifest.json` of `docker save` (legacy layout, and the OCI layout Docker 25+ writes,
+/// whose entries name `blobs/sha256/...` files).
+pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Result<Resolved, ScanError> {
+    let raw = store.read_small("manifest.json")?;
+    let entries: Vec<DockerManifestEntry> =
+        serde_json::from_slice(&raw).map_err(|e| ScanError::Format(format!("manifest.json: {e}")))?;
+    let entry = match want {
+        None => entries.first(),
+        Some(w) => entries.iter().find(|e| e.repo_tags.iter().flatten().any(|t| t == w)),
+    };
+    let Some(entry) = entry else {
+        let tags: Vec<String> = entries.iter().flat_map(|e| e.repo_tags.clone().unwrap_or_default()).collect();
+        return Err(ScanError::Format(match want {
+            Some(w) => format!("no image tagged {w} in the archive (it holds: {})", tags.join(", ")),
+            None => "manifest.json lists no image".to_string(),
+        }));
+    };
+    let config_bytes = store.read_small(&entry.config)?;
+    let config_digest = digest_from_name(&entry.config).or_else(|| Some(sha256(&config_bytes)));
+    if let Some(d) = &config_digest {
+        verify(&format!("config {}", entry.config), d, &config_bytes)?;
+    }
+    let config = parse_config(&config_bytes, &entry.config)?;
+    let diff_ids = config.rootfs().diff_ids().clone();
+    if diff_ids.len() != entry.layers.len() {
+        return Err(ScanError::Format(format!(
+            "manifest.json lists {} layers, the config's rootfs {}",
+            entry.layers.len(),
+            diff_ids.len()
+        )));
+    }
+    let layers = entry
+        .layers
+        .iter()
+        .zip(diff_ids)
+        .map(|(key, diff)| LayerRef {
+            key: key.clone(),
+            digest: digest_from_name(key),
+            diff_id: Some(diff),
+            size: None,
+            media_type: None,
+        })
+        .collect();
+    Ok(Resolved {
+        name: entry.repo_tags.as_ref().and_then(|t| t.first().cloned()),
+        manifest_digest: None,
+        config_digest,
+        config,
+        layers,
+    })
+}
+
+/// `blobs/sha256/<hex>` or `<hex>.json` names carry the digest of their content.
+fn digest_from_name(name: &str) -> Option<String> {
+    let base = name.rsplit('/').next()?;
+    let hex = base.strip_suffix(".json").unwrap_or(base);
+    let alg = if name.contains("blobs/") { name.split('/').rev().nth(1)? } else { "sha256" };
+    (alg == "sha256" && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("sha256:{hex}"))
+}
+
+const REF_NAME: &str = "org.opencontainers.image.ref.name";
+const CONTAINERD_NAME: &str = "io.containerd.image.name";
+
+/// An OCI image layout's `index.json` (directory or archive): follows nested indexes, picks
+/// the manifest for `platform`, verifies every document against its digest.
+pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platform) -> Result<Resolved, ScanError> {
+    let raw = store.read_small("index.json")?;
+    let index = ImageIndex::from_reader(&raw[..]).map_err(|e| ScanError::Format(format!("index.json: {e}")))?;
+    let mut top: Vec<oci_spec::image::Descriptor> = index.manifests().clone();
+    if let Some(w) = want {
+        top.retain(|d| {
+            d.annotations().as_ref().is_some_and(|a| {
+                a.get(REF_NAME).is_some_and(|r| r == w)
+                    || a.get(CONTAINERD_NAME).is_some_and(|n| n == w || n.ends_with(&format!(":{w}")))
+            })
+        });
+        if top.is_empty() {
+            return Err(ScanError::Format(format!("no manifest named {w} in index.json")));
+        }
+    }
+    let name = want.map(str::to_string).or_else(|| {
+        top.iter().find_map(|d| {
+            let a = d.annotations().as_ref()?;
+            a.get(CONTAINERD_NAME).or_else(|| a.get(REF_NAME)).cloned()
+        })
+    });
+    let mut candidates: Vec<(oci_spec::image::Descriptor, Option<Platform>)> = Vec::new();
+    collect_manifests(store, top, &mut candidates, 0)?;
+    if candidates.is_empty() {
+        return Err(ScanError::Format("index.json names no image manifest".into()));
+    }
+    // One manifest: that is the image, whatever its platform. Several: choose by platform.
+    let chosen = if candidates.len() == 1 {
+        candidates.remove(0).0
+    } else {
+        let found: Vec<String> =
+            candidates.iter().filter_map(|(_, p)| p.as_ref()).map(Platform::to_string).collect();
+        let pick = candidates.iter().position(|(_, p)| p.as_ref().is_some_and(|p| platform.accepts(p)));
+        match pick {
+            Some(i) => candidates.remove(i).0,
+            None => {
+                return Err(ScanError::Platform { wanted: platform.to_string(), available: found });
+            }
+        }
+    };
+    let digest = chosen.digest().to_string();
+    let bytes = read_blob(store, &digest, &format!("manifest {digest}"))?;
+    let manifest =
+        ImageManifest::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("manifest {digest}: {e}")))?;
+    let cdigest = manifest.config().digest().to_string();
+    let config_bytes = read_blob(store, &cdigest, &format!("config {cdigest}"))?;
+    let config = parse_config(&config_bytes, &format!("config {cdigest}"))?;
+    let diff_ids = config.rootfs().diff_ids().clone();
+    let layers = manifest
+        .layers()
+        .iter()
+        .enumerate()
+        .map(|(i, d)| LayerRef {
+            key: store.blob_key(d.digest().as_ref()),
+            digest: Some(d.digest().to_string()),
+            diff_id: diff_ids.get(i).cloned(),
+            size: Some(d.size()),
+            media_type: Some(d.media_type().to_string()),
+        })
+        .collect();
+    Ok(Resolved { name, manifest_digest: Some(digest), config_digest: Some(cdigest), config, layers })
+}
+
+fn is_index(media_type: &str) -> bool {
+    media_type.contains("image.index") || media_type.contains("manifest.list")
+}
+
+fn collect_manifests(
+    store: &mut dyn Store,
+    descs: Vec<oci_spec::image::Descriptor>,
+    out: &mut Vec<(oci_spec::image::Descriptor, Option<Platform>)>,
+    depth: u32,
+) -> Result<(), ScanError> {
+    if depth > 4 {
+        return Err(ScanError::Format("image indexes nested more than 4 deep".into()));
+    }
+    for d in descs {
+        let mt = d.media_type().to_string();
+        if is_index(&mt) {
+            let digest = d.digest().to_string();
+            let bytes = read_blob(store, &digest, &format!("index {digest}"))?;
+            let idx = ImageIndex::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("index {digest}: {e}")))?;
+            collect_manifests(store, idx.manifests().clone(), out, depth + 1)?;
+            continue;
+        }
+        let platform = d.platform().as_ref().map(|p| Platform {
+            os: p.os().to_string(),
+            arch: p.architecture().to_string(),
+            variant: p.variant().clone(),
+        });
+        // Attestation manifests carry platform unknown/unknown: not an image.
+        if platform.as_ref().is_some_and(|p| p.os == "unknown") {
+            continue;
+        }
+        out.push((d, platform));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platforms() {
+        let p = Platform::parse("linux/arm64/v8").unwrap();
+        assert_eq!(p.to_string(), "linux/arm64/v8");
+        assert!(Platform::parse("linux/arm64").unwrap().accepts(&p));
+        assert!(!Platform::parse("linux/amd64").unwrap().accepts(&p));
+        assert!(Platform::parse("linux").is_err());
+        assert_eq!(digest_from_name(&format!("blobs/sha256/{}", "a".repeat(64))), Some(format!("sha256:{}", "a".repeat(64))));
+        assert_eq!(digest_from_name("abc/layer.tar"), None);
+    }
+}

@@ -1,0 +1,56 @@
+//! Python wheels (zip): each member streamed through the inspector as it is inflated, named by
+//! its path inside the wheel (`/torch/lib/libtorch_cuda.so`).
+
+use std::fs::File;
+use std::path::Path;
+
+use super::{AnalyzedLayer, ImageReport, LayerInfo, ScanError, ScanOptions, assemble};
+use crate::input::{StreamInput, read_full};
+use crate::inspect::elf::is_cuda_library;
+use crate::inspect::{FileFormat, FileReport, HEAD, Sniffed, inspect_sniffed, sniff};
+use crate::layer::analyze::{LayerFile, LayerSummary};
+use crate::layer::decode::Compression;
+use crate::layer::path::{file_name, normalize};
+
+pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
+    let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| ScanError::Format(format!("{}: not a wheel: {e}", path.display())))?;
+    let mut s = LayerSummary::default();
+    for i in 0..zip.len() {
+        let mut member = zip
+            .by_index(i)
+            .map_err(|e| ScanError::Format(format!("{}: member {i}: {e}", path.display())))?;
+        s.stats.entries += 1;
+        if !member.is_file() {
+            continue;
+        }
+        let Ok((name, _)) = normalize(member.name().as_bytes()) else { continue };
+        let len = member.size();
+        s.stats.files += 1;
+        s.stats.file_bytes += len;
+        if len < 16 {
+            continue;
+        }
+        let bad = |e: std::io::Error| ScanError::Format(format!("{}: {name}: {e}", path.display()));
+        let mut input = StreamInput::new(&mut member, len);
+        let mut head = [0u8; HEAD];
+        let n = read_full(&mut input, &mut head).map_err(bad)?;
+        let report = if sniff(&head[..n], &name) != Sniffed::Other {
+            s.stats.inspected += 1;
+            inspect_sniffed(&head[..n], &mut input, &name, &opts.inspect, 0).map_err(bad)?
+        } else {
+            FileReport::new(name.clone(), len, FileFormat::Other)
+        };
+        if report.cuda_relevant() || is_cuda_library(file_name(&name)) {
+            s.files.push(LayerFile { paths: vec![name], report });
+        }
+    }
+    let layer = AnalyzedLayer {
+        info: LayerInfo { digest: String::new(), diff_id: None, size, compression: Compression::None, verified: false, stats: s.stats },
+        summary: s,
+    };
+    let mut report = assemble("wheel", None, Some(path.display().to_string()), vec![layer]);
+    report.image.layers.clear();
+    Ok(report)
+}
