@@ -7,6 +7,6 @@
 pub mod cli;
 pub mod image;
 pub mod input;
-pub mod layer;
 pub mod inspect;
+pub mod layer;
 pub mod report;

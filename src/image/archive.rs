@@ -67,7 +67,10 @@ impl Store for ArchiveStore<'_> {
     fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
         let (off, size) = self.lookup(key)?;
         if size > MAX_JSON {
-            return Err(ScanError::Format(format!("{}: {key} is {size} bytes, more than a manifest can be", self.path)));
+            return Err(ScanError::Format(format!(
+                "{}: {key} is {size} bytes, more than a manifest can be",
+                self.path
+            )));
         }
         let mut v = vec![0; size as usize];
         FileInput::new(self.file, off, size)
@@ -103,11 +106,18 @@ fn resolve(
     })
 }
 
-pub fn scan_file(path: &Path, layout: Option<Layout>, want: Option<&str>, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+pub fn scan_file(
+    path: &Path,
+    layout: Option<Layout>,
+    want: Option<&str>,
+    platform: &Platform,
+    opts: &ScanOptions,
+) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let len = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
     let mut input = FileInput::new(&file, 0, len);
-    let mut store = ArchiveStore { file: &file, path: path.display().to_string(), members: HashMap::new(), links: HashMap::new() };
+    let mut store =
+        ArchiveStore { file: &file, path: path.display().to_string(), members: HashMap::new(), links: HashMap::new() };
     let mut walker = TarWalker::new(&mut input);
     while let Some(e) = walker.next_entry().map_err(|e| ScanError::Format(format!("{}: {e}", path.display())))? {
         let Some(name) = member_name(&e.path) else { continue };
@@ -155,7 +165,12 @@ impl Store for MemStore {
 
 /// An image archive on a byte stream (`docker save img | cudalint scan -`): every blob is
 /// analysed as it passes (the manifest may come last), then the manifest picks the layers.
-pub fn scan_stream<R: Read>(reader: R, label: &str, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+pub fn scan_stream<R: Read>(
+    reader: R,
+    label: &str,
+    platform: &Platform,
+    opts: &ScanOptions,
+) -> Result<ImageReport, ScanError> {
     let progress = Progress::new(opts.progress, None, 0);
     let counted = Counting::new(reader, &progress);
     let mut outer = StreamInput::unbounded(BufReader::with_capacity(READ_BUF, counted));
@@ -181,9 +196,15 @@ pub fn scan_stream<R: Read>(reader: R, label: &str, platform: &Platform, opts: &
                     read_full(&mut sub, &mut v[1..]).map_err(|e| bad(&e))?;
                     store.small.insert(name, v);
                 } else {
-                    progress.message(format!("{name}"));
+                    progress.message(name.clone());
                     let digest = digest_of_blob_name(&name);
-                    let l = LayerRef { key: name.clone(), digest: digest.clone(), diff_id: None, size: None, media_type: None };
+                    let l = LayerRef {
+                        key: name.clone(),
+                        digest: digest.clone(),
+                        diff_id: None,
+                        size: None,
+                        media_type: None,
+                    };
                     let raw = std::io::Cursor::new(head).chain(InputReader(&mut sub));
                     outcomes.insert(name, layers::stream(raw, &l, &opts.inspect, digest.is_none()));
                 }
@@ -197,9 +218,10 @@ pub fn scan_stream<R: Read>(reader: R, label: &str, platform: &Platform, opts: &
     let mut layers = Vec::new();
     for l in &resolved.layers {
         let key = follow(&store.links, &l.key);
-        let o = outcomes
-            .remove(&key)
-            .ok_or_else(|| ScanError::Layer { layer: l.id(), message: format!("not in the archive (member {key})") })??;
+        let o = outcomes.remove(&key).ok_or_else(|| ScanError::Layer {
+            layer: l.id(),
+            message: format!("not in the archive (member {key})"),
+        })??;
         layers.push(layers::check(l, o, opts.verify)?);
     }
     progress.finish();
@@ -223,14 +245,23 @@ impl Store for DirStore {
         let p = self.root.join(key);
         let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
         if meta.len() > MAX_JSON {
-            return Err(ScanError::Format(format!("{}: {} bytes, more than a manifest can be", p.display(), meta.len())));
+            return Err(ScanError::Format(format!(
+                "{}: {} bytes, more than a manifest can be",
+                p.display(),
+                meta.len()
+            )));
         }
         std::fs::read(&p).map_err(|e| ScanError::io(&p, e))
     }
 }
 
 /// An OCI image layout directory.
-pub fn scan_layout_dir(dir: &Path, want: Option<&str>, platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+pub fn scan_layout_dir(
+    dir: &Path,
+    want: Option<&str>,
+    platform: &Platform,
+    opts: &ScanOptions,
+) -> Result<ImageReport, ScanError> {
     let mut store = DirStore { root: dir.to_path_buf() };
     let resolved = oci::resolve_oci(&mut store, want, platform)?;
     let files: Vec<(LayerRef, File, u64)> = resolved
@@ -238,7 +269,8 @@ pub fn scan_layout_dir(dir: &Path, want: Option<&str>, platform: &Platform, opts
         .iter()
         .map(|l| {
             let p = dir.join(&l.key);
-            let f = File::open(&p).map_err(|e| ScanError::Layer { layer: l.id(), message: format!("{}: {e}", p.display()) })?;
+            let f = File::open(&p)
+                .map_err(|e| ScanError::Layer { layer: l.id(), message: format!("{}: {e}", p.display()) })?;
             let len = f.metadata().map_err(|e| ScanError::io(&p, e))?.len();
             Ok((l.clone(), f, len))
         })

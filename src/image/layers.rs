@@ -43,7 +43,12 @@ fn layer_err(l: &LayerRef, e: impl std::fmt::Display) -> ScanError {
 }
 
 /// Reads a layer blob from a byte stream in one pass.
-pub fn stream<R: Read>(raw: R, l: &LayerRef, inspect: &InspectOptions, want_tar_digest: bool) -> Result<Outcome, ScanError> {
+pub fn stream<R: Read>(
+    raw: R,
+    l: &LayerRef,
+    inspect: &InspectOptions,
+    want_tar_digest: bool,
+) -> Result<Outcome, ScanError> {
     let (hashing, blob_state) = Hashing::new(raw);
     let mut buf = BufReader::with_capacity(READ_BUF, hashing);
     let head = io::BufRead::fill_buf(&mut buf).map_err(|e| layer_err(l, e))?;

@@ -283,7 +283,9 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     match Source::parse(spec)? {
         Source::Stdin => archive::scan_stream(std::io::stdin().lock(), "-", &platform, opts),
-        Source::DockerArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts),
+        Source::DockerArchive(p, r) => {
+            archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts)
+        }
         Source::OciArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Oci), r.as_deref(), &platform, opts),
         Source::Archive(p) => archive::scan_file(&p, None, None, &platform, opts),
         Source::OciLayout(p, r) => archive::scan_layout_dir(&p, r.as_deref(), &platform, opts),

@@ -49,7 +49,9 @@ impl Platform {
     pub fn accepts(&self, other: &Platform) -> bool {
         self.os == other.os
             && self.arch == other.arch
-            && (self.variant.is_none() || self.variant == other.variant || (other.variant.is_none() && self.variant.as_deref() == Some("v8")))
+            && (self.variant.is_none()
+                || self.variant == other.variant
+                || (other.variant.is_none() && self.variant.as_deref() == Some("v8")))
     }
 }
 
@@ -239,8 +241,7 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
     let chosen = if candidates.len() == 1 {
         candidates.remove(0).0
     } else {
-        let found: Vec<String> =
-            candidates.iter().filter_map(|(_, p)| p.as_ref()).map(Platform::to_string).collect();
+        let found: Vec<String> = candidates.iter().filter_map(|(_, p)| p.as_ref()).map(Platform::to_string).collect();
         let pick = candidates.iter().position(|(_, p)| p.as_ref().is_some_and(|p| platform.accepts(p)));
         match pick {
             Some(i) => candidates.remove(i).0,
@@ -290,7 +291,8 @@ fn collect_manifests(
         if is_index(&mt) {
             let digest = d.digest().to_string();
             let bytes = read_blob(store, &digest, &format!("index {digest}"))?;
-            let idx = ImageIndex::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("index {digest}: {e}")))?;
+            let idx =
+                ImageIndex::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("index {digest}: {e}")))?;
             collect_manifests(store, idx.manifests().clone(), out, depth + 1)?;
             continue;
         }
@@ -319,7 +321,10 @@ mod tests {
         assert!(Platform::parse("linux/arm64").unwrap().accepts(&p));
         assert!(!Platform::parse("linux/amd64").unwrap().accepts(&p));
         assert!(Platform::parse("linux").is_err());
-        assert_eq!(digest_from_name(&format!("blobs/sha256/{}", "a".repeat(64))), Some(format!("sha256:{}", "a".repeat(64))));
+        assert_eq!(
+            digest_from_name(&format!("blobs/sha256/{}", "a".repeat(64))),
+            Some(format!("sha256:{}", "a".repeat(64)))
+        );
         assert_eq!(digest_from_name("abc/layer.tar"), None);
     }
 }

@@ -113,7 +113,14 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
         s.files.push(LayerFile { paths: vec![name], report: r });
     }
     let layer = AnalyzedLayer {
-        info: LayerInfo { digest: String::new(), diff_id: None, size: meta.len(), compression: Compression::None, verified: false, stats: s.stats },
+        info: LayerInfo {
+            digest: String::new(),
+            diff_id: None,
+            size: meta.len(),
+            compression: Compression::None,
+            verified: false,
+            stats: s.stats,
+        },
         summary: s,
     };
     let mut report = assemble("file", None, Some(path.display().to_string()), vec![layer]);

@@ -15,12 +15,12 @@ use crate::layer::path::{file_name, normalize};
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| ScanError::Format(format!("{}: not a wheel: {e}", path.display())))?;
+    let mut zip =
+        zip::ZipArchive::new(file).map_err(|e| ScanError::Format(format!("{}: not a wheel: {e}", path.display())))?;
     let mut s = LayerSummary::default();
     for i in 0..zip.len() {
-        let mut member = zip
-            .by_index(i)
-            .map_err(|e| ScanError::Format(format!("{}: member {i}: {e}", path.display())))?;
+        let mut member =
+            zip.by_index(i).map_err(|e| ScanError::Format(format!("{}: member {i}: {e}", path.display())))?;
         s.stats.entries += 1;
         if !member.is_file() {
             continue;
@@ -47,7 +47,14 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         }
     }
     let layer = AnalyzedLayer {
-        info: LayerInfo { digest: String::new(), diff_id: None, size, compression: Compression::None, verified: false, stats: s.stats },
+        info: LayerInfo {
+            digest: String::new(),
+            diff_id: None,
+            size,
+            compression: Compression::None,
+            verified: false,
+            stats: s.stats,
+        },
         summary: s,
     };
     let mut report = assemble("wheel", None, Some(path.display().to_string()), vec![layer]);

@@ -105,7 +105,10 @@ impl<'a> TarWalker<'a> {
                 // A stream ending on a block boundary without the end marker: tolerated (some
                 // producers omit it), unless an extended header was waiting for its entry.
                 if at != first {
-                    return Err(TarError::Corrupt { offset: at, message: "archive ends after an extended header".into() });
+                    return Err(TarError::Corrupt {
+                        offset: at,
+                        message: "archive ends after an extended header".into(),
+                    });
                 }
                 self.done = true;
                 return Ok(None);
@@ -118,13 +121,16 @@ impl<'a> TarWalker<'a> {
             verify_checksum(&block, at)?;
             let size = h.entry_size().map_err(|e| TarError::Corrupt { offset: at, message: e.to_string() })?;
             let size = match pax.as_deref().and_then(|p| pax_value(p, "size")) {
-                Some(s) => s.parse::<u64>().map_err(|_| TarError::Corrupt { offset: at, message: "bad PAX size".into() })?,
+                Some(s) => {
+                    s.parse::<u64>().map_err(|_| TarError::Corrupt { offset: at, message: "bad PAX size".into() })?
+                }
                 None => size,
             };
             let data = at + BLOCK;
-            let next = data
-                .checked_add(size.div_ceil(BLOCK).checked_mul(BLOCK).unwrap_or(u64::MAX))
-                .filter(|&n| n != u64::MAX)
+            let next = size
+                .div_ceil(BLOCK)
+                .checked_mul(BLOCK)
+                .and_then(|padded| data.checked_add(padded))
                 .ok_or_else(|| TarError::Corrupt { offset: at, message: format!("entry size {size} overflows") })?;
             self.next = next;
             let et = h.entry_type();
@@ -185,19 +191,19 @@ fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
 }
 
 fn pax_value<'p>(pax: &'p [u8], key: &str) -> Option<&'p str> {
-    PaxExtensions::new(pax)
-        .filter_map(Result::ok)
-        .filter(|e| e.key() == Ok(key))
-        .last()
-        .and_then(|e| e.value().ok())
+    PaxExtensions::new(pax).filter_map(Result::ok).filter(|e| e.key() == Ok(key)).last().and_then(|e| e.value().ok())
 }
 
 fn verify_checksum(block: &[u8; 512], at: u64) -> Result<(), TarError> {
     let h = Header::from_byte_slice(block);
     let want = h.cksum().map_err(|e| TarError::Corrupt { offset: at, message: format!("checksum field: {e}") })?;
-    let sum: u32 = block.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) }).sum();
+    let sum: u32 =
+        block.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) }).sum();
     if sum != want {
-        return Err(TarError::Corrupt { offset: at, message: format!("checksum {want} does not match the header ({sum}): not a tar archive, or corrupt") });
+        return Err(TarError::Corrupt {
+            offset: at,
+            message: format!("checksum {want} does not match the header ({sum}): not a tar archive, or corrupt"),
+        });
     }
     Ok(())
 }

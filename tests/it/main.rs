@@ -1,7 +1,9 @@
 //! One integration test binary (faster to build than one per file), a module per area.
 
 mod cuobjdump;
+mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod scan;
 mod util;

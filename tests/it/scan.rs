@@ -1,0 +1,351 @@
+//! `cudalint scan` on real images built here (images.rs) in every layout the tool reads, with
+//! whiteouts, opaque directories, overwrites, links, duplicates, hostile paths and damage.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use assert_cmd::Command;
+use cudalint::image::{ImageReport, Platform, ScanError, ScanOptions, Verify, scan};
+
+use crate::images::{Comp, Ent, Image, docker_archive_legacy, oci_layout, sha, tar, tar_dir};
+use crate::util::{fixture, read_fixture};
+
+fn opts() -> ScanOptions {
+    ScanOptions { progress: false, ..ScanOptions::default() }
+}
+
+fn run(spec: &str) -> ImageReport {
+    scan(spec, &opts()).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// path -> (layer index, hard links, symlinks, device code?)
+fn inventory(r: &ImageReport) -> BTreeMap<String, (usize, Vec<String>, Vec<String>, bool)> {
+    r.files
+        .iter()
+        .map(|f| {
+            let layer = r.image.layers.iter().position(|l| Some(&l.digest) == f.layer.as_ref()).unwrap_or(usize::MAX);
+            (f.file.path.clone(), (layer, f.hardlinks.clone(), f.symlinks.clone(), f.file.has_device_code()))
+        })
+        .collect()
+}
+
+fn files_json(r: &ImageReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(&r.files).unwrap();
+    // The layer digest names the blob, which differs with the compression; compare the rest.
+    for f in v.as_array_mut().unwrap() {
+        f.as_object_mut().unwrap().remove("layer");
+    }
+    v
+}
+
+/// Two layers exercising every rule of applying layers.
+fn layered(c1: Comp, c2: Comp) -> Image {
+    let plain = read_fixture("libplain.so");
+    let l1 = tar(&[
+        Ent::Dir("opt"),
+        Ent::File("opt/a/libsm90a.so", read_fixture("libsm90a.so")),
+        Ent::File("opt/b/libsm100f.so", read_fixture("libsm100f.so")),
+        Ent::File("opt/c/libdebug.so", read_fixture("libdebug.so")),
+        Ent::File("opt/d/libconcat.so", read_fixture("libconcat.so")),
+        Ent::File("opt/e/libzstd.so", read_fixture("libzstd.so")),
+        Ent::Symlink("opt/e/liby.so", "libzstd.so"),
+        Ent::Symlink("usr/lib/libx.so", "/opt/e/libzstd.so"),
+        Ent::Symlink("opt/e/dangling.so", "nothing.so"),
+        Ent::Symlink("opt/e/loop.so", "loop.so"),
+        // Duplicate entries: the later one wins.
+        Ent::File("opt/g/dup.so", read_fixture("libsm90a.so")),
+        Ent::File("opt/g/dup.so", plain.clone()),
+        Ent::File("opt/g/dup2.so", plain.clone()),
+        Ent::File("opt/g/dup2.so", read_fixture("libconcat.so")),
+        Ent::RawFile(b"../../../opt/escape/libnocompress.so".to_vec(), read_fixture("libnocompress.so")),
+        Ent::File("usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", plain.clone()),
+    ]);
+    let l2 = tar(&[
+        Ent::File("opt/a/.wh.libsm90a.so", vec![]),
+        Ent::File("opt/.wh.b", vec![]),
+        Ent::File("opt/c/.wh..wh..opq", vec![]),
+        Ent::File("opt/c/libnocompress.so", read_fixture("libnocompress.so")),
+        Ent::File("opt/d/libconcat.so", plain.clone()),
+        Ent::File("opt/h/libsm90a-2.so", read_fixture("libsm90a.so")),
+        Ent::Hardlink("opt/h/alias.so", "opt/h/libsm90a-2.so"),
+        Ent::File("opt/archive/libstatic.a", read_fixture("libstatic.a")),
+    ]);
+    Image::new(vec![(l1, c1), (l2, c2)])
+}
+
+fn expected_layered() -> BTreeMap<String, (usize, Vec<String>, Vec<String>, bool)> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    [
+        ("/opt/archive/libstatic.a", (1, s(&[]), s(&[]), true)),
+        ("/opt/c/libnocompress.so", (1, s(&[]), s(&[]), true)),
+        ("/opt/e/libzstd.so", (0, s(&[]), s(&["/opt/e/liby.so", "/usr/lib/libx.so"]), true)),
+        ("/opt/escape/libnocompress.so", (0, s(&[]), s(&[]), true)),
+        ("/opt/g/dup2.so", (0, s(&[]), s(&[]), true)),
+        ("/opt/h/alias.so", (1, s(&["/opt/h/libsm90a-2.so"]), s(&[]), true)),
+        ("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", (0, s(&[]), s(&[]), false)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+#[test]
+fn layers_apply_whiteouts_opaque_dirs_overwrites_and_links() {
+    let dir = tempfile::tempdir().unwrap();
+    oci_layout(dir.path(), &[&layered(Comp::Gzip, Comp::Zstd)]);
+    let r = run(&format!("oci:{}", dir.path().display()));
+    assert_eq!(inventory(&r), expected_layered());
+    assert!(
+        r.notes.iter().any(|n| n.contains("climbs above the image root") && n.contains("/opt/escape/libnocompress.so")),
+        "{:?}",
+        r.notes
+    );
+    assert!(r.image.layers.iter().all(|l| l.verified));
+    assert_eq!(r.image.platform.as_deref(), Some("linux/amd64"));
+    assert_eq!(r.image.env.get("CUDA_VERSION").map(String::as_str), Some("12.9.1"));
+}
+
+#[test]
+fn every_layout_and_compression_gives_the_same_inventory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut reports = Vec::new();
+    for (i, (c1, c2)) in
+        [(Comp::Gzip, Comp::Zstd), (Comp::None, Comp::None), (Comp::Zstd, Comp::Gzip)].into_iter().enumerate()
+    {
+        let d = tmp.path().join(format!("layout{i}"));
+        oci_layout(&d, &[&layered(c1, c2)]);
+        reports.push((format!("oci {c1:?}/{c2:?}"), run(&format!("oci:{}", d.display()))));
+        let archive = tmp.path().join(format!("oci{i}.tar"));
+        std::fs::write(&archive, tar_dir(&d)).unwrap();
+        reports.push((format!("oci-archive {c1:?}/{c2:?}"), run(&format!("oci-archive:{}", archive.display()))));
+    }
+    let legacy = tmp.path().join("legacy.tar");
+    std::fs::write(&legacy, docker_archive_legacy(&layered(Comp::None, Comp::None), "test/layered:1")).unwrap();
+    let r = run(legacy.to_str().unwrap());
+    assert_eq!(r.image.source, "docker-archive");
+    assert_eq!(r.image.name.as_deref(), Some("test/layered:1"));
+    reports.push(("docker-archive legacy".into(), r));
+    // The same archive on standard input, read in one pass.
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", "-", "--format", "json", "--quiet"])
+        .pipe_stdin(&legacy)
+        .unwrap()
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdin: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (name0, first) = &reports[0];
+    let want = files_json(first);
+    let mut stdin_files = stdin["files"].clone();
+    for f in stdin_files.as_array_mut().unwrap() {
+        f.as_object_mut().unwrap().remove("layer");
+    }
+    assert_eq!(stdin_files, want, "stdin vs {name0}");
+    for (name, r) in &reports {
+        assert_eq!(files_json(r), want, "{name} vs {name0}");
+        assert_eq!(inventory(r).keys().collect::<Vec<_>>(), expected_layered().keys().collect::<Vec<_>>(), "{name}");
+    }
+}
+
+#[test]
+fn seekable_uncompressed_layers_are_read_sparsely_and_verified_on_request() {
+    let d = tempfile::tempdir().unwrap();
+    oci_layout(d.path(), &[&layered(Comp::None, Comp::None)]);
+    let spec = format!("oci:{}", d.path().display());
+    let r = run(&spec);
+    assert!(r.image.layers.iter().all(|l| !l.verified), "auto does not hash layers read by seeking");
+    let always = ScanOptions { verify: Verify::Always, ..opts() };
+    let r = scan(&spec, &always).unwrap();
+    assert!(r.image.layers.iter().all(|l| l.verified));
+}
+
+fn corrupt_blob(dir: &Path, digest: &str, f: impl FnOnce(&mut Vec<u8>)) {
+    let p = dir.join("blobs/sha256").join(crate::images::hex_of(digest));
+    let mut b = std::fs::read(&p).unwrap();
+    f(&mut b);
+    std::fs::write(&p, b).unwrap();
+}
+
+#[test]
+fn wrong_digest_is_a_scan_error_naming_the_layer() {
+    let d = tempfile::tempdir().unwrap();
+    let img = layered(Comp::Gzip, Comp::None);
+    oci_layout(d.path(), &[&img]);
+    let built = img.build();
+    let gz = sha(&built.blobs[0]);
+    // Same length, one byte changed inside the compressed stream's trailer (CRC): still inflates.
+    corrupt_blob(d.path(), &gz, |b| {
+        let n = b.len();
+        b[n - 6] ^= 0xFF;
+    });
+    let e = scan(&format!("oci:{}", d.path().display()), &opts()).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains(&gz), "{msg}");
+    // The uncompressed layer, damaged: caught when asked to verify everything.
+    let plain = sha(&built.blobs[1]);
+    corrupt_blob(d.path(), &gz, |b| *b = built.blobs[0].clone());
+    corrupt_blob(d.path(), &plain, |b| {
+        let n = b.len();
+        b[n - 1] ^= 0x01;
+    });
+    let always = ScanOptions { verify: Verify::Always, ..opts() };
+    let e = scan(&format!("oci:{}", d.path().display()), &always).unwrap_err();
+    assert!(matches!(e, ScanError::Digest { .. }), "{e}");
+    assert!(e.to_string().contains(&plain), "{e}");
+}
+
+#[test]
+fn truncated_gzip_layer_fails_closed_with_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let img = layered(Comp::Gzip, Comp::None);
+    oci_layout(d.path(), &[&img]);
+    let gz = sha(&img.build().blobs[0]);
+    corrupt_blob(d.path(), &gz, |b| b.truncate(b.len() / 2));
+    let spec = format!("oci:{}", d.path().display());
+    let e = scan(&spec, &opts()).unwrap_err();
+    assert!(e.to_string().contains(&gz), "{e}");
+    assert!(e.to_string().contains("gzip stream is corrupt or truncated"), "{e}");
+    let out = Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no partial report");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&gz));
+}
+
+#[test]
+fn multi_platform_index_selects_by_platform_and_lists_what_exists() {
+    let d = tempfile::tempdir().unwrap();
+    let amd = Image::new(vec![(tar(&[Ent::File("lib/libsm90a.so", read_fixture("libsm90a.so"))]), Comp::Gzip)]);
+    let mut arm = Image::new(vec![(tar(&[Ent::File("lib/libsm100f.so", read_fixture("libsm100f.so"))]), Comp::Gzip)]);
+    arm.arch = "arm64";
+    oci_layout(d.path(), &[&amd, &arm]);
+    let spec = format!("oci:{}", d.path().display());
+    let pick = |p: &str| scan(&spec, &ScanOptions { platform: Some(Platform::parse(p).unwrap()), ..opts() });
+    let r = pick("linux/arm64").unwrap();
+    assert_eq!(r.files.iter().map(|f| f.file.path.as_str()).collect::<Vec<_>>(), ["/lib/libsm100f.so"]);
+    assert_eq!(r.image.platform.as_deref(), Some("linux/arm64"));
+    let r = pick("linux/amd64").unwrap();
+    assert_eq!(r.files.iter().map(|f| f.file.path.as_str()).collect::<Vec<_>>(), ["/lib/libsm90a.so"]);
+    let e = pick("linux/s390x").unwrap_err().to_string();
+    assert!(e.contains("linux/s390x") && e.contains("linux/amd64") && e.contains("linux/arm64"), "{e}");
+}
+
+#[test]
+fn hostile_tar_metadata_is_refused_not_allocated() {
+    // A GNU long name claiming 2 GiB: the walker refuses it before allocating.
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::GNULongName);
+    h.set_size(2 << 30);
+    h.as_old_mut().name[..13].copy_from_slice(b"././@LongLink");
+    h.set_cksum();
+    let mut layer = h.as_bytes().to_vec();
+    layer.extend(vec![0u8; 4096]);
+    let d = tempfile::tempdir().unwrap();
+    oci_layout(d.path(), &[&Image::new(vec![(layer, Comp::Gzip)])]);
+    let e = scan(&format!("oci:{}", d.path().display()), &opts()).unwrap_err().to_string();
+    assert!(e.contains("exceeds the"), "{e}");
+    // A path longer than PATH_MAX is skipped with a note.
+    let long = [b"a/".repeat(2100), b"lib.so".to_vec()].concat();
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(4);
+    h.set_entry_type(tar::EntryType::Regular);
+    b.append_data(&mut h, String::from_utf8(long).unwrap(), &b"abcd"[..]).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    oci_layout(d.path(), &[&Image::new(vec![(b.into_inner().unwrap(), Comp::None)])]);
+    let r = run(&format!("oci:{}", d.path().display()));
+    assert!(r.notes.iter().any(|n| n.contains("exceeds the 4096-byte limit")), "{:?}", r.notes);
+}
+
+#[test]
+fn demo_image_as_the_readme_scans_it() {
+    let r = run(fixture("../demo/demo-image.tar").to_str().unwrap());
+    let paths: Vec<&str> = r.files.iter().map(|f| f.file.path.as_str()).collect();
+    assert!(paths.contains(&"/opt/app/lib/libsm90a.so"));
+    assert!(paths.contains(&"/opt/app/lib/libsm100f.so"));
+    assert!(!paths.contains(&"/opt/app/lib/libdebug.so"), "deleted by a whiteout in layer 2");
+    let cudart = r.files.iter().find(|f| f.file.path == "/usr/local/cuda/lib64/libcudart.so.12.9.79").unwrap();
+    assert_eq!(cudart.file.cudart.as_ref().unwrap().version, "12.9.79");
+    assert_eq!(cudart.symlinks, ["/usr/local/cuda/lib64/libcudart.so", "/usr/local/cuda/lib64/libcudart.so.12"]);
+    assert_eq!(r.image.name.as_deref(), Some("cudalint-demo:latest"));
+    assert!(r.image.layers[0].verified && r.image.layers[0].compression == cudalint::layer::decode::Compression::Gzip);
+}
+
+#[test]
+fn rootfs_directory_file_and_wheel() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+    std::fs::write(root.join("usr/lib/libsm90a.so"), read_fixture("libsm90a.so")).unwrap();
+    std::fs::hard_link(root.join("usr/lib/libsm90a.so"), root.join("usr/lib/hard.so")).unwrap();
+    std::os::unix::fs::symlink("libsm90a.so", root.join("usr/lib/soft.so")).unwrap();
+    std::fs::write(root.join("usr/lib/README"), b"not a library at all").unwrap();
+    let r = run(&format!("dir:{}", root.display()));
+    assert_eq!(inventory(&r).len(), 1, "{:?}", inventory(&r));
+    let f = &r.files[0];
+    assert_eq!(
+        (f.file.path.as_str(), f.hardlinks.as_slice()),
+        ("/usr/lib/hard.so", &["/usr/lib/libsm90a.so".to_string()][..])
+    );
+    assert_eq!(f.symlinks, ["/usr/lib/soft.so"]);
+
+    let r = run(fixture("libsm100f.so").to_str().unwrap());
+    assert_eq!(r.image.source, "file");
+    assert!(r.files[0].file.has_device_code());
+
+    let whl = root.join("pkg-1.0-py3-none-linux_x86_64.whl");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&whl).unwrap());
+    let deflate = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    z.start_file("pkg/lib/libconcat.so", deflate).unwrap();
+    std::io::Write::write_all(&mut z, &read_fixture("libconcat.so")).unwrap();
+    z.start_file("pkg/__init__.py", deflate).unwrap();
+    std::io::Write::write_all(&mut z, b"# nothing\n").unwrap();
+    z.finish().unwrap();
+    let r = run(whl.to_str().unwrap());
+    assert_eq!(r.image.source, "wheel");
+    assert_eq!(r.files.iter().map(|f| f.file.path.as_str()).collect::<Vec<_>>(), ["/pkg/lib/libconcat.so"]);
+    assert_eq!(r.files[0].file.containers.len(), 3);
+}
+
+/// skopeo (a Debian package; scripts/install-test-deps.sh installs it) converts the OCI layout
+/// into a docker-archive and an oci-archive: three encodings of one image, one inventory.
+#[test]
+fn skopeo_conversions_give_identical_inventories() {
+    let skopeo = which("skopeo");
+    let d = tempfile::tempdir().unwrap();
+    let layout = d.path().join("layout");
+    // docker-archive cannot carry zstd layers (skopeo refuses the conversion).
+    oci_layout(&layout, &[&layered(Comp::Gzip, Comp::None)]);
+    let src = format!("oci:{}:latest", layout.display());
+    let da = d.path().join("docker.tar");
+    let oa = d.path().join("oci.tar");
+    for dst in
+        [format!("docker-archive:{}:test/skopeo:1", da.display()), format!("oci-archive:{}:latest", oa.display())]
+    {
+        let out =
+            std::process::Command::new(&skopeo).args(["--insecure-policy", "copy", "-q", &src, &dst]).output().unwrap();
+        assert!(out.status.success(), "skopeo copy {dst}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let a = run(&format!("oci:{}", layout.display()));
+    let b = run(da.to_str().unwrap());
+    let c = run(oa.to_str().unwrap());
+    assert_eq!(b.image.source, "docker-archive");
+    assert_eq!(c.image.source, "oci-archive");
+    assert_eq!(files_json(&a), files_json(&b));
+    assert_eq!(files_json(&a), files_json(&c));
+    assert_eq!(inventory(&a), expected_layered());
+}
+
+pub fn which(tool: &str) -> String {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p.display().to_string(),
+        None => panic!(
+            "`{tool}` is needed by this test and is not installed: run scripts/install-test-deps.sh (Debian package {tool})"
+        ),
+    }
+}
