@@ -91,10 +91,24 @@ pub enum Format {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let code = match cli.command {
         Command::Inspect(a) => inspect(a),
         Command::Scan(a) => scan(a),
+    };
+    if std::env::var_os("CUDALINT_STATS").is_some() {
+        print_stats();
     }
+    code
+}
+
+/// `CUDALINT_STATS=1`: bytes this process read and its peak RSS, on stderr (benchmarks).
+fn print_stats() {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |text: &str, key: &str| {
+        text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string()).unwrap_or_default()
+    };
+    eprintln!("cudalint-stats: rchar={} peak_rss={}", field(&io, "rchar:"), field(&status, "VmHWM:"));
 }
 
 fn inspect(a: InspectArgs) -> ExitCode {
@@ -141,7 +155,7 @@ fn scan(a: ScanArgs) -> ExitCode {
     }
     opts.progress = !a.quiet;
     opts.inspect.every_cubin = a.cubins;
-    opts.inspect.cuda_elf_only = !a.deep;
+    opts.inspect.lean = !a.deep;
     let report = match crate::image::scan(&a.image, &opts) {
         Ok(r) => r,
         Err(e) => return fail(&format!("{}: {e}", a.image)),

@@ -205,8 +205,8 @@ pub fn scan_stream<R: Read>(
                         size: None,
                         media_type: None,
                     };
-                    let raw = std::io::Cursor::new(head).chain(InputReader(&mut sub));
-                    outcomes.insert(name, layers::stream(raw, &l, &opts.inspect, digest.is_none()));
+                    let mut raw = std::io::Cursor::new(head).chain(InputReader(&mut sub));
+                    outcomes.insert(name, layers::stream(&mut raw, &l, &opts.inspect, digest.is_none()));
                 }
             }
             _ => {}

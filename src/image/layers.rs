@@ -2,7 +2,7 @@
 //! hopped over), otherwise one streaming pass through the decompressor; digests checked.
 
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, Read};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,7 +12,10 @@ use super::{AnalyzedLayer, LayerInfo, ScanError};
 use crate::input::{FileInput, Input, InputReader, StreamInput};
 use crate::inspect::InspectOptions;
 use crate::layer::analyze::{LayerError, LayerSummary, analyze};
-use crate::layer::decode::{self, Compression, Hashing, READ_BUF};
+use sha2::{Digest, Sha256};
+
+use crate::layer::decode::{self, Compression};
+use crate::layer::pipe::{pipe, read_full_dyn};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum Verify {
@@ -42,41 +45,72 @@ fn layer_err(l: &LayerRef, e: impl std::fmt::Display) -> ScanError {
     ScanError::Layer { layer: l.id(), message: e.to_string() }
 }
 
-/// Reads a layer blob from a byte stream in one pass.
-pub fn stream<R: Read>(
-    raw: R,
+/// Reads a layer blob from a byte stream in one pass, in up to three threads: this one reads
+/// and hashes the blob's bytes, one decompresses them (compressed blobs only), one walks the
+/// tar and inspects its files.
+pub fn stream<R: Read + ?Sized>(
+    raw: &mut R,
     l: &LayerRef,
     inspect: &InspectOptions,
     want_tar_digest: bool,
 ) -> Result<Outcome, ScanError> {
-    let (hashing, blob_state) = Hashing::new(raw);
-    let mut buf = BufReader::with_capacity(READ_BUF, hashing);
-    let head = io::BufRead::fill_buf(&mut buf).map_err(|e| layer_err(l, e))?;
-    let compression = decode::sniff(head);
-    let dec = decode::decoder(compression, buf).map_err(|e| layer_err(l, e))?;
-    // The uncompressed tar is hashed only when its digest is the one to check (legacy
-    // docker-archive layers, named by diff_id); an uncompressed blob is its own tar.
-    let (dec, tar_state): (Box<dyn Read>, _) = if want_tar_digest && compression != Compression::None {
-        let (h, s) = Hashing::new(dec);
-        (Box::new(h), Some(s))
-    } else {
-        (dec, None)
-    };
-    let mut input = StreamInput::unbounded(dec);
-    let summary = analyze(&mut input, inspect).map_err(|e| match e {
-        LayerError::Tar(t) => layer_err(l, format!("not a readable tar stream: {t}")),
-        LayerError::Io(e) => layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression))),
-    })?;
-    // Read to the end so the digests cover the whole blob (tar padding, trailing frames).
-    io::copy(&mut InputReader(&mut input), &mut io::sink())
-        .map_err(|e| layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression))))?;
-    let blob = blob_state.borrow();
-    let blob_digest = blob.digest();
-    let tar_digest = match tar_state {
-        Some(s) => Some(s.borrow().digest()),
-        None => (compression == Compression::None).then(|| blob_digest.clone()),
-    };
-    Ok(Outcome { summary, compression, size: blob.count, blob_digest: Some(blob_digest), tar_digest })
+    let mut first = [0u8; 4];
+    let n = read_full_dyn(raw, &mut first).map_err(|e| layer_err(l, format!("reading the blob: {e}")))?;
+    let compression = decode::sniff(&first[..n]);
+    let mut raw = io::Cursor::new(&first[..n]).chain(raw);
+    let (raw_w, raw_r) = pipe();
+    let mut blob = Sha256::new();
+    let mut size = 0u64;
+    std::thread::scope(|s| {
+        let (tar_r, inflate) = if compression == Compression::None {
+            (raw_r, None)
+        } else {
+            let (tar_w, tar_r) = pipe();
+            let inflate = s.spawn(move || -> io::Result<Option<String>> {
+                let mut dec = decode::decoder(compression, raw_r)?;
+                // The uncompressed tar is hashed only when its digest is the one to check
+                // (legacy docker-archive layers, named by diff_id).
+                let mut tar = want_tar_digest.then(Sha256::new);
+                tar_w.pump(&mut dec, |c| {
+                    if let Some(h) = tar.as_mut() {
+                        h.update(c)
+                    }
+                })?;
+                Ok(tar.map(|h| format!("sha256:{}", hex::encode(h.finalize()))))
+            });
+            (tar_r, Some(inflate))
+        };
+        let walk = s.spawn(move || -> Result<LayerSummary, LayerError> {
+            let mut input = StreamInput::unbounded(tar_r);
+            let summary = analyze(&mut input, inspect)?;
+            // Read to the end so the digests cover the whole blob (tar padding, trailing frames).
+            io::copy(&mut InputReader(&mut input), &mut io::sink())?;
+            Ok(summary)
+        });
+        let fed = raw_w.pump(&mut raw, |c| {
+            blob.update(c);
+            size += c.len() as u64;
+        });
+        let inflated = inflate.map(|t| t.join().expect("inflate thread"));
+        let walked = walk.join().expect("walk thread");
+        if let Err(e) = fed {
+            return Err(layer_err(l, format!("reading the blob: {e}")));
+        }
+        let corrupt = |e: &dyn std::fmt::Display| layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)));
+        let tar_from_inflate = match inflated {
+            Some(Err(e)) => return Err(corrupt(&e)),
+            Some(Ok(t)) => t,
+            None => None,
+        };
+        let summary = walked.map_err(|e| match e {
+            LayerError::Tar(t) => layer_err(l, format!("not a readable tar stream: {t}")),
+            LayerError::Io(e) => corrupt(&e),
+        })?;
+        let blob_digest = format!("sha256:{}", hex::encode(blob.finalize()));
+        // An uncompressed blob is its own tar.
+        let tar_digest = tar_from_inflate.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
+        Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
+    })
 }
 
 fn name(c: Compression) -> &'static str {
@@ -107,9 +141,9 @@ pub fn from_file(
         progress.add(size);
         return Ok(Outcome { summary, compression, size, blob_digest: None, tar_digest: None });
     }
-    let raw = Counting::new(InputReader(&mut input), progress);
+    let mut raw = Counting::new(InputReader(&mut input), progress);
     let want_tar = l.digest.is_none() && l.diff_id.is_some();
-    stream(raw, l, inspect, want_tar)
+    stream(&mut raw, l, inspect, want_tar)
 }
 
 /// Checks an outcome against the layer's digests and describes the layer.

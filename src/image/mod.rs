@@ -65,7 +65,7 @@ impl Default for ScanOptions {
             verify: Verify::Auto,
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
             progress: false,
-            inspect: InspectOptions { cuda_elf_only: true, ..Default::default() },
+            inspect: InspectOptions { lean: true, ..Default::default() },
         }
     }
 }

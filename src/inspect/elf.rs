@@ -108,18 +108,32 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok()));
     }
     let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
-        !opts.cuda_elf_only || cuda_related(path, info.as_ref(), sections.as_deref())
+        !opts.lean || cuda_related(path, info.as_ref(), sections.as_deref())
     };
+
+    // Machine code is read for the static cudart version, unless reading lean (libcudart itself
+    // is always read: its version may be nowhere else).
+    let name = path.rsplit(['/', ':']).next().unwrap_or(path);
+    let code = !opts.lean || name.starts_with("libcudart.so");
 
     // Which bytes to scan: on a seekable file with a section table, the sections that may hold
     // device code (nothing else can be handed to the driver); otherwise everything.
     let ranges = match &sections {
         _ if seekable && !wanted(&info, &sections) => Vec::new(),
-        Some(secs) if !secs.is_empty() => scan_ranges(secs),
+        Some(secs) if !secs.is_empty() => scan_ranges(secs, code),
         _ => vec![(0, len)],
     };
     let mut scanner = opts.scanner(true);
-    scanner.exec_ranges = layout.as_ref().map(Layout::exec_segments).unwrap_or_else(|| vec![(0, len)]);
+    if opts.lean && !opts.every_cubin {
+        scanner.probe_ranges = sections.as_ref().map(|secs| {
+            secs.iter().filter(|s| is_fatbin_section(&s.name)).filter_map(Section::file_range).collect()
+        });
+    }
+    scanner.exec_ranges = match (&layout, code) {
+        (_, false) => Vec::new(),
+        (Some(l), true) => l.exec_segments(),
+        (None, true) => vec![(0, len)],
+    };
     let mut out = ScanResult::default();
     scanner.scan(w, &ranges, &mut out)?;
 
@@ -139,8 +153,31 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         }
     }
     report.elf = info;
-    place(&mut report, out, sections.as_deref(), layout.as_ref());
+    place(&mut report, out, sections.as_deref(), layout.as_ref(), code);
+    if opts.lean && !opts.every_cubin {
+        // A stream read hidden containers' payloads as they went by; report them as a seekable
+        // read would, so both give the same inventory.
+        for c in &mut report.hidden_containers {
+            forget_probes(c);
+        }
+    }
     Ok(report)
+}
+
+fn is_fatbin_section(name: &str) -> bool {
+    name == FATBIN_SECTION || name == RELFATBIN_SECTION
+}
+
+fn forget_probes(c: &mut super::model::Container) {
+    c.kernels = super::model::Kernels::Assumed;
+    for e in &mut c.entries {
+        e.cubin = None;
+        e.ptx_entries = None;
+        for i in &mut e.images {
+            i.cubin = None;
+            i.ptx_entries = None;
+        }
+    }
 }
 
 /// Headers that show a file is part of CUDA: fatbin sections, CUDA libraries in DT_NEEDED or
@@ -211,7 +248,9 @@ fn plan_captures(w: &mut Window, l: &Layout) {
     if let Some((o, n)) = l.dynamic_range() {
         if n <= MAX_DYNAMIC && o.saturating_add(n) <= len {
             w.capture(o, n as usize);
-            w.capture(0, STREAM_DYNSTR_WINDOW.min(len) as usize);
+            // Linkers put .dynstr in the first loaded segment (read-only when code is separate).
+            let first = l.first_load_end().unwrap_or(len);
+            w.capture(0, STREAM_DYNSTR_WINDOW.min(first).min(len) as usize);
         }
     }
 }
@@ -234,9 +273,12 @@ fn sections_from_captures(l: &Layout, caps: &[Capture], report: &mut FileReport)
 }
 
 /// Sections that may hold device code, merged into ascending ranges.
-fn scan_ranges(secs: &[Section]) -> Vec<(u64, u64)> {
-    let mut r: Vec<(u64, u64)> =
-        secs.iter().filter(|s| s.may_hold_device_code()).filter_map(Section::file_range).collect();
+fn scan_ranges(secs: &[Section], code: bool) -> Vec<(u64, u64)> {
+    let mut r: Vec<(u64, u64)> = secs
+        .iter()
+        .filter(|s| s.may_hold_device_code() && (code || !s.exec()))
+        .filter_map(Section::file_range)
+        .collect();
     r.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
     for (a, b) in r {
@@ -295,7 +337,7 @@ fn elf_info(
 }
 
 /// Puts scan results where they belong, using the section table when there is one.
-fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>, layout: Option<&Layout>) {
+fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>, layout: Option<&Layout>, code: bool) {
     let section_of = |off: u64| sections.and_then(|s| s.iter().find(|s| s.contains(off)));
     let fatbin_section =
         |s: Option<&Section>| s.is_some_and(|s| s.name == FATBIN_SECTION || s.name == RELFATBIN_SECTION);
@@ -313,7 +355,9 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
 
     // What a seekable read never looks at (sections not loaded at run time) is dropped from a
     // streamed read too, so both report the same.
-    let loaded = |off: u64| sections.is_none() || section_of(off).is_some_and(Section::may_hold_device_code);
+    let loaded = |off: u64| {
+        sections.is_none() || section_of(off).is_some_and(|s| s.may_hold_device_code() && (code || !s.exec()))
+    };
     let by_data: std::collections::HashMap<u64, u32> =
         wrappers.iter().rev().filter(|w| w.data != 0).map(|w| (w.data, w.version)).collect();
     for mut c in out.containers.into_iter().filter(|c| loaded(c.offset)) {

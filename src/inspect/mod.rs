@@ -28,10 +28,12 @@ pub struct InspectOptions {
     pub every_cubin: bool,
     /// List kernel names (implies `every_cubin`; large for big libraries).
     pub kernel_names: bool,
-    /// Image scans: look inside a host ELF only when its headers show CUDA (fatbin sections,
-    /// DT_NEEDED or SONAME naming a CUDA library, or a CUDA library's file name); other ELF
-    /// files (the rest of a distribution) are read no further than their headers.
-    pub cuda_elf_only: bool,
+    /// Image scans read lean: a host ELF is looked inside only when its headers show CUDA
+    /// (fatbin sections, DT_NEEDED or SONAME naming a CUDA library, or a CUDA library's file
+    /// name), and then not in its machine code (no device code lives there; the static cudart
+    /// version it would give is left out, except for libcudart itself). `scan --deep` turns
+    /// this off.
+    pub lean: bool,
 }
 
 impl InspectOptions {
@@ -41,6 +43,7 @@ impl InspectOptions {
             kernel_names: self.kernel_names,
             host_patterns,
             exec_ranges: Vec::new(),
+            probe_ranges: None,
         }
     }
 }

@@ -63,6 +63,10 @@ pub struct Scanner {
     pub host_patterns: bool,
     /// File ranges of executable segments, where cudart's machine code can be.
     pub exec_ranges: Vec<(u64, u64)>,
+    /// When set, only containers starting in these ranges have payloads read (lean image
+    /// scans: a module loaded with cuModuleLoadData fails on a missing image whether or not it
+    /// has kernels, so only registered fatbins need their stubs told apart).
+    pub probe_ranges: Option<Vec<(u64, u64)>>,
 }
 
 impl Scanner {
@@ -198,6 +202,7 @@ impl Scanner {
         // all read, so a kernel-less container is known for certain.
         let mut found = false;
         let mut assumed = false;
+        let probed_here = self.probe_ranges.as_ref().is_none_or(|r| r.iter().any(|&(a, b)| at >= a && at < b));
         while e + ENTRY_BASE_LEN as u64 <= end {
             w.consume_to(e)?;
             let b = w.fill(ENTRY_BASE_LEN)?;
@@ -241,12 +246,18 @@ impl Scanner {
                 break;
             };
             w.consume_to(payload)?;
-            let cheap = raw.compression() == Compression::None || raw.uncompressed_size <= PROBE_LIMIT;
-            let probe = self.every_cubin || (!found && !assumed && cheap);
+            let cheap = match raw.kind() {
+                // A cubin's headers and symbols are read in place; a PTX text is read whole.
+                EntryKind::Elf if raw.compression() == Compression::None => true,
+                EntryKind::Ptx if raw.compression() == Compression::None => raw.payload_size <= PROBE_LIMIT,
+                _ => raw.uncompressed_size <= PROBE_LIMIT,
+            };
+            let probe = self.every_cubin || (!found && !assumed && cheap && probed_here);
             match raw.kind() {
                 EntryKind::Elf if probe => self.probe_elf(w, &raw, payload, &mut entry)?,
                 EntryKind::Ptx if probe => self.probe_ptx(w, &raw, payload, &mut entry)?,
-                EntryKind::Concatenated if probe => self.concatenated(w, &raw, &header, &mut entry)?,
+                // Its images are listed from the header table whether or not they are read.
+                EntryKind::Concatenated => self.concatenated(w, &raw, &header, &mut entry, probe)?,
                 _ => {}
             }
             for img in if entry.images.is_empty() { std::slice::from_ref(&entry) } else { &entry.images[..] } {
@@ -353,7 +364,7 @@ impl Scanner {
 
     /// Lists a concatenated entry's images from its header table; their cubins are read from the
     /// decompressed blob (bounded like any payload).
-    fn concatenated(&self, w: &mut Window, raw: &RawEntry, header: &[u8], entry: &mut Entry) -> io::Result<()> {
+    fn concatenated(&self, w: &mut Window, raw: &RawEntry, header: &[u8], entry: &mut Entry, probe: bool) -> io::Result<()> {
         let subs = match fatbin::concatenated_table(header) {
             Ok(s) => s,
             Err(e) => {
@@ -361,7 +372,7 @@ impl Scanner {
                 return Ok(());
             }
         };
-        let blob = if subs.iter().any(|s| matches!(s.raw.kind(), EntryKind::Elf | EntryKind::Ptx)) {
+        let blob = if probe && subs.iter().any(|s| matches!(s.raw.kind(), EntryKind::Elf | EntryKind::Ptx)) {
             match self.read_compressed(w, raw, entry.offset + u64::from(raw.header_size))? {
                 Ok(b) => Some(b),
                 Err(e) => {

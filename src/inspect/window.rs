@@ -8,9 +8,9 @@ use std::io;
 use crate::input::Input;
 
 pub const WINDOW: usize = 1 << 20;
-/// Read-ahead on seekable inputs: one page, so hopping from entry header to entry header over
-/// payloads leaves the payloads unread (the kernel's own read-ahead keeps the calls cheap).
-const READ_AHEAD: usize = 4 << 10;
+/// Read-ahead on seekable inputs: about one entry header, so hopping from entry header to
+/// entry header leaves the payloads unread (the kernel's own read-ahead keeps calls cheap).
+const READ_AHEAD: usize = 512;
 
 pub struct Capture {
     pub off: u64,
@@ -54,7 +54,9 @@ impl<'a> Window<'a> {
     pub fn new(input: &'a mut dyn Input) -> Window<'a> {
         let seekable = input.seekable();
         let start = input.pos();
-        Window { input, buf: vec![0; WINDOW], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
+        // No bigger than the input: most files in an image are small.
+        let size = usize::try_from(input.len().saturating_sub(start)).unwrap_or(WINDOW).clamp(64, WINDOW);
+        Window { input, buf: vec![0; size], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
     }
 
     /// Keeps the bytes of `[off, off+len)` as they go by (streams). Bytes already consumed
@@ -109,7 +111,7 @@ impl<'a> Window<'a> {
 
     /// Makes at least `min(n, WINDOW)` bytes available unless the input ends first.
     pub fn fill(&mut self, n: usize) -> io::Result<&[u8]> {
-        let n = n.min(WINDOW);
+        let n = n.min(self.buf.len());
         while self.hi - self.lo < n {
             let want = n - (self.hi - self.lo);
             if self.refill(want)? == 0 {
@@ -140,7 +142,7 @@ impl<'a> Window<'a> {
             // Stream past the skipped bytes so the captures see them.
             self.start = self.input.pos();
             while self.start < to {
-                let want = ((to - self.start) as usize).min(WINDOW);
+                let want = usize::try_from(to - self.start).unwrap_or(usize::MAX).min(self.buf.len());
                 let at = self.start;
                 let got = self.input.read(&mut self.buf[..want])?;
                 if got == 0 {

@@ -5,4 +5,5 @@ pub mod analyze;
 pub mod decode;
 pub mod merge;
 pub mod path;
+pub mod pipe;
 pub mod tar;

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Benchmark: `cudalint scan` on a large image (>= 2 GB uncompressed) against the floor.
+
+Builds, under bench-work/scan/, an image of three layers:
+  base  ordinary files of this machine's /usr (tens of thousands of files, ~1 GB),
+  cuda  the CUDA libraries of the nvidia-cublas, nvidia-cudnn-cu12 and nvidia-cufft wheels,
+        laid out as pip installs them (~2 GB),
+  app   the fixture libraries, and a whiteout,
+in three forms: an OCI layout with gzip layers, one with zstd layers, and a docker-archive
+(`docker save` layout, uncompressed layers). Then prints, in one run:
+  - scan wall time vs `gzip -dc` / `zstd -dc` of the same layers to /dev/null,
+  - bytes read from the docker-archive vs its size, and its scan time,
+  - the same docker-archive piped through standard input,
+  - peak RSS of every scan.
+Times are medians of 3 runs with a warm page cache. usage: scripts/bench-scan.py [--rebuild]
+"""
+import glob
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+sys.path.insert(0, os.path.dirname(__file__))
+from benchlib import best_of, mib  # noqa: E402
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+work = os.path.join(root, "bench-work")
+scan_dir = os.path.join(work, "scan")
+WHEELS = ["nvidia-cublas==13.1.0.3", "nvidia-cudnn-cu12==9.10.2.21", "nvidia-cufft==12.0.0.61"]
+BASE_LIMIT = 1 << 30
+
+
+def sha_file(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def build_layers():
+    os.makedirs(os.path.join(work, "wheels"), exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d",
+                    os.path.join(work, "wheels")] + WHEELS, check=True)
+    os.makedirs(scan_dir, exist_ok=True)
+    # base: ordinary files, symlinks included, up to BASE_LIMIT bytes.
+    total = 0
+    with tarfile.open(os.path.join(scan_dir, "base.tar"), "w", format=tarfile.PAX_FORMAT) as t:
+        for top in ["/usr/share", "/usr/lib", "/usr/bin"]:
+            for dirpath, dirs, files in os.walk(top):
+                dirs.sort()
+                for name in sorted(files):
+                    p = os.path.join(dirpath, name)
+                    try:
+                        if total > BASE_LIMIT and not os.path.islink(p):
+                            continue
+                        t.add(p, arcname=p.lstrip("/"), recursive=False)
+                        if not os.path.islink(p):
+                            total += os.path.getsize(p)
+                    except OSError:
+                        pass
+    # cuda: the wheels' files as pip lays them out.
+    site = "usr/local/lib/python3.11/site-packages/"
+    with tarfile.open(os.path.join(scan_dir, "cuda.tar"), "w", format=tarfile.PAX_FORMAT) as t:
+        for whl in sorted(glob.glob(os.path.join(work, "wheels/*.whl"))):
+            with zipfile.ZipFile(whl) as z:
+                for info in z.infolist():
+                    if info.is_dir():
+                        continue
+                    ti = tarfile.TarInfo(site + info.filename)
+                    ti.size, ti.mode, ti.mtime = info.file_size, 0o755, 0
+                    with z.open(info) as f:
+                        t.addfile(ti, f)
+    # app: fixture libraries, and a whiteout of a base file.
+    with tarfile.open(os.path.join(scan_dir, "app.tar"), "w", format=tarfile.PAX_FORMAT) as t:
+        for name in ["libmulti.so", "libsm90a.so", "libhidden.so"]:
+            t.add(os.path.join(root, "fixtures/bin", name), arcname="opt/app/lib/" + name)
+        ti = tarfile.TarInfo("usr/share/.wh.doc")
+        t.addfile(ti)
+
+
+LAYERS = ["base", "cuda", "app"]
+
+
+def compress_layers():
+    for n in LAYERS:
+        src = os.path.join(scan_dir, n + ".tar")
+        if not os.path.exists(src + ".gz"):
+            with open(src + ".gz", "wb") as out:
+                subprocess.run(["gzip", "-6", "-c", src], stdout=out, check=True)
+        if not os.path.exists(src + ".zst"):
+            subprocess.run(["zstd", "-q", "-3", "-T0", "-f", src, "-o", src + ".zst"], check=True)
+
+
+def oci_layout(dest, ext, media):
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(dest, "blobs/sha256"))
+    diff_ids, layers = [], []
+    for n in LAYERS:
+        tar_p = os.path.join(scan_dir, n + ".tar")
+        blob_p = tar_p + ext
+        d = sha_file(blob_p)
+        os.link(blob_p, os.path.join(dest, "blobs/sha256", d[7:]))
+        diff_ids.append(sha_file(tar_p))
+        layers.append({"mediaType": media, "digest": d, "size": os.path.getsize(blob_p)})
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["CUDA_VERSION=12.9.1"]},
+                         "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    cd = "sha256:" + hashlib.sha256(config).hexdigest()
+    open(os.path.join(dest, "blobs/sha256", cd[7:]), "wb").write(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd,
+                                      "size": len(config)}, "layers": layers}).encode()
+    md = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    open(os.path.join(dest, "blobs/sha256", md[7:]), "wb").write(manifest)
+    json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                                  "digest": md, "size": len(manifest)}]},
+              open(os.path.join(dest, "index.json"), "w"))
+    open(os.path.join(dest, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
+    return config
+
+
+def docker_archive(dest, config):
+    with tarfile.open(dest, "w") as t:
+        names = []
+        for i, n in enumerate(LAYERS):
+            name = f"{i:064x}/layer.tar"
+            t.add(os.path.join(scan_dir, n + ".tar"), arcname=name)
+            names.append(name)
+        cfg = hashlib.sha256(config).hexdigest() + ".json"
+        ti = tarfile.TarInfo(cfg)
+        ti.size = len(config)
+        t.addfile(ti, __import__("io").BytesIO(config))
+        m = json.dumps([{"Config": cfg, "RepoTags": ["bench:latest"], "Layers": names}]).encode()
+        ti = tarfile.TarInfo("manifest.json")
+        ti.size = len(m)
+        t.addfile(ti, __import__("io").BytesIO(m))
+
+
+def stats_of(cmd, stdin=None):
+    env = dict(os.environ, CUDALINT_STATS="1")
+    out = subprocess.run(cmd, env=env, stdin=open(stdin, "rb") if stdin else None,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True).stderr
+    return int(__import__("re").search(r"cudalint-stats: rchar=(\d+)", out).group(1))
+
+
+def main():
+    if "--rebuild" in sys.argv:
+        shutil.rmtree(scan_dir, ignore_errors=True)
+    if not os.path.exists(os.path.join(scan_dir, "app.tar")):
+        print("building the image layers ...", file=sys.stderr)
+        build_layers()
+    compress_layers()
+    config = oci_layout(os.path.join(scan_dir, "oci-gzip"), ".gz", "application/vnd.oci.image.layer.v1.tar+gzip")
+    oci_layout(os.path.join(scan_dir, "oci-zstd"), ".zst", "application/vnd.oci.image.layer.v1.tar+zstd")
+    archive = os.path.join(scan_dir, "docker-archive.tar")
+    if not os.path.exists(archive):
+        docker_archive(archive, config)
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+    cudalint = os.path.join(root, "target/release/cudalint")
+
+    size = {n: os.path.getsize(os.path.join(scan_dir, n + ".tar")) for n in LAYERS}
+    print(f"image: {len(LAYERS)} layers, {mib(sum(size.values()))} uncompressed "
+          f"({', '.join(f'{n} {mib(s)}' for n, s in size.items())}); {os.cpu_count()} CPUs")
+    rows = []
+    for kind, ext, tool in [("gzip", ".gz", ["gzip", "-dc"]), ("zstd", ".zst", ["zstd", "-dc"])]:
+        floor = 0.0
+        for n in LAYERS:
+            w, _ = best_of(3, tool + [os.path.join(scan_dir, n + ".tar" + ext)])
+            floor += w
+        w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null",
+                             "oci:" + os.path.join(scan_dir, "oci-" + kind)])
+        rows.append((f"scan oci ({kind})", w, rss, f"{' '.join(tool)} of the layers: {floor:.2f} s -> ratio {w / floor:.2f}"))
+        show(rows[-1])
+    asize = os.path.getsize(archive)
+    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", archive])
+    read = stats_of([cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", archive])
+    rows.append(("scan docker-archive", w, rss, f"read {mib(read)} of {mib(asize)} = {100 * read / asize:.1f}%"))
+    show(rows[-1])
+    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", "-"], stdin=archive)
+    rows.append(("scan - < docker-archive", w, rss, "one pass over standard input"))
+    show(rows[-1])
+    w2, rss2 = best_of(3, [cudalint, "scan", "--quiet", "--verify", "always", "--format", "json", "-o", "/dev/null", archive])
+    rows.append(("scan docker-archive --verify always", w2, rss2, "every layer hashed"))
+    show(rows[-1])
+
+
+def show(row):
+    name, w, rss, note = row
+    print(f"{name:38} {w:7.2f} s  peak RSS {mib(rss):>10}  {note}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
