@@ -54,6 +54,14 @@ nvcc -dc -Xcompiler -fPIC -frandom-seed=cudalint -gencode arch=compute_80,code='
   "$src/rdc_dev.cu" -o rdc_dev.o
 nvcc -shared -Xcompiler -fPIC -cudart shared -rdc=true -gencode arch=compute_80,code='[sm_80,compute_80]' \
   "$out/rdc_main.o" rdc_dev.o -o "$out/librdc.so"
+# Two modules with different architecture lists (the flash-attention pattern): vecadd.cu for
+# sm_80 and sm_90, saxpy.cu for sm_90 only. On an 8.x GPU only the first module runs.
+nvcc -c -Xcompiler -fPIC -frandom-seed=cudalint -gencode arch=compute_80,code=sm_80 \
+  -gencode arch=compute_90,code=sm_90 "$src/vecadd.cu" -o partial_a.o
+nvcc -c -Xcompiler -fPIC -frandom-seed=cudalint -gencode arch=compute_90,code=sm_90 "$src/saxpy.cu" -o partial_b.o
+nvcc -shared -cudart shared partial_a.o partial_b.o -o "$out/libpartial.so"
+# The CUDA 12.9 runtime as NVIDIA ships it, under its real file name (the SONAME link points here).
+cp "$tools/cu12/nvidia/cuda_runtime/lib/libcudart.so.12" "$out/libcudart.so.12.9.79"
 # A static archive, read member by member: one member with sm_80, one with sm_86 + compute_86.
 nvcc -c -Xcompiler -fPIC -frandom-seed=cudalint -gencode arch=compute_80,code=sm_80 \
   "$src/vecadd.cu" -o vecadd.o

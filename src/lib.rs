@@ -5,8 +5,10 @@
 //! [`inspect`] (ELF, fatbin, cubin, PTX, archives) -> reports.
 
 pub mod cli;
+pub mod cuda;
 pub mod image;
 pub mod input;
 pub mod inspect;
 pub mod layer;
+pub mod lint;
 pub mod report;

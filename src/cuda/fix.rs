@@ -1,0 +1,82 @@
+//! Concrete fixes: the smallest `TORCH_CUDA_ARCH_LIST` and `-gencode` list that cover a set of
+//! targets (doc §6), and the driver a CUDA version needs.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Cc;
+
+/// Architectures PyTorch's cpp_extension accepts (doc §6; no 'f' suffix anywhere).
+const TORCH_ARCHS: &[(u8, u8)] = &[
+    (3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2), (7, 5), (8, 0),
+    (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0), (12, 0), (12, 1),
+];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchFix {
+    /// `8.0;9.0+PTX`
+    pub torch_arch_list: String,
+    /// `-gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]`
+    pub gencode: String,
+    /// The SASS architectures built, `["sm_80", "sm_90"]`.
+    pub archs: Vec<String>,
+}
+
+/// One SASS build per major covers every target of that major (SASS runs forward within it),
+/// built for the lowest minor among them; PTX of the newest one keeps future GPUs working.
+pub fn arch_fix(targets: &[Cc]) -> Option<ArchFix> {
+    let mut per_major: BTreeMap<u8, u8> = BTreeMap::new();
+    for t in targets {
+        let m = per_major.entry(t.major).or_insert(t.minor);
+        *m = (*m).min(t.minor);
+    }
+    if per_major.is_empty() {
+        return None;
+    }
+    let ccs: Vec<Cc> = per_major.into_iter().map(|(major, minor)| Cc { major, minor }).collect();
+    let last = ccs.len() - 1;
+    let torch: Vec<String> = ccs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            // The newest accepted arch of that major not above the wanted one.
+            let t = TORCH_ARCHS.iter().rev().find(|(ma, mi)| *ma == c.major && *mi <= c.minor);
+            let s = t.map_or(c.to_string(), |(ma, mi)| format!("{ma}.{mi}"));
+            if i == last { format!("{s}+PTX") } else { s }
+        })
+        .collect();
+    let gencode: Vec<String> = ccs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let sm = c.sm();
+            if i == last {
+                format!("-gencode arch=compute_{sm},code=[sm_{sm},compute_{sm}]")
+            } else {
+                format!("-gencode arch=compute_{sm},code=sm_{sm}")
+            }
+        })
+        .collect();
+    Some(ArchFix {
+        torch_arch_list: torch.join(";"),
+        gencode: gencode.join(" "),
+        archs: ccs.iter().map(|c| format!("sm_{}", c.sm())).collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_build_per_major_plus_ptx() {
+        let cc = |s: &str| Cc::parse(s).unwrap();
+        let f = arch_fix(&[cc("9.0"), cc("8.9"), cc("8.6")]).unwrap();
+        assert_eq!(f.torch_arch_list, "8.6;9.0+PTX");
+        assert_eq!(f.gencode, "-gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=[sm_90,compute_90]");
+        // Rubin (10.7) is not in PyTorch's list: 10.3 SASS runs on it.
+        assert_eq!(arch_fix(&[cc("10.7")]).unwrap().torch_arch_list, "10.3+PTX");
+        assert!(arch_fix(&[]).is_none());
+    }
+}

@@ -1,0 +1,564 @@
+//! The fact objects rules are written against (docs/facts.md): `image`, `binary`, `target`,
+//! `coverage`, `runtime`, `fix`. Built from a scan's inventory; each is plain data (serde) that
+//! CEL expressions read.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use super::targets::Target;
+use crate::cuda::compat::{self, Image, ImageKind, JitEnv, Verdict};
+use crate::cuda::fix::{ArchFix, arch_fix};
+use crate::cuda::{Cc, CudaVersion, gpus, tables};
+use crate::image::{ImageFile, ImageReport};
+use crate::inspect::fatbin::{Compression, EntryKind};
+use crate::inspect::{Container, Entry, FileFormat, FileReport};
+use crate::layer::path::file_name;
+
+/// One module (fatbin container, bare cubin, PTX file) the driver loads as a unit.
+#[derive(Debug, Clone)]
+pub struct Module {
+    /// `.nv_fatbin@0x2680`, `cubin`.
+    pub label: String,
+    pub images: Vec<Image>,
+    /// Uncompressed bytes of its PTX.
+    pub ptx_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CudartFacts {
+    pub version: String,
+    pub major: u16,
+    pub minor: u16,
+    pub linkage: String,
+    pub source: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BinaryFacts {
+    pub path: String,
+    pub layer: String,
+    /// shared-object, executable, object, archive, cubin, fatbin, ptx, other.
+    pub kind: String,
+    /// Loaded as is at run time (not an object file or a static archive).
+    pub loadable: bool,
+    pub soname: String,
+    pub symlinks: Vec<String>,
+    /// Modules that count for coverage (kernel-less stubs and relocatable material excluded).
+    pub modules: u64,
+    pub kernel_less_modules: u64,
+    pub hidden_modules: u64,
+    /// SASS architectures carried, sorted (`sm_80`, `sm_90a`).
+    pub sass: Vec<String>,
+    /// PTX architectures carried, sorted (`compute_90`).
+    pub ptx: Vec<String>,
+    /// Both lists as one string for messages: `sm_80, sm_90, compute_90` (or `none`).
+    pub archs: String,
+    /// Uncompressed bytes of PTX.
+    pub ptx_bytes: u64,
+    /// Newest PTX ISA carried (`9.0`), empty if none.
+    pub ptx_isa: String,
+    /// Newest CUDA release the device code comes from (PTX ISA, cubin notes), empty if unknown.
+    pub toolkit: String,
+    pub cudart: Option<CudartFacts>,
+    /// Device code compiled with -G (debug).
+    pub debug: bool,
+    /// `libcuda`, `libnvidia`, `cuda-compat` when this file belongs to the host driver.
+    pub driver_library: String,
+    pub cuda_needed: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Binary {
+    pub facts: BinaryFacts,
+    pub modules: Vec<Module>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ImageFacts {
+    pub name: String,
+    pub source: String,
+    pub platform: String,
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Majors of every CUDA runtime in the image (shared libcudart files and static copies).
+    pub cuda_runtime_majors: Vec<u16>,
+    pub cuda_runtimes: Vec<String>,
+    pub binaries: u64,
+    pub binaries_with_device_code: u64,
+    /// `NVIDIA_REQUIRE_CUDA` as set, and the oldest driver CUDA version it lets start.
+    pub require_cuda: String,
+    pub require_cuda_weakest: String,
+    /// The same as a number, major*100 + minor (1202), for comparisons; 0 when not set.
+    pub require_cuda_weakest_n: u64,
+    /// The newest CUDA major the content needs from the driver (runtime or device code), `13.0`.
+    pub needs_cuda: String,
+    pub needs_cuda_n: u64,
+    /// Arch constraints (`NVIDIA_REQUIRE_ARCH`, `arch` in `NVIDIA_REQUIRE_CUDA`), and the known
+    /// compute capabilities they allow that some binary here cannot run on.
+    pub require_arch: String,
+    pub require_arch_uncovered: Vec<String>,
+    pub jit_env: JitEnv,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetFacts {
+    pub name: String,
+    pub cc: String,
+    pub major: u8,
+    pub minor: u8,
+    pub sm: u32,
+    pub driver: String,
+    pub driver_cuda: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Coverage {
+    pub modules: u64,
+    pub native: u64,
+    pub jit: u64,
+    /// Modules that do not run: 209, 222 or 223.
+    pub failing: u64,
+    pub no_image: u64,
+    pub ptx_too_new: u64,
+    pub jit_disabled: u64,
+    /// Failing modules whose only near match is arch-specific ('a') code for another CC.
+    pub arch_specific_only: u64,
+    pub arch_specific_images: Vec<String>,
+    /// all, some, none (every / some / no module runs), or n/a (no modules).
+    pub result: String,
+    /// The images used (`sm_80`, `jit compute_80`) and the errors, for the matrix.
+    pub cells: Vec<String>,
+    pub native_images: Vec<String>,
+    pub jit_images: Vec<String>,
+    /// PTX bytes the driver would compile at first use.
+    pub jit_ptx_bytes: u64,
+    /// Newest CUDA version a JIT or refused PTX needs.
+    pub needs_cuda: String,
+    /// A few failing modules, by label.
+    pub failing_examples: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RuntimeFacts {
+    /// The runtime this binary uses (`12.9`), empty if unknown.
+    pub version: String,
+    /// Oldest driver that runs it (minor-version compatibility floor of its major).
+    pub needs_driver: String,
+    /// False when the target's declared driver is older than that.
+    pub satisfied: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FixFacts {
+    /// Covers every target: `8.6;9.0+PTX`.
+    pub torch_arch_list: String,
+    pub gencode: String,
+    pub archs: Vec<String>,
+    /// Driver needed for the PTX (222) or the runtime (35) problem at hand.
+    pub driver: String,
+}
+
+fn loadable_kind(f: &FileReport) -> (&'static str, bool) {
+    match (&f.format, &f.elf) {
+        (FileFormat::Elf, Some(e)) => match e.elf_type {
+            "shared-object" => ("shared-object", true),
+            "executable" => ("executable", true),
+            "relocatable" => ("object", false),
+            _ => ("other", false),
+        },
+        (FileFormat::Elf, None) => ("other", false),
+        (FileFormat::Cubin, _) => ("cubin", f.cubin.as_ref().is_some_and(|c| c.loadable())),
+        (FileFormat::Fatbin, _) => ("fatbin", true),
+        (FileFormat::Ptx, _) => ("ptx", true),
+        (FileFormat::Archive, _) => ("archive", false),
+        (FileFormat::Other, _) => ("other", false),
+    }
+}
+
+fn image_of(e: &Entry) -> Option<Image> {
+    let cc = Cc::from_sm(e.sm);
+    match e.kind {
+        // Relocatable cubins are linked, not loaded.
+        EntryKind::Elf if e.cubin.as_ref().is_none_or(|c| c.loadable()) => {
+            Some(Image { kind: ImageKind::Sass, cc, suffix: e.suffix, isa: None })
+        }
+        EntryKind::Ptx => Some(Image { kind: ImageKind::Ptx, cc, suffix: e.suffix, isa: Some((e.code_version[0], e.code_version[1])) }),
+        EntryKind::TileIr => Some(Image { kind: ImageKind::TileIr, cc, suffix: e.suffix, isa: None }),
+        _ => None,
+    }
+}
+
+fn ptx_size(e: &Entry) -> u64 {
+    if e.compression == Compression::None { e.payload_size } else { e.uncompressed_size }
+}
+
+fn container_module(c: &Container) -> Module {
+    Module {
+        label: format!("{}@{:#x}", c.section.as_deref().unwrap_or("container"), c.offset),
+        images: c.images().filter_map(image_of).collect(),
+        ptx_bytes: c.images().filter(|e| e.kind == EntryKind::Ptx).map(ptx_size).sum(),
+    }
+}
+
+pub fn driver_library(path: &str) -> &'static str {
+    let name = file_name(path);
+    if name.starts_with("libcuda.so") || name.starts_with("libcudadebugger.so") {
+        "libcuda"
+    } else if path.contains("/cuda-compat/") || path.contains("/compat/libcuda") {
+        "cuda-compat"
+    } else if name.starts_with("libnvidia-") && name.contains(".so.") {
+        "libnvidia"
+    } else {
+        ""
+    }
+}
+
+fn version_of(s: &str) -> Option<CudaVersion> {
+    CudaVersion::parse(s)
+}
+
+pub fn binary(f: &ImageFile) -> Binary {
+    let r = &f.file;
+    let (kind, loadable) = loadable_kind(r);
+    let mut modules = Vec::new();
+    let mut kernel_less = 0;
+    let mut sass = BTreeSet::new();
+    let mut ptx = BTreeSet::new();
+    let mut ptx_bytes = 0;
+    let mut isa: Option<(u16, u16)> = None;
+    let mut toolkit: Option<CudaVersion> = None;
+    let mut debug = false;
+    let mut note_entries = |c: &Container, count: bool| {
+        for e in c.images() {
+            debug |= e.debug;
+            match e.kind {
+                EntryKind::Elf => {
+                    sass.insert(e.arch.clone());
+                    if let Some(t) = e.cubin.as_ref().and_then(|c| c.toolkit.as_deref()).and_then(version_of) {
+                        toolkit = toolkit.max(Some(t));
+                    }
+                }
+                EntryKind::Ptx => {
+                    ptx.insert(e.arch.clone());
+                    let v = (e.code_version[0], e.code_version[1]);
+                    isa = isa.max(Some(v));
+                    toolkit = toolkit.max(Some(tables::cuda_for_ptx_isa(v)));
+                    if count {
+                        ptx_bytes += ptx_size(e);
+                    }
+                }
+                _ => {}
+            }
+        }
+    };
+    let mut containers: Vec<(&Container, bool)> = r.containers.iter().map(|c| (c, false)).collect();
+    containers.extend(r.hidden_containers.iter().map(|c| (c, true)));
+    for m in &r.members {
+        containers.extend(m.containers.iter().map(|c| (c, false)));
+    }
+    for (c, _) in &containers {
+        note_entries(c, loadable && !c.relocatable && !c.kernel_less());
+    }
+    let mut hidden = 0;
+    if loadable {
+        for (c, is_hidden) in &containers {
+            if c.relocatable {
+                continue;
+            }
+            if c.kernel_less() {
+                kernel_less += 1;
+                continue;
+            }
+            hidden += u64::from(*is_hidden);
+            let m = container_module(c);
+            if !m.images.is_empty() {
+                modules.push(m);
+            }
+        }
+        for h in &r.hidden_cubins {
+            if h.cubin.loadable() && h.cubin.kernel_count != Some(0) {
+                hidden += 1;
+                sass.insert(h.cubin.arch());
+                modules.push(Module {
+                    label: format!("{}@{:#x}", h.section.as_deref().unwrap_or("cubin"), h.offset),
+                    images: vec![Image { kind: ImageKind::Sass, cc: Cc::from_sm(h.cubin.sm), suffix: h.cubin.suffix, isa: None }],
+                    ptx_bytes: 0,
+                });
+            }
+        }
+        if let Some(c) = &r.cubin {
+            sass.insert(c.arch());
+            if let Some(t) = c.toolkit.as_deref().and_then(version_of) {
+                toolkit = toolkit.max(Some(t));
+            }
+            if c.kernel_count != Some(0) {
+                modules.push(Module {
+                    label: "cubin".into(),
+                    images: vec![Image { kind: ImageKind::Sass, cc: Cc::from_sm(c.sm), suffix: c.suffix, isa: None }],
+                    ptx_bytes: 0,
+                });
+            }
+        }
+        if let Some(p) = &r.ptx {
+            let v = (p.version[0], p.version[1]);
+            ptx.insert(format!("compute_{}{}", p.sm, p.suffix.as_str()));
+            isa = isa.max(Some(v));
+            toolkit = toolkit.max(Some(tables::cuda_for_ptx_isa(v)));
+            ptx_bytes += r.size;
+            debug |= p.debug;
+            if p.entry_count > 0 {
+                modules.push(Module {
+                    label: "ptx".into(),
+                    images: vec![Image { kind: ImageKind::Ptx, cc: Cc::from_sm(p.sm), suffix: p.suffix, isa: Some(v) }],
+                    ptx_bytes: r.size,
+                });
+            }
+        }
+    }
+    let facts = BinaryFacts {
+        path: r.path.clone(),
+        layer: f.layer.clone().unwrap_or_default(),
+        kind: kind.to_string(),
+        loadable,
+        soname: r.elf.as_ref().and_then(|e| e.soname.clone()).unwrap_or_default(),
+        symlinks: f.symlinks.clone(),
+        modules: modules.len() as u64,
+        kernel_less_modules: kernel_less,
+        hidden_modules: hidden,
+        archs: {
+            let all: Vec<String> = sass.iter().chain(ptx.iter()).cloned().collect();
+            if all.is_empty() { "none".into() } else { all.join(", ") }
+        },
+        sass: sass.into_iter().collect(),
+        ptx: ptx.into_iter().collect(),
+        ptx_bytes,
+        ptx_isa: isa.map(compat::isa_string).unwrap_or_default(),
+        toolkit: toolkit.map(|t| t.to_string()).unwrap_or_default(),
+        cudart: r.cudart.as_ref().and_then(|c| {
+            let v = CudaVersion::parse(&c.version)?;
+            Some(CudartFacts { version: c.version.clone(), major: v.major, minor: v.minor, linkage: c.linkage.into(), source: c.source.into() })
+        }),
+        debug,
+        driver_library: driver_library(&r.path).to_string(),
+        cuda_needed: r.elf.as_ref().map(|e| e.cuda_needed.clone()).unwrap_or_default(),
+    };
+    Binary { facts, modules }
+}
+
+pub fn target(t: &Target) -> TargetFacts {
+    TargetFacts {
+        name: t.name.clone(),
+        cc: t.cc.to_string(),
+        major: t.cc.major,
+        minor: t.cc.minor,
+        sm: t.cc.sm(),
+        driver: t.driver.as_ref().map(|d| d.to_string()).unwrap_or_default(),
+        driver_cuda: t.driver_cuda.map(|c| c.to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn jit_env(env: &std::collections::BTreeMap<String, String>) -> JitEnv {
+    let on = |k: &str| env.get(k).is_some_and(|v| v == "1");
+    JitEnv { force_ptx_jit: on("CUDA_FORCE_PTX_JIT"), disable_ptx_jit: on("CUDA_DISABLE_PTX_JIT") }
+}
+
+pub fn verdicts(b: &Binary, t: &Target, env: JitEnv) -> Vec<(String, Verdict)> {
+    b.modules.iter().map(|m| (m.label.clone(), compat::decide(&m.images, t.cc, t.driver_cuda, env))).collect()
+}
+
+pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
+    let mut c = Coverage { modules: b.modules.len() as u64, ..Default::default() };
+    let mut cells = BTreeSet::new();
+    let mut native = BTreeSet::new();
+    let mut jit = BTreeSet::new();
+    let mut arch_specific = BTreeSet::new();
+    let mut needs: Option<CudaVersion> = None;
+    for (m, (label, v)) in b.modules.iter().zip(verdicts(b, t, env)) {
+        cells.insert(v.cell());
+        match &v {
+            Verdict::Native { image } => {
+                c.native += 1;
+                native.insert(image.clone());
+            }
+            Verdict::Jit { image, needs_cuda, .. } => {
+                c.jit += 1;
+                jit.insert(image.clone());
+                needs = needs.max(Some(*needs_cuda));
+                c.jit_ptx_bytes += m.ptx_bytes;
+            }
+            Verdict::NoImage { arch_specific: a, .. } => {
+                c.no_image += 1;
+                if !a.is_empty() {
+                    c.arch_specific_only += 1;
+                    arch_specific.extend(a.iter().cloned());
+                }
+            }
+            Verdict::PtxTooNew { needs_cuda, .. } => {
+                c.ptx_too_new += 1;
+                needs = needs.max(Some(*needs_cuda));
+            }
+            Verdict::JitDisabled { .. } => c.jit_disabled += 1,
+        }
+        if !v.runs() && c.failing_examples.len() < 3 {
+            c.failing_examples.push(label);
+        }
+    }
+    c.failing = c.no_image + c.ptx_too_new + c.jit_disabled;
+    c.result = match (c.modules, c.failing) {
+        (0, _) => "n/a",
+        (_, 0) => "all",
+        (m, f) if f == m => "none",
+        _ => "some",
+    }
+    .into();
+    c.cells = cells.into_iter().collect();
+    c.native_images = native.into_iter().collect();
+    c.jit_images = jit.into_iter().collect();
+    c.arch_specific_images = arch_specific.into_iter().collect();
+    c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
+    c
+}
+
+pub fn runtime(b: &BinaryFacts, t: &Target) -> RuntimeFacts {
+    let Some(rt) = &b.cudart else { return RuntimeFacts { satisfied: true, ..Default::default() } };
+    let floor = tables::minor_compat_floor(rt.major);
+    let satisfied = match (&t.driver, t.driver_cuda, floor) {
+        (Some(d), _, Some((_, branch))) => d.branch() >= branch,
+        (_, Some(c), _) => c.major >= rt.major,
+        _ => true,
+    };
+    RuntimeFacts {
+        version: rt.version.clone(),
+        needs_driver: floor.map(|(v, _)| v.to_string()).unwrap_or_else(|| format!("a CUDA {}.x driver", rt.major)),
+        satisfied,
+    }
+}
+
+pub fn fix(targets: &[Target], driver: String) -> FixFacts {
+    let ccs: Vec<Cc> = targets.iter().map(|t| t.cc).collect();
+    let a: Option<ArchFix> = arch_fix(&ccs);
+    FixFacts {
+        torch_arch_list: a.as_ref().map(|a| a.torch_arch_list.clone()).unwrap_or_default(),
+        gencode: a.as_ref().map(|a| a.gencode.clone()).unwrap_or_default(),
+        archs: a.map(|a| a.archs).unwrap_or_default(),
+        driver,
+    }
+}
+
+fn num(c: CudaVersion) -> u64 {
+    u64::from(c.major) * 100 + u64::from(c.minor)
+}
+
+/// `cuda>=12.9 brand=tesla,driver>=535,driver<536`: space-separated alternatives, each a
+/// comma-separated conjunction (nvidia-container-toolkit). The weakest driver CUDA version any
+/// alternative admits.
+pub fn require_cuda_weakest(req: &str) -> Option<CudaVersion> {
+    let mut weakest: Option<CudaVersion> = None;
+    for alt in req.split_whitespace() {
+        let mut bound: Option<CudaVersion> = None;
+        for c in alt.split(',') {
+            if let Some(v) = c.strip_prefix("cuda>=").and_then(CudaVersion::parse) {
+                bound = bound.max(Some(v));
+            } else if let Some(d) = c.strip_prefix("driver>=").and_then(|d| {
+                let d = if d.contains('.') { d.to_string() } else { format!("{d}.0") };
+                crate::cuda::DriverVersion::parse(&d)
+            }) {
+                bound = bound.max(tables::cuda_for_driver(&d));
+            }
+        }
+        // An alternative with no bound admits any driver.
+        let b = bound.unwrap_or(CudaVersion::new(0, 0));
+        weakest = Some(weakest.map_or(b, |w| w.min(b)));
+    }
+    weakest
+}
+
+/// `arch>=8.0`, `arch=9.0` constraints -> the known CCs they admit.
+pub fn require_arch_ccs(req: &str) -> Option<Vec<Cc>> {
+    let known: BTreeSet<Cc> = gpus::GPUS.iter().map(|g| g.cc).collect();
+    let mut any = false;
+    let mut out = BTreeSet::new();
+    for alt in req.split_whitespace() {
+        for c in alt.split(',') {
+            let (op, v) = if let Some(v) = c.strip_prefix("arch>=") {
+                (">=", v)
+            } else if let Some(v) = c.strip_prefix("arch=") {
+                ("=", v)
+            } else {
+                continue;
+            };
+            let Some(cc) = Cc::parse(v) else { continue };
+            any = true;
+            out.extend(known.iter().filter(|k| if op == "=" { **k == cc } else { **k >= cc }).copied());
+        }
+    }
+    any.then(|| out.into_iter().collect())
+}
+
+pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
+    let env = r.image.env.clone();
+    let mut runtimes = BTreeSet::new();
+    let mut majors = BTreeSet::new();
+    let mut needs: Option<CudaVersion> = None;
+    for b in binaries {
+        if let Some(c) = &b.facts.cudart {
+            runtimes.insert(format!("{} ({})", c.version, b.facts.path));
+            majors.insert(c.major);
+            needs = needs.max(Some(CudaVersion::new(c.major, 0)));
+        }
+        if let Some(t) = version_of(&b.facts.toolkit) {
+            needs = needs.max(Some(CudaVersion::new(t.major, 0)));
+        }
+    }
+    let require_cuda = env.get("NVIDIA_REQUIRE_CUDA").cloned().unwrap_or_default();
+    let require_arch: String = ["NVIDIA_REQUIRE_ARCH", "NVIDIA_REQUIRE_CUDA"]
+        .iter()
+        .filter_map(|k| env.get(*k))
+        .flat_map(|v| v.split_whitespace())
+        .filter(|t| t.contains("arch"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let jit = jit_env(&env);
+    let uncovered = require_arch_ccs(&require_arch)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|cc| {
+            let t = Target { name: cc.to_string(), cc: *cc, driver: None, driver_cuda: None };
+            binaries.iter().any(|b| !b.modules.is_empty() && coverage(b, &t, jit).failing > 0)
+        })
+        .map(|cc| cc.to_string())
+        .collect();
+    ImageFacts {
+        name: r.image.name.clone().unwrap_or_default(),
+        source: r.image.source.to_string(),
+        platform: r.image.platform.clone().unwrap_or_default(),
+        env,
+        cuda_runtime_majors: majors.into_iter().collect(),
+        cuda_runtimes: runtimes.into_iter().collect(),
+        binaries: binaries.len() as u64,
+        binaries_with_device_code: binaries.iter().filter(|b| !b.modules.is_empty()).count() as u64,
+        require_cuda_weakest: require_cuda_weakest(&require_cuda).map(|c| c.to_string()).unwrap_or_default(),
+        require_cuda_weakest_n: require_cuda_weakest(&require_cuda).map_or(0, num),
+        require_cuda,
+        needs_cuda: needs.map(|n| n.to_string()).unwrap_or_default(),
+        needs_cuda_n: needs.map_or(0, num),
+        require_arch,
+        require_arch_uncovered: uncovered,
+        jit_env: jit,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_require_cuda_alternatives() {
+        let w = require_cuda_weakest("cuda>=12.9 brand=tesla,driver>=535,driver<536").unwrap();
+        assert_eq!(w, CudaVersion::new(12, 2));
+        assert_eq!(require_cuda_weakest("cuda>=13.0").unwrap(), CudaVersion::new(13, 0));
+        let ccs = require_arch_ccs("arch>=9.0").unwrap();
+        assert!(ccs.contains(&Cc::parse("9.0").unwrap()) && ccs.contains(&Cc::parse("12.1").unwrap()));
+        assert!(!ccs.contains(&Cc::parse("8.9").unwrap()));
+    }
+}

@@ -1,0 +1,256 @@
+//! The CI gate: an image inventory, deployment targets and rules in; findings, a coverage
+//! matrix and an exit status out.
+
+pub mod config;
+pub mod facts;
+pub mod rules;
+pub mod targets;
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::image::ImageReport;
+use crate::report::inspect::Tool;
+use facts::{Binary, FixFacts};
+use rules::{Rule, Scope, Severity};
+use targets::Target;
+
+pub const LINT_SCHEMA: &str = "cudalint.lint/v1";
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: String,
+    pub name: String,
+    pub severity: Severity,
+    pub message: String,
+    pub fix: String,
+    /// File inside the image (absent for image-wide findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Stable across runs (rule, path, target): what baselines record.
+    pub fingerprint: String,
+}
+
+fn fingerprint(rule: &str, path: Option<&str>, target: Option<&str>) -> String {
+    let h = Sha256::digest(format!("{rule}\0{}\0{}", path.unwrap_or(""), target.unwrap_or("")));
+    hex::encode(&h[..8])
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixCell {
+    pub target: String,
+    /// all, some, none, n/a.
+    pub result: String,
+    /// `sm_90`, `jit compute_80`, `✗ 209`, `sm_80 ✗ 209 (2/5)`.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixRow {
+    pub path: String,
+    pub modules: u64,
+    pub cells: Vec<MatrixCell>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Suppressed {
+    pub ignored: u64,
+    pub baseline: u64,
+    pub disabled_rules: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LintImage {
+    pub name: Option<String>,
+    pub source: &'static str,
+    pub manifest_digest: Option<String>,
+    pub config_digest: Option<String>,
+    pub platform: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LintReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub image: LintImage,
+    pub targets: Vec<Target>,
+    pub matrix: Vec<MatrixRow>,
+    pub findings: Vec<Finding>,
+    pub suppressed: Suppressed,
+    pub fail_on: Severity,
+    /// Findings at or above `fail_on` remain: the gate fails (exit 1).
+    pub failed: bool,
+    /// Notes: expired ignores, and the scan's own notes.
+    pub notes: Vec<String>,
+}
+
+pub struct LintOptions<'a> {
+    pub rules: &'a [Rule],
+    pub targets: Vec<Target>,
+    pub fail_on: Severity,
+    pub config: &'a config::Config,
+    pub extra_ignores: Vec<config::Ignore>,
+    pub baseline: Option<BTreeSet<String>>,
+}
+
+fn value<T: Serialize>(v: &T) -> cel::Value {
+    cel::to_value(v).expect("facts serialize")
+}
+
+fn enabled(r: &Rule, cfg: &config::Config) -> bool {
+    !cfg.disable.iter().any(|d| d == &r.code || d == &r.name)
+}
+
+fn severity(r: &Rule, cfg: &config::Config) -> Severity {
+    cfg.severity.get(&r.code).or_else(|| cfg.severity.get(&r.name)).copied().unwrap_or(r.severity)
+}
+
+/// A matrix cell: every module native with one image -> `sm_90`; mixed -> the images and, where
+/// some fail, the error and how many.
+fn cell(c: &facts::Coverage) -> String {
+    if c.modules == 0 {
+        return "—".into();
+    }
+    let mut parts: Vec<String> = c.native_images.clone();
+    parts.extend(c.jit_images.iter().map(|j| format!("jit {j}")));
+    if c.failing > 0 {
+        let err = if c.no_image > 0 {
+            "209"
+        } else if c.ptx_too_new > 0 {
+            "222"
+        } else {
+            "223"
+        };
+        if c.failing == c.modules {
+            parts = vec![format!("✗ {err}")];
+        } else {
+            parts.push(format!("✗ {err} ({}/{})", c.failing, c.modules));
+        }
+    }
+    parts.join(" ")
+}
+
+pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> {
+    let binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
+    let image = facts::image(scan, &binaries);
+    let image_v = value(&image);
+    let targets_v = value(&opts.targets.iter().map(facts::target).collect::<Vec<_>>());
+    let fix_v = value(&facts::fix(&opts.targets, String::new()));
+    let rules: Vec<&Rule> = opts.rules.iter().filter(|r| enabled(r, opts.config)).collect();
+    let mut findings = Vec::new();
+    let mut emit = |r: &Rule, ctx: &cel::Context, b: Option<&Binary>, t: Option<&Target>| -> Result<(), String> {
+        if let Some((message, fix)) = r.eval(ctx)? {
+            let path = b.map(|b| b.facts.path.clone());
+            let target = t.map(|t| t.name.clone());
+            findings.push(Finding {
+                rule: r.code.clone(),
+                name: r.name.clone(),
+                severity: severity(r, opts.config),
+                message,
+                fix,
+                fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
+                layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                path,
+                target,
+            });
+        }
+        Ok(())
+    };
+
+    let mut ctx = cel::Context::default();
+    ctx.add_variable_from_value("image", image_v.clone());
+    ctx.add_variable_from_value("targets", targets_v.clone());
+    ctx.add_variable_from_value("fix", fix_v.clone());
+    for r in rules.iter().filter(|r| r.scope == Scope::Image) {
+        emit(r, &ctx, None, None)?;
+    }
+
+    let mut matrix = Vec::new();
+    for b in &binaries {
+        let mut ctx = cel::Context::default();
+        ctx.add_variable_from_value("image", image_v.clone());
+        ctx.add_variable_from_value("binary", value(&b.facts));
+        ctx.add_variable_from_value("fix", fix_v.clone());
+        for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
+            emit(r, &ctx, Some(b), None)?;
+        }
+        let mut row = MatrixRow { path: b.facts.path.clone(), modules: b.modules.len() as u64, cells: Vec::new() };
+        for t in &opts.targets {
+            let cov = facts::coverage(b, t, image.jit_env);
+            let rt = facts::runtime(&b.facts, t);
+            let driver_fix = if !cov.needs_cuda.is_empty() && cov.ptx_too_new > 0 {
+                crate::cuda::CudaVersion::parse(&cov.needs_cuda).map(crate::cuda::tables::driver_for).unwrap_or_default()
+            } else if !rt.satisfied {
+                rt.needs_driver.clone()
+            } else {
+                String::new()
+            };
+            let fix: FixFacts = facts::fix(&opts.targets, driver_fix);
+            row.cells.push(MatrixCell { target: t.name.clone(), result: cov.result.clone(), text: cell(&cov) });
+            let mut ctx = cel::Context::default();
+            ctx.add_variable_from_value("image", image_v.clone());
+            ctx.add_variable_from_value("binary", value(&b.facts));
+            ctx.add_variable_from_value("target", value(&facts::target(t)));
+            ctx.add_variable_from_value("coverage", value(&cov));
+            ctx.add_variable_from_value("runtime", value(&rt));
+            ctx.add_variable_from_value("fix", value(&fix));
+            for r in rules.iter().filter(|r| r.scope == Scope::BinaryTarget) {
+                emit(r, &ctx, Some(b), Some(t))?;
+            }
+        }
+        if b.facts.loadable && !b.modules.is_empty() {
+            matrix.push(row);
+        }
+    }
+
+    // Ignores (expired ones reported, not applied), then the baseline.
+    let today = config::today();
+    let mut notes: Vec<String> = Vec::new();
+    let ignores: Vec<&config::Ignore> = opts.config.ignores.iter().chain(&opts.extra_ignores).collect();
+    for i in &ignores {
+        if i.expired(today) {
+            notes.push(format!("{}: ignore of {} expired on {}; no longer applied", i.origin, i.entry.rule, i.entry.expires.as_deref().unwrap_or("")));
+        }
+    }
+    let before = findings.len();
+    findings.retain(|f| !ignores.iter().any(|i| !i.expired(today) && i.matches(f, opts.rules)));
+    let ignored = (before - findings.len()) as u64;
+    let before = findings.len();
+    if let Some(b) = &opts.baseline {
+        findings.retain(|f| !b.contains(&f.fingerprint));
+    }
+    let baseline = (before - findings.len()) as u64;
+    findings.sort_by(|a, b| {
+        (&a.path, &a.target, &a.rule, &a.message).cmp(&(&b.path, &b.target, &b.rule, &b.message))
+    });
+    let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
+    notes.extend(scan.notes.iter().cloned());
+    Ok(LintReport {
+        schema: LINT_SCHEMA,
+        tool: Tool::current(),
+        image: LintImage {
+            name: scan.image.name.clone(),
+            source: scan.image.source,
+            manifest_digest: scan.image.manifest_digest.clone(),
+            config_digest: scan.image.config_digest.clone(),
+            platform: scan.image.platform.clone(),
+        },
+        targets: opts.targets,
+        matrix,
+        findings,
+        suppressed: Suppressed {
+            ignored,
+            baseline,
+            disabled_rules: opts.rules.iter().filter(|r| !enabled(r, opts.config)).map(|r| r.code.clone()).collect(),
+        },
+        fail_on: opts.fail_on,
+        failed,
+        notes,
+    })
+}

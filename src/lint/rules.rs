@@ -1,0 +1,220 @@
+//! Rules are data: one TOML file each (built-in ones in `rules/`, the user's in `--rules DIR`),
+//! with documentation and conditions, messages and fixes written in CEL over the fact objects.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s {
+            "info" => Some(Severity::Info),
+            "warning" => Some(Severity::Warning),
+            "error" => Some(Severity::Error),
+            _ => None,
+        }
+    }
+}
+
+/// What a rule is evaluated over, and so which facts it sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// Once: `image`, `targets`, `fix`.
+    Image,
+    /// Per file with CUDA content: `image`, `binary`, `fix`.
+    Binary,
+    /// Per file and target GPU: `image`, `binary`, `target`, `coverage`, `runtime`, `fix`.
+    BinaryTarget,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Docs {
+    pub what: String,
+    pub why: String,
+    pub example: String,
+    pub fix: String,
+}
+
+/// A case in a rule file: files from fixtures/bin placed in an image, targets, and whether the
+/// rule must fire (`tests/it/rules.rs` runs them all).
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RuleTest {
+    pub expect: String,
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    #[serde(default)]
+    pub arch: Vec<String>,
+    #[serde(default)]
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub cuda_driver: Option<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Scan with `--deep` (machine code read: static cudart versions).
+    #[serde(default)]
+    pub deep: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    code: String,
+    name: String,
+    severity: Severity,
+    scope: Scope,
+    summary: String,
+    when: Spanned<String>,
+    message: Spanned<String>,
+    fix: Spanned<String>,
+    docs: Docs,
+    #[serde(default)]
+    test: Vec<RuleTest>,
+}
+
+pub struct Rule {
+    pub code: String,
+    pub name: String,
+    pub severity: Severity,
+    pub scope: Scope,
+    pub summary: String,
+    pub docs: Docs,
+    pub when_src: String,
+    pub tests: Vec<RuleTest>,
+    /// `rules/no-kernel-image.toml` or the user's file.
+    pub source: String,
+    when: cel::Program,
+    message: cel::Program,
+    fix: cel::Program,
+}
+
+impl std::fmt::Debug for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Rule({} {})", self.code, self.name)
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+impl Rule {
+    pub fn parse(text: &str, source: &str) -> Result<Rule, String> {
+        let f: RuleFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
+            format!("{source}:{line}: {}", e.message())
+        })?;
+        let compile = |field: &str, s: &Spanned<String>| {
+            cel::Program::compile(s.get_ref()).map_err(|e| {
+                format!("{source}:{}: `{field}` is not a valid CEL expression: {e}", line_of(text, s.span().start))
+            })
+        };
+        if f.code.is_empty() || !f.code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(format!("{source}: code {:?} must be letters, digits and dashes", f.code));
+        }
+        Ok(Rule {
+            when: compile("when", &f.when)?,
+            message: compile("message", &f.message)?,
+            fix: compile("fix", &f.fix)?,
+            when_src: f.when.into_inner(),
+            code: f.code,
+            name: f.name,
+            severity: f.severity,
+            scope: f.scope,
+            summary: f.summary,
+            docs: f.docs,
+            tests: f.test,
+            source: source.to_string(),
+        })
+    }
+
+    /// Evaluates the rule in `ctx`: `Some((message, fix))` when it fires.
+    pub fn eval(&self, ctx: &cel::Context) -> Result<Option<(String, String)>, String> {
+        let err = |what: &str, e: &dyn std::fmt::Display| format!("rule {} ({}): {what}: {e}", self.code, self.source);
+        match self.when.execute(ctx).map_err(|e| err("when", &e))? {
+            cel::Value::Bool(false) => return Ok(None),
+            cel::Value::Bool(true) => {}
+            other => return Err(err("when", &format!("evaluates to {other:?}, not a bool"))),
+        }
+        let text = |p: &cel::Program, what: &str| match p.execute(ctx).map_err(|e| err(what, &e))? {
+            cel::Value::String(s) => Ok(s.to_string()),
+            other => Err(err(what, &format!("evaluates to {other:?}, not a string"))),
+        };
+        Ok(Some((text(&self.message, "message")?, text(&self.fix, "fix")?)))
+    }
+}
+
+/// The built-in rules, then every `*.toml` in each directory (sorted). Codes must be unique.
+pub fn load(dirs: &[std::path::PathBuf]) -> Result<Vec<Rule>, String> {
+    let mut rules = Vec::new();
+    for (name, text) in BUILTIN_RULES {
+        rules.push(Rule::parse(text, &format!("rules/{name}"))?);
+    }
+    for d in dirs {
+        let mut files: Vec<_> = std::fs::read_dir(d)
+            .map_err(|e| format!("{}: {e}", d.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            rules.push(Rule::parse(&text, &f.display().to_string())?);
+        }
+    }
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    for r in &rules {
+        for key in [&r.code, &r.name] {
+            if let Some(other) = seen.insert(key.clone(), r.source.clone()) {
+                return Err(format!("{}: rule {key} is already defined in {other}", r.source));
+            }
+        }
+    }
+    Ok(rules)
+}
+
+/// Markdown documentation page of a rule (docs/rules/CODE.md is generated from this).
+pub fn markdown(r: &Rule) -> String {
+    format!(
+        "# {code} {name}\n\n{summary}\n\nSeverity: **{sev}** · scope: `{scope}` · defined in `{src}`\n\n\
+         Fires when: `{when}`\n\n## What it does\n\n{what}\n\n## Why it matters\n\n{why}\n\n## Example\n\n{example}\n\n## Fix\n\n{fix}\n",
+        code = r.code,
+        name = r.name,
+        summary = r.summary,
+        sev = r.severity.as_str(),
+        scope = match r.scope {
+            Scope::Image => "image",
+            Scope::Binary => "binary",
+            Scope::BinaryTarget => "binary-target",
+        },
+        src = r.source,
+        when = r.when_src.trim(),
+        what = r.docs.what.trim(),
+        why = r.docs.why.trim(),
+        example = r.docs.example.trim(),
+        fix = r.docs.fix.trim(),
+    )
+}

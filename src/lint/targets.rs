@@ -1,0 +1,172 @@
+//! Deployment targets: GPUs (by name, compute capability, `nvidia-smi` CSV, or Kubernetes node
+//! labels written by GPU feature discovery), each with the driver it runs under, if known.
+
+use serde::Serialize;
+
+use crate::cuda::{Cc, CudaVersion, DriverVersion, gpus, tables};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Target {
+    /// What the user called it: `H100`, `sm_90`, `node-a (NVIDIA A10G)`.
+    pub name: String,
+    pub cc: Cc,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverVersion>,
+    /// The driver's CUDA version (given, or from the driver's branch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_cuda: Option<CudaVersion>,
+}
+
+impl Target {
+    pub fn label(&self) -> String {
+        let mut s = format!("{} ({})", self.name, self.cc);
+        if let Some(d) = &self.driver {
+            s.push_str(&format!(", driver {d}"));
+        } else if let Some(c) = &self.driver_cuda {
+            s.push_str(&format!(", CUDA {c} driver"));
+        }
+        s
+    }
+}
+
+/// `H100`, `rtx 4090`, `NVIDIA A10G`: a GPU name, or an error naming the closest ones.
+pub fn gpu(name: &str) -> Result<Target, String> {
+    match gpus::lookup(name) {
+        Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
+        None => Err(format!("unknown GPU {name:?}; closest: {} (see `cudalint gpus`)", gpus::closest(name, 4).join(", "))),
+    }
+}
+
+/// `sm_90`, `8.9`, `90`, `sm_90a` (its CC), `sm_100f` (every known CC of the family from 10.0 up).
+pub fn arch(spec: &str) -> Result<Vec<Target>, String> {
+    let cc = Cc::parse(spec).ok_or_else(|| format!("{spec:?} is not an architecture (sm_90, 8.9, sm_100f)"))?;
+    let s = spec.trim().to_ascii_lowercase();
+    if s.ends_with('f') {
+        let mut ccs: Vec<Cc> =
+            gpus::GPUS.iter().map(|g| g.cc).filter(|c| c.major == cc.major && c.minor >= cc.minor).collect();
+        ccs.push(cc);
+        ccs.sort();
+        ccs.dedup();
+        return Ok(ccs.into_iter().map(|c| Target { name: format!("sm_{}", c.sm()), cc: c, driver: None, driver_cuda: None }).collect());
+    }
+    Ok(vec![Target { name: format!("sm_{}", cc.sm()), cc, driver: None, driver_cuda: None }])
+}
+
+pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), String> {
+    let d = DriverVersion::parse(spec).ok_or_else(|| format!("{spec:?} is not a driver version (535.104.05)"))?;
+    let c = tables::cuda_for_driver(&d).ok_or_else(|| format!("driver {d} is older than any CUDA 11 driver"))?;
+    Ok((d, c))
+}
+
+/// Targets from a file: `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`
+/// output, or Kubernetes nodes as JSON (`kubectl get nodes -o json`, one node, or a list) with
+/// GPU feature discovery labels.
+pub fn from_file(path: &str) -> Result<Vec<Target>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
+        from_nodes(&v).map_err(|e| format!("{path}: {e}"))
+    } else {
+        from_nvidia_smi(&text).map_err(|e| format!("{path}: {e}"))
+    }
+}
+
+pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, String> {
+    let mut lines = csv.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let (_, header) = lines.next().ok_or("empty nvidia-smi output")?;
+    let cols: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
+    let col = |name: &str| cols.iter().position(|c| c.starts_with(name));
+    let (Some(ni), Some(ci)) = (col("name"), col("compute_cap")) else {
+        return Err("expected the columns of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`".into());
+    };
+    let di = col("driver_version");
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let line_no = n + 1;
+        let name = f.get(ni).ok_or(format!("line {line_no}: missing name"))?;
+        let cc = f.get(ci).and_then(|c| Cc::parse(c)).ok_or(format!("line {line_no}: bad compute_cap"))?;
+        let (driver, driver_cuda) = match di.and_then(|i| f.get(i)) {
+            Some(d) => {
+                let (d, c) = driver(d).map_err(|e| format!("line {line_no}: {e}"))?;
+                (Some(d), Some(c))
+            }
+            None => (None, None),
+        };
+        out.push(Target { name: name.to_string(), cc, driver, driver_cuda });
+    }
+    Ok(out)
+}
+
+const L_MAJOR: &str = "nvidia.com/gpu.compute.major";
+const L_MINOR: &str = "nvidia.com/gpu.compute.minor";
+const L_PRODUCT: &str = "nvidia.com/gpu.product";
+const L_DRV_MAJOR: &str = "nvidia.com/cuda.driver.major";
+const L_DRV_MINOR: &str = "nvidia.com/cuda.driver.minor";
+const L_DRV_REV: &str = "nvidia.com/cuda.driver.rev";
+
+pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
+    let nodes: Vec<&serde_json::Value> = match v {
+        serde_json::Value::Array(a) => a.iter().collect(),
+        v if v.get("items").is_some() => v["items"].as_array().into_iter().flatten().collect(),
+        v => vec![v],
+    };
+    let mut out = Vec::new();
+    for node in nodes {
+        let labels = node.pointer("/metadata/labels").unwrap_or(node);
+        let get = |k: &str| labels.get(k).and_then(|x| x.as_str());
+        let (Some(ma), Some(mi)) = (get(L_MAJOR), get(L_MINOR)) else { continue };
+        let cc = Cc { major: ma.parse().map_err(|_| format!("bad {L_MAJOR}"))?, minor: mi.parse().map_err(|_| format!("bad {L_MINOR}"))? };
+        let node_name = node.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("node");
+        let product = get(L_PRODUCT).map(|p| p.replace('-', " "));
+        let name = match &product {
+            Some(p) => format!("{node_name} ({p})"),
+            None => node_name.to_string(),
+        };
+        let drv = match (get(L_DRV_MAJOR), get(L_DRV_MINOR)) {
+            (Some(a), Some(b)) => {
+                let spec = match get(L_DRV_REV) {
+                    Some(r) if !r.is_empty() => format!("{a}.{b}.{r}"),
+                    _ => format!("{a}.{b}"),
+                };
+                Some(driver(&spec)?)
+            }
+            _ => None,
+        };
+        out.push(Target { name, cc, driver: drv.as_ref().map(|d| d.0.clone()), driver_cuda: drv.map(|d| d.1) });
+    }
+    if out.is_empty() {
+        return Err(format!("no node carries the {L_MAJOR}/{L_MINOR} labels of GPU feature discovery"));
+    }
+    Ok(out)
+}
+
+/// Same CC and driver once only, in a stable order.
+pub fn dedup(mut t: Vec<Target>) -> Vec<Target> {
+    let mut seen = std::collections::HashSet::new();
+    t.retain(|x| seen.insert((x.cc, x.driver_cuda, x.name.clone())));
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_smi_and_node_labels() {
+        let csv = "name, compute_cap, driver_version\nNVIDIA H100 80GB HBM3, 9.0, 535.104.05\nNVIDIA L4, 8.9, 550.54.15\n";
+        let t = from_nvidia_smi(csv).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].cc.to_string(), t[0].driver_cuda.unwrap().to_string()), ("9.0".into(), "12.2".into()));
+        let nodes = serde_json::json!({"items": [{"metadata": {"name": "gpu-a", "labels": {
+            "nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "6",
+            "nvidia.com/gpu.product": "NVIDIA-A10G", "nvidia.com/cuda.driver.major": "535",
+            "nvidia.com/cuda.driver.minor": "104", "nvidia.com/cuda.driver.rev": "05"}}}]});
+        let t = from_nodes(&nodes).unwrap();
+        assert_eq!(t[0].name, "gpu-a (NVIDIA A10G)");
+        assert_eq!(t[0].driver.as_ref().unwrap().to_string(), "535.104.05");
+        assert_eq!(arch("sm_100f").unwrap().iter().map(|t| t.cc.to_string()).collect::<Vec<_>>(), ["10.0", "10.3", "10.7"]);
+        assert!(gpu("H1000").unwrap_err().contains("H100"));
+    }
+}
