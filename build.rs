@@ -11,7 +11,9 @@ fn main() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    let mut out = String::from("/// (file name, contents) of every built-in rule.\npub static BUILTIN_RULES: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// (file name, contents) of every built-in rule.\npub static BUILTIN_RULES: &[(&str, &str)] = &[\n",
+    );
     for f in files {
         let abs = std::fs::canonicalize(&f).expect("rule file");
         let name = f.file_name().unwrap().to_string_lossy().into_owned();

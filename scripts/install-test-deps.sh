@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the system tools the tests use, when they are missing. The tests fail with a message
-# naming this script when a tool is absent; they never skip.
+# Installs the system tools the tests use, when they are missing: arguments are TOOL or
+# TOOL:DEBIAN_PACKAGE. The tests fail with a message naming this script when a tool is absent;
+# they never skip.
 set -euo pipefail
 need=()
-for tool in "$@"; do
-  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+for spec in "$@"; do
+  tool=${spec%%:*}
+  pkg=${spec#*:}
+  command -v "$tool" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
   sudo=""

@@ -128,7 +128,8 @@ pub fn decide(images: &[Image], dev: Cc, driver: Option<CudaVersion>, env: JitEn
             return Verdict::Native { image: i.label() };
         }
     }
-    let mut jit: Vec<&Image> = images.iter().filter(|i| i.kind != ImageKind::Sass && ptx_jits(i.cc, i.suffix, dev)).collect();
+    let mut jit: Vec<&Image> =
+        images.iter().filter(|i| i.kind != ImageKind::Sass && ptx_jits(i.cc, i.suffix, dev)).collect();
     // Newest virtual architecture first; among equals the oldest ISA (most drivers know it).
     jit.sort_by_key(|i| (std::cmp::Reverse(i.cc), i.isa));
     if let Some(first) = jit.first() {
@@ -216,7 +217,10 @@ mod tests {
         assert!(on(&p, "12.0", None).runs());
         assert_eq!(on(&p, "7.5", None).error(), Some(209));
         // A matching cubin wins over PTX.
-        assert_eq!(on(&[ptx(80, (9, 0)), sass(90, Suffix::None)], "9.0", Some("12.2")), Verdict::Native { image: "sm_90".into() });
+        assert_eq!(
+            on(&[ptx(80, (9, 0)), sass(90, Suffix::None)], "9.0", Some("12.2")),
+            Verdict::Native { image: "sm_90".into() }
+        );
         let env = JitEnv { disable_ptx_jit: true, force_ptx_jit: false };
         assert_eq!(decide(&p, Cc::parse("9.0").unwrap(), None, env).error(), Some(223));
     }

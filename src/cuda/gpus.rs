@@ -63,11 +63,20 @@ pub static GPUS: &[Gpu] = &[
     g("GB300", 10, 3, &[]),
     u("Rubin", 10, 7, &["VR200"]),
     g("Jetson Thor", 11, 0, &["Jetson T5000", "Jetson T4000", "Thor"]),
-    g("RTX PRO 6000 Blackwell", 12, 0, &[
-        "RTX PRO 6000 Blackwell Server Edition", "RTX PRO 6000 Blackwell Workstation Edition",
-        "RTX PRO 6000 Blackwell Max-Q", "RTX PRO 5000 Blackwell", "RTX PRO 4500 Blackwell",
-        "RTX PRO 4000 Blackwell", "RTX PRO 2000 Blackwell",
-    ]),
+    g(
+        "RTX PRO 6000 Blackwell",
+        12,
+        0,
+        &[
+            "RTX PRO 6000 Blackwell Server Edition",
+            "RTX PRO 6000 Blackwell Workstation Edition",
+            "RTX PRO 6000 Blackwell Max-Q",
+            "RTX PRO 5000 Blackwell",
+            "RTX PRO 4500 Blackwell",
+            "RTX PRO 4000 Blackwell",
+            "RTX PRO 2000 Blackwell",
+        ],
+    ),
     g("RTX 5090", 12, 0, &["RTX 5080", "RTX 5070 Ti", "RTX 5070", "RTX 5060 Ti", "RTX 5060", "RTX 5050"]),
     g("GB10", 12, 1, &["DGX Spark"]),
 ];

@@ -99,7 +99,8 @@ impl DriverVersion {
 
 impl fmt::Display for DriverVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.0.iter().enumerate().map(|(i, p)| if i == 2 { format!("{p:02}") } else { p.to_string() }).collect();
+        let parts: Vec<String> =
+            self.0.iter().enumerate().map(|(i, p)| if i == 2 { format!("{p:02}") } else { p.to_string() }).collect();
         write!(f, "{}", parts.join("."))
     }
 }

@@ -96,7 +96,9 @@ pub fn stream<R: Read + ?Sized>(
         if let Err(e) = fed {
             return Err(layer_err(l, format!("reading the blob: {e}")));
         }
-        let corrupt = |e: &dyn std::fmt::Display| layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)));
+        let corrupt = |e: &dyn std::fmt::Display| {
+            layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)))
+        };
         let tar_from_inflate = match inflated {
             Some(Err(e)) => return Err(corrupt(&e)),
             Some(Ok(t)) => t,
@@ -148,10 +150,11 @@ pub fn from_file(
 
 /// Checks an outcome against the layer's digests and describes the layer.
 pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, ScanError> {
-    if let Some(want) = l.size {
-        if want != o.size && o.blob_digest.is_some() {
-            return Err(layer_err(l, format!("blob is {} bytes, its descriptor says {want}", o.size)));
-        }
+    if let Some(want) = l.size
+        && want != o.size
+        && o.blob_digest.is_some()
+    {
+        return Err(layer_err(l, format!("blob is {} bytes, its descriptor says {want}", o.size)));
     }
     let mut verified = false;
     if verify != Verify::Never {

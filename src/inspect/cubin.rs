@@ -209,10 +209,8 @@ pub fn parse(src: &mut dyn CubinBytes, want_names: bool) -> Result<CubinInfo, St
         }
     }
     // 'f' is recorded nowhere but in the ptxas command line (doc §1.6).
-    if let Some(opts) = &info.ptxas_options {
-        if let Some(s) = arch_suffix_in_options(opts) {
-            suffix = s;
-        }
+    if let Some(s) = info.ptxas_options.as_deref().and_then(arch_suffix_in_options) {
+        suffix = s;
     }
     if virtual_sm.is_none() {
         virtual_sm = info.virtual_sm;

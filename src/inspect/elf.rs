@@ -125,9 +125,9 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     };
     let mut scanner = opts.scanner(true);
     if opts.lean && !opts.every_cubin {
-        scanner.probe_ranges = sections.as_ref().map(|secs| {
-            secs.iter().filter(|s| is_fatbin_section(&s.name)).filter_map(Section::file_range).collect()
-        });
+        scanner.probe_ranges = sections
+            .as_ref()
+            .map(|secs| secs.iter().filter(|s| is_fatbin_section(&s.name)).filter_map(Section::file_range).collect());
     }
     scanner.exec_ranges = match (&layout, code) {
         (_, false) => Vec::new(),
@@ -239,19 +239,21 @@ fn name_sections(
 
 fn plan_captures(w: &mut Window, l: &Layout) {
     let len = w.total_len();
-    if let Some((o, n)) = l.shdr_range() {
-        if n <= hostelf::MAX_HEADERS && o.saturating_add(n) <= len {
-            let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
-            w.capture(from, (o + n - from) as usize);
-        }
+    if let Some((o, n)) = l.shdr_range()
+        && n <= hostelf::MAX_HEADERS
+        && o.saturating_add(n) <= len
+    {
+        let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
+        w.capture(from, (o + n - from) as usize);
     }
-    if let Some((o, n)) = l.dynamic_range() {
-        if n <= MAX_DYNAMIC && o.saturating_add(n) <= len {
-            w.capture(o, n as usize);
-            // Linkers put .dynstr in the first loaded segment (read-only when code is separate).
-            let first = l.first_load_end().unwrap_or(len);
-            w.capture(0, STREAM_DYNSTR_WINDOW.min(first).min(len) as usize);
-        }
+    if let Some((o, n)) = l.dynamic_range()
+        && n <= MAX_DYNAMIC
+        && o.saturating_add(n) <= len
+    {
+        w.capture(o, n as usize);
+        // Linkers put .dynstr in the first loaded segment (read-only when code is separate).
+        let first = l.first_load_end().unwrap_or(len);
+        w.capture(0, STREAM_DYNSTR_WINDOW.min(first).min(len) as usize);
     }
 }
 

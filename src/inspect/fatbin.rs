@@ -173,7 +173,7 @@ impl RawEntry {
         self.kind() != EntryKind::Unknown
             && self.header_size >= ENTRY_BASE_LEN as u32
             && self.header_size <= ENTRY_HEADER_MAX
-            && self.header_size % 8 == 0
+            && self.header_size.is_multiple_of(8)
     }
 
     pub fn compression(&self) -> Compression {

@@ -122,7 +122,11 @@ impl Layout {
 
     /// File offset where the first PT_LOAD segment's bytes end.
     pub fn first_load_end(&self) -> Option<u64> {
-        self.phdrs.iter().filter(|p| p.p_type == PT_LOAD).min_by_key(|p| p.p_offset).map(|p| p.p_offset.saturating_add(p.p_filesz))
+        self.phdrs
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD)
+            .min_by_key(|p| p.p_offset)
+            .map(|p| p.p_offset.saturating_add(p.p_filesz))
     }
 
     /// File ranges of executable PT_LOAD segments (where machine code lives).

@@ -364,7 +364,14 @@ impl Scanner {
 
     /// Lists a concatenated entry's images from its header table; their cubins are read from the
     /// decompressed blob (bounded like any payload).
-    fn concatenated(&self, w: &mut Window, raw: &RawEntry, header: &[u8], entry: &mut Entry, probe: bool) -> io::Result<()> {
+    fn concatenated(
+        &self,
+        w: &mut Window,
+        raw: &RawEntry,
+        header: &[u8],
+        entry: &mut Entry,
+        probe: bool,
+    ) -> io::Result<()> {
         let subs = match fatbin::concatenated_table(header) {
             Ok(s) => s,
             Err(e) => {

@@ -32,8 +32,6 @@ pub fn decoder<'a, R: BufRead + 'a>(kind: Compression, raw: R) -> io::Result<Box
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
         // The decoder's default window limit (128 MiB) stays: a frame asking for more is refused
         // rather than allowed to allocate it.
-        Compression::Zstd => {
-            Box::new(zstd::stream::read::Decoder::with_buffer(raw)?)
-        }
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw)?),
     })
 }

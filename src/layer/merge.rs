@@ -50,10 +50,10 @@ pub fn merge(layers: Vec<LayerSummary>) -> Vec<Merged> {
     }
     let mut attach: Vec<(usize, String)> = Vec::new();
     for l in links.keys() {
-        if let Some(target) = resolve(&links, l) {
-            if let Some(&i) = index.get(target.as_str()) {
-                attach.push((i, l.clone()));
-            }
+        if let Some(target) = resolve(&links, l)
+            && let Some(&i) = index.get(target.as_str())
+        {
+            attach.push((i, l.clone()));
         }
     }
     for (i, l) in attach {

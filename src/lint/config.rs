@@ -117,7 +117,12 @@ pub fn today() -> i64 {
     (secs / 86400) as i64
 }
 
-fn ignore_entries(entries: Vec<Spanned<IgnoreEntry>>, text: &str, path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, String> {
+fn ignore_entries(
+    entries: Vec<Spanned<IgnoreEntry>>,
+    text: &str,
+    path: &Path,
+    rules: &[Rule],
+) -> Result<Vec<Ignore>, String> {
     let mut out = Vec::new();
     for e in entries {
         let line = line_of(text, e.span().start);
@@ -153,7 +158,8 @@ impl Ignore {
         self.expires.is_some_and(|e| today > e)
     }
     pub fn matches(&self, f: &Finding, rules: &[Rule]) -> bool {
-        let rule_ok = rules.iter().any(|r| (r.code == self.entry.rule || r.name == self.entry.rule) && r.code == f.rule);
+        let rule_ok =
+            rules.iter().any(|r| (r.code == self.entry.rule || r.name == self.entry.rule) && r.code == f.rule);
         let path_ok = match (&self.glob, &f.path) {
             (None, _) => true,
             (Some(g), Some(p)) => g.is_match(p),
@@ -197,8 +203,10 @@ impl RawConfig {
         let known = |name: &str| rules.iter().any(|r| r.code == name || r.name == name);
         let mut cfg = Config { path: Some(self.path.clone()), rule_dirs: self.rule_dirs(), ..Default::default() };
         if let Some(f) = &self.file.fail_on {
-            cfg.fail_on =
-                Some(Severity::parse(f.get_ref()).ok_or_else(|| format!("{}: fail-on must be error, warning or info", at(f.span())))?);
+            cfg.fail_on = Some(
+                Severity::parse(f.get_ref())
+                    .ok_or_else(|| format!("{}: fail-on must be error, warning or info", at(f.span())))?,
+            );
         }
         for d in &self.file.rules.disable {
             if !known(d.get_ref()) {

@@ -52,6 +52,8 @@ pub struct BinaryFacts {
     pub sass: Vec<String>,
     /// PTX architectures carried, sorted (`compute_90`).
     pub ptx: Vec<String>,
+    /// PTX without an 'a'/'f' suffix: what future GPUs can compile.
+    pub ptx_portable: Vec<String>,
     /// Both lists as one string for messages: `sm_80, sm_90, compute_90` (or `none`).
     pub archs: String,
     /// Uncompressed bytes of PTX.
@@ -182,7 +184,12 @@ fn image_of(e: &Entry) -> Option<Image> {
         EntryKind::Elf if e.cubin.as_ref().is_none_or(|c| c.loadable()) => {
             Some(Image { kind: ImageKind::Sass, cc, suffix: e.suffix, isa: None })
         }
-        EntryKind::Ptx => Some(Image { kind: ImageKind::Ptx, cc, suffix: e.suffix, isa: Some((e.code_version[0], e.code_version[1])) }),
+        EntryKind::Ptx => Some(Image {
+            kind: ImageKind::Ptx,
+            cc,
+            suffix: e.suffix,
+            isa: Some((e.code_version[0], e.code_version[1])),
+        }),
         EntryKind::TileIr => Some(Image { kind: ImageKind::TileIr, cc, suffix: e.suffix, isa: None }),
         _ => None,
     }
@@ -281,7 +288,12 @@ pub fn binary(f: &ImageFile) -> Binary {
                 sass.insert(h.cubin.arch());
                 modules.push(Module {
                     label: format!("{}@{:#x}", h.section.as_deref().unwrap_or("cubin"), h.offset),
-                    images: vec![Image { kind: ImageKind::Sass, cc: Cc::from_sm(h.cubin.sm), suffix: h.cubin.suffix, isa: None }],
+                    images: vec![Image {
+                        kind: ImageKind::Sass,
+                        cc: Cc::from_sm(h.cubin.sm),
+                        suffix: h.cubin.suffix,
+                        isa: None,
+                    }],
                     ptx_bytes: 0,
                 });
             }
@@ -329,6 +341,7 @@ pub fn binary(f: &ImageFile) -> Binary {
             let all: Vec<String> = sass.iter().chain(ptx.iter()).cloned().collect();
             if all.is_empty() { "none".into() } else { all.join(", ") }
         },
+        ptx_portable: ptx.iter().filter(|p| !p.ends_with('a') && !p.ends_with('f')).cloned().collect(),
         sass: sass.into_iter().collect(),
         ptx: ptx.into_iter().collect(),
         ptx_bytes,
@@ -336,7 +349,13 @@ pub fn binary(f: &ImageFile) -> Binary {
         toolkit: toolkit.map(|t| t.to_string()).unwrap_or_default(),
         cudart: r.cudart.as_ref().and_then(|c| {
             let v = CudaVersion::parse(&c.version)?;
-            Some(CudartFacts { version: c.version.clone(), major: v.major, minor: v.minor, linkage: c.linkage.into(), source: c.source.into() })
+            Some(CudartFacts {
+                version: c.version.clone(),
+                major: v.major,
+                minor: v.minor,
+                linkage: c.linkage.into(),
+                source: c.source.into(),
+            })
         }),
         debug,
         driver_library: driver_library(&r.path).to_string(),

@@ -163,7 +163,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         Ok(())
     };
 
-    let mut ctx = cel::Context::default();
+    let mut ctx = rules::context();
     ctx.add_variable_from_value("image", image_v.clone());
     ctx.add_variable_from_value("targets", targets_v.clone());
     ctx.add_variable_from_value("fix", fix_v.clone());
@@ -173,7 +173,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
 
     let mut matrix = Vec::new();
     for b in &binaries {
-        let mut ctx = cel::Context::default();
+        let mut ctx = rules::context();
         ctx.add_variable_from_value("image", image_v.clone());
         ctx.add_variable_from_value("binary", value(&b.facts));
         ctx.add_variable_from_value("fix", fix_v.clone());
@@ -185,7 +185,9 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             let cov = facts::coverage(b, t, image.jit_env);
             let rt = facts::runtime(&b.facts, t);
             let driver_fix = if !cov.needs_cuda.is_empty() && cov.ptx_too_new > 0 {
-                crate::cuda::CudaVersion::parse(&cov.needs_cuda).map(crate::cuda::tables::driver_for).unwrap_or_default()
+                crate::cuda::CudaVersion::parse(&cov.needs_cuda)
+                    .map(crate::cuda::tables::driver_for)
+                    .unwrap_or_default()
             } else if !rt.satisfied {
                 rt.needs_driver.clone()
             } else {
@@ -193,7 +195,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             };
             let fix: FixFacts = facts::fix(&opts.targets, driver_fix);
             row.cells.push(MatrixCell { target: t.name.clone(), result: cov.result.clone(), text: cell(&cov) });
-            let mut ctx = cel::Context::default();
+            let mut ctx = rules::context();
             ctx.add_variable_from_value("image", image_v.clone());
             ctx.add_variable_from_value("binary", value(&b.facts));
             ctx.add_variable_from_value("target", value(&facts::target(t)));
@@ -215,7 +217,12 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let ignores: Vec<&config::Ignore> = opts.config.ignores.iter().chain(&opts.extra_ignores).collect();
     for i in &ignores {
         if i.expired(today) {
-            notes.push(format!("{}: ignore of {} expired on {}; no longer applied", i.origin, i.entry.rule, i.entry.expires.as_deref().unwrap_or("")));
+            notes.push(format!(
+                "{}: ignore of {} expired on {}; no longer applied",
+                i.origin,
+                i.entry.rule,
+                i.entry.expires.as_deref().unwrap_or("")
+            ));
         }
     }
     let before = findings.len();
@@ -226,9 +233,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         findings.retain(|f| !b.contains(&f.fingerprint));
     }
     let baseline = (before - findings.len()) as u64;
-    findings.sort_by(|a, b| {
-        (&a.path, &a.target, &a.rule, &a.message).cmp(&(&b.path, &b.target, &b.rule, &b.message))
-    });
+    findings.sort_by(|a, b| (&a.path, &a.target, &a.rule, &a.message).cmp(&(&b.path, &b.target, &b.rule, &b.message)));
     let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
     notes.extend(scan.notes.iter().cloned());
     Ok(LintReport {

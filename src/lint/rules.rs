@@ -8,6 +8,21 @@ use toml::Spanned;
 
 include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
 
+/// The CEL environment rules are compiled and evaluated in: the standard library plus the
+/// strings (`join`, `lowerAscii` ...), lists and math extensions.
+pub static CEL_ENV: std::sync::LazyLock<std::sync::Arc<cel::Env>> = std::sync::LazyLock::new(|| {
+    let mut env = cel::Env::stdlib();
+    env.add_extension(cel::extensions::strings).expect("strings extension");
+    env.add_extension(cel::extensions::lists).expect("lists extension");
+    env.add_extension(cel::extensions::math).expect("math extension");
+    std::sync::Arc::new(env)
+});
+
+/// A fresh evaluation context with the rule environment.
+pub fn context() -> cel::Context<'static, 'static> {
+    cel::Context::with_env(CEL_ENV.clone())
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -127,7 +142,7 @@ impl Rule {
             format!("{source}:{line}: {}", e.message())
         })?;
         let compile = |field: &str, s: &Spanned<String>| {
-            cel::Program::compile(s.get_ref()).map_err(|e| {
+            CEL_ENV.compile(s.get_ref()).map_err(|e| {
                 format!("{source}:{}: `{field}` is not a valid CEL expression: {e}", line_of(text, s.span().start))
             })
         };

@@ -33,7 +33,9 @@ impl Target {
 pub fn gpu(name: &str) -> Result<Target, String> {
     match gpus::lookup(name) {
         Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
-        None => Err(format!("unknown GPU {name:?}; closest: {} (see `cudalint gpus`)", gpus::closest(name, 4).join(", "))),
+        None => {
+            Err(format!("unknown GPU {name:?}; closest: {} (see `cudalint gpus`)", gpus::closest(name, 4).join(", ")))
+        }
     }
 }
 
@@ -47,7 +49,10 @@ pub fn arch(spec: &str) -> Result<Vec<Target>, String> {
         ccs.push(cc);
         ccs.sort();
         ccs.dedup();
-        return Ok(ccs.into_iter().map(|c| Target { name: format!("sm_{}", c.sm()), cc: c, driver: None, driver_cuda: None }).collect());
+        return Ok(ccs
+            .into_iter()
+            .map(|c| Target { name: format!("sm_{}", c.sm()), cc: c, driver: None, driver_cuda: None })
+            .collect());
     }
     Ok(vec![Target { name: format!("sm_{}", cc.sm()), cc, driver: None, driver_cuda: None }])
 }
@@ -78,7 +83,9 @@ pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, String> {
     let cols: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
     let col = |name: &str| cols.iter().position(|c| c.starts_with(name));
     let (Some(ni), Some(ci)) = (col("name"), col("compute_cap")) else {
-        return Err("expected the columns of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`".into());
+        return Err(
+            "expected the columns of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`".into()
+        );
     };
     let di = col("driver_version");
     let mut out = Vec::new();
@@ -117,7 +124,10 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
         let labels = node.pointer("/metadata/labels").unwrap_or(node);
         let get = |k: &str| labels.get(k).and_then(|x| x.as_str());
         let (Some(ma), Some(mi)) = (get(L_MAJOR), get(L_MINOR)) else { continue };
-        let cc = Cc { major: ma.parse().map_err(|_| format!("bad {L_MAJOR}"))?, minor: mi.parse().map_err(|_| format!("bad {L_MINOR}"))? };
+        let cc = Cc {
+            major: ma.parse().map_err(|_| format!("bad {L_MAJOR}"))?,
+            minor: mi.parse().map_err(|_| format!("bad {L_MINOR}"))?,
+        };
         let node_name = node.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("node");
         let product = get(L_PRODUCT).map(|p| p.replace('-', " "));
         let name = match &product {
@@ -155,7 +165,8 @@ mod tests {
 
     #[test]
     fn nvidia_smi_and_node_labels() {
-        let csv = "name, compute_cap, driver_version\nNVIDIA H100 80GB HBM3, 9.0, 535.104.05\nNVIDIA L4, 8.9, 550.54.15\n";
+        let csv =
+            "name, compute_cap, driver_version\nNVIDIA H100 80GB HBM3, 9.0, 535.104.05\nNVIDIA L4, 8.9, 550.54.15\n";
         let t = from_nvidia_smi(csv).unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!((t[0].cc.to_string(), t[0].driver_cuda.unwrap().to_string()), ("9.0".into(), "12.2".into()));
@@ -166,7 +177,10 @@ mod tests {
         let t = from_nodes(&nodes).unwrap();
         assert_eq!(t[0].name, "gpu-a (NVIDIA A10G)");
         assert_eq!(t[0].driver.as_ref().unwrap().to_string(), "535.104.05");
-        assert_eq!(arch("sm_100f").unwrap().iter().map(|t| t.cc.to_string()).collect::<Vec<_>>(), ["10.0", "10.3", "10.7"]);
+        assert_eq!(
+            arch("sm_100f").unwrap().iter().map(|t| t.cc.to_string()).collect::<Vec<_>>(),
+            ["10.0", "10.3", "10.7"]
+        );
         assert!(gpu("H1000").unwrap_err().contains("H100"));
     }
 }

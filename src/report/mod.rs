@@ -1,6 +1,7 @@
 //! Report sinks. `inspect` has a human listing and a JSON document (schema in docs/schema.md).
 
 pub mod inspect;
+pub mod lint;
 pub mod scan;
 
 /// `1.1 MiB`, `904 B`: sizes for people.

@@ -5,5 +5,7 @@ mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod reports;
+mod rules;
 mod scan;
 mod util;

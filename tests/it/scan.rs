@@ -128,7 +128,7 @@ fn every_layout_and_compression_gives_the_same_inventory() {
     // The same archive on standard input, read in one pass.
     let out = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", "-", "--format", "json", "--quiet"])
+        .args(["scan", "-", "--format", "inventory", "--quiet"])
         .pipe_stdin(&legacy)
         .unwrap()
         .output()

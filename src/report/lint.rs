@@ -1,0 +1,353 @@
+//! Sinks over one lint report: text (with a coverage matrix), JSON, SARIF 2.1.0, JUnit XML and
+//! Markdown. Output is sorted and free of timestamps, so snapshots and CI diffs are stable.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde_sarif::sarif;
+
+use crate::lint::rules::{Rule, Severity, markdown as rule_markdown};
+use crate::lint::{Finding, LintReport};
+
+/// ANSI colours, or none.
+#[derive(Clone, Copy)]
+pub struct Paint(pub bool);
+
+impl Paint {
+    fn wrap(self, code: &str, s: &str) -> String {
+        if self.0 { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+    fn severity(self, s: Severity) -> String {
+        let text = format!("{:<7}", s.as_str());
+        match s {
+            Severity::Error => self.wrap("1;31", &text),
+            Severity::Warning => self.wrap("33", &text),
+            Severity::Info => self.wrap("36", &text),
+        }
+    }
+    fn cell(self, result: &str, text: &str) -> String {
+        match result {
+            "all" if text.contains("jit") => self.wrap("33", text),
+            "all" => self.wrap("32", text),
+            "some" => self.wrap("33", text),
+            "none" => self.wrap("31", text),
+            _ => text.to_string(),
+        }
+    }
+    fn dim(self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn pad(s: &str, painted: String, w: usize) -> String {
+    format!("{painted}{}", " ".repeat(w.saturating_sub(width(s))))
+}
+
+pub fn counts(r: &LintReport) -> BTreeMap<Severity, usize> {
+    let mut c = BTreeMap::new();
+    for f in &r.findings {
+        *c.entry(f.severity).or_default() += 1;
+    }
+    c
+}
+
+fn summary_line(r: &LintReport) -> String {
+    let c = counts(r);
+    let n = |s: Severity| c.get(&s).copied().unwrap_or(0);
+    let mut s =
+        format!("{} error(s), {} warning(s), {} info", n(Severity::Error), n(Severity::Warning), n(Severity::Info));
+    if r.suppressed.ignored + r.suppressed.baseline > 0 {
+        s.push_str(&format!(" ({} ignored, {} in the baseline)", r.suppressed.ignored, r.suppressed.baseline));
+    }
+    s.push_str(&format!("; fails at {}: {}", r.fail_on.as_str(), if r.failed { "FAILED" } else { "passed" }));
+    s
+}
+
+fn image_line(r: &LintReport) -> String {
+    let i = &r.image;
+    format!(
+        "{} ({}{})",
+        i.name.as_deref().unwrap_or("(unnamed image)"),
+        i.source,
+        i.platform.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
+    )
+}
+
+pub fn text(r: &LintReport, paint: Paint) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", image_line(r));
+    if r.targets.is_empty() {
+        let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
+    } else {
+        let names: Vec<String> = r.targets.iter().map(|t| t.label()).collect();
+        let _ = writeln!(out, "targets: {}", names.join("; "));
+    }
+    if !r.matrix.is_empty() && !r.targets.is_empty() {
+        out.push('\n');
+        let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", t.name, t.cc)).collect();
+        let first = r.matrix.iter().map(|m| width(&m.path)).max().unwrap_or(0).max(8);
+        let widths: Vec<usize> = headers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| r.matrix.iter().map(|m| width(&m.cells[i].text)).max().unwrap_or(0).max(width(h)))
+            .collect();
+        let mut line = pad("coverage", "coverage".to_string(), first);
+        for (h, w) in headers.iter().zip(&widths) {
+            line.push_str("  ");
+            line.push_str(&pad(h, h.clone(), *w));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        for m in &r.matrix {
+            let mut line = pad(&m.path, m.path.clone(), first);
+            for (c, w) in m.cells.iter().zip(&widths) {
+                line.push_str("  ");
+                line.push_str(&pad(&c.text, paint.cell(&c.result, &c.text), *w));
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    if !r.findings.is_empty() {
+        out.push('\n');
+    }
+    for f in &r.findings {
+        let at = match (&f.path, &f.target) {
+            (Some(p), Some(t)) => format!("{p} on {t}"),
+            (Some(p), None) => p.clone(),
+            (None, Some(t)) => format!("image on {t}"),
+            (None, None) => "image".to_string(),
+        };
+        let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
+        let _ = writeln!(out, "        {}", f.message);
+        let _ = writeln!(out, "        {} {}", paint.dim("fix:"), f.fix);
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "{} {n}", paint.dim("note:"));
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", summary_line(r));
+    out
+}
+
+pub fn json(r: &LintReport) -> String {
+    let mut s = serde_json::to_string_pretty(r).expect("serializes");
+    s.push('\n');
+    s
+}
+
+fn level(s: Severity) -> sarif::ResultLevel {
+    match s {
+        Severity::Error => sarif::ResultLevel::Error,
+        Severity::Warning => sarif::ResultLevel::Warning,
+        Severity::Info => sarif::ResultLevel::Note,
+    }
+}
+
+fn props(pairs: &[(&str, Option<String>)]) -> sarif::PropertyBag {
+    let mut bag = sarif::PropertyBag::builder().build();
+    for (k, v) in pairs {
+        if let Some(v) = v {
+            bag.additional_properties.insert((*k).to_string(), serde_json::Value::String(v.clone()));
+        }
+    }
+    bag
+}
+
+/// SARIF 2.1.0 for GitHub code scanning: the rules with their docs; each result located at the
+/// file's path inside the image (without the leading `/`), with the layer and image digests.
+pub fn sarif(r: &LintReport, rules: &[Rule]) -> String {
+    let used: std::collections::BTreeSet<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+    let descriptors: Vec<sarif::ReportingDescriptor> = rules
+        .iter()
+        .filter(|rule| used.contains(rule.code.as_str()))
+        .map(|rule| {
+            sarif::ReportingDescriptor::builder()
+                .id(rule.code.clone())
+                .name(rule.name.clone())
+                .short_description(sarif::MultiformatMessageString::builder().text(rule.summary.clone()).build())
+                .full_description(
+                    sarif::MultiformatMessageString::builder().text(rule.docs.what.trim().to_string()).build(),
+                )
+                .help(
+                    sarif::MultiformatMessageString::builder()
+                        .text(format!("{}\n\nFix: {}", rule.docs.why.trim(), rule.docs.fix.trim()))
+                        .markdown(rule_markdown(rule))
+                        .build(),
+                )
+                .default_configuration(
+                    sarif::ReportingConfiguration::builder()
+                        .level(serde_json::json!(sarif_level_name(rule.severity)))
+                        .build(),
+                )
+                .build()
+        })
+        .collect();
+    let image_uri = r.image.name.clone().unwrap_or_else(|| "image".to_string());
+    let image_digest = r.image.manifest_digest.clone().or_else(|| r.image.config_digest.clone());
+    let results: Vec<sarif::Result> = r
+        .findings
+        .iter()
+        .map(|f| {
+            let uri =
+                f.path.as_deref().map(|p| p.trim_start_matches('/').to_string()).unwrap_or_else(|| image_uri.clone());
+            let loc = sarif::Location::builder()
+                .physical_location(
+                    sarif::PhysicalLocation::builder()
+                        .artifact_location(sarif::ArtifactLocation::builder().uri(uri).build())
+                        .build(),
+                )
+                .build();
+            let mut fps = BTreeMap::new();
+            fps.insert("cudalint/v1".to_string(), f.fingerprint.clone());
+            sarif::Result::builder()
+                .rule_id(f.rule.clone())
+                .level(level(f.severity))
+                .message(sarif::Message::builder().text(format!("{} Fix: {}", f.message, f.fix)).build())
+                .locations(vec![loc])
+                .partial_fingerprints(fps)
+                .properties(props(&[
+                    ("layer", f.layer.clone()),
+                    ("image", r.image.name.clone()),
+                    ("imageDigest", image_digest.clone()),
+                    ("target", f.target.clone()),
+                ]))
+                .build()
+        })
+        .collect();
+    let driver = sarif::ToolComponent::builder()
+        .name("cudalint")
+        .version(r.tool.version.to_string())
+        .information_uri("https://github.com/cudalint/cudalint")
+        .rules(descriptors)
+        .build();
+    let run = sarif::Run::builder().tool(sarif::Tool::builder().driver(driver).build()).results(results).build();
+    let log = sarif::Sarif::builder()
+        .schema(sarif::SCHEMA_URL.to_string())
+        .version(serde_json::json!("2.1.0"))
+        .runs(vec![run])
+        .build();
+    let mut s = serde_json::to_string_pretty(&log).expect("serializes");
+    s.push('\n');
+    s
+}
+
+fn sarif_level_name(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "note",
+    }
+}
+
+/// JUnit XML: a test case per binary x target (and one per binary, and one for the image), failed
+/// when a finding at or above `--fail-on` concerns it.
+pub fn junit(r: &LintReport) -> String {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut by_case: BTreeMap<(String, String), Vec<&Finding>> = BTreeMap::new();
+    let mut cases: Vec<(String, String)> = vec![("image".into(), String::new())];
+    for m in &r.matrix {
+        cases.push((m.path.clone(), String::new()));
+        for t in &r.targets {
+            cases.push((m.path.clone(), t.name.clone()));
+        }
+    }
+    for f in &r.findings {
+        let key = (f.path.clone().unwrap_or_else(|| "image".into()), f.target.clone().unwrap_or_default());
+        if !cases.contains(&key) {
+            cases.push(key.clone());
+        }
+        by_case.entry(key).or_default().push(f);
+    }
+    cases.sort();
+    cases.dedup();
+    let mut suite = TestSuite::new(format!("cudalint {}", image_line(r)));
+    for (path, target) in cases {
+        let findings = by_case.get(&(path.clone(), target.clone())).cloned().unwrap_or_default();
+        let failing: Vec<&&Finding> = findings.iter().filter(|f| f.severity >= r.fail_on).collect();
+        let status = if failing.is_empty() {
+            TestCaseStatus::success()
+        } else {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(failing.iter().map(|f| format!("{} {}", f.rule, f.name)).collect::<Vec<_>>().join(", "));
+            s.set_type(failing[0].severity.as_str());
+            s.set_description(
+                failing
+                    .iter()
+                    .map(|f| format!("{} {}: {}\nfix: {}", f.rule, f.name, f.message, f.fix))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            );
+            s
+        };
+        let name = if target.is_empty() { path.clone() } else { format!("{path} on {target}") };
+        let mut case = TestCase::new(name, status);
+        case.set_classname(path.clone());
+        let lower: Vec<String> = findings
+            .iter()
+            .filter(|f| f.severity < r.fail_on)
+            .map(|f| format!("{} {}: {}", f.severity.as_str(), f.rule, f.message))
+            .collect();
+        if !lower.is_empty() {
+            case.set_system_out(lower.join("\n"));
+        }
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("cudalint");
+    report.add_test_suite(suite);
+    report.to_string().expect("junit serializes") + "\n"
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Markdown for GitHub step summaries and pull-request comments.
+pub fn markdown(r: &LintReport) -> String {
+    let mut out = String::new();
+    let icon = if r.failed { "❌" } else { "✅" };
+    let _ = writeln!(out, "## {icon} cudalint: `{}`\n", image_line(r));
+    let _ = writeln!(out, "{}\n", summary_line(r));
+    if !r.targets.is_empty() && !r.matrix.is_empty() {
+        let _ = write!(out, "| binary |");
+        for t in &r.targets {
+            let _ = write!(out, " {} ({}) |", md_escape(&t.name), t.cc);
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &r.targets {
+            out.push_str("---|");
+        }
+        out.push('\n');
+        for m in &r.matrix {
+            let _ = write!(out, "| `{}` |", m.path);
+            for c in &m.cells {
+                let _ = write!(out, " {} |", md_escape(&c.text));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "| severity | rule | where | finding | fix |\n|---|---|---|---|---|");
+        for f in &r.findings {
+            let at = match (&f.path, &f.target) {
+                (Some(p), Some(t)) => format!("`{p}` on {t}"),
+                (Some(p), None) => format!("`{p}`"),
+                (None, _) => "image".into(),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} `{}` | {} | {} | {} |",
+                f.severity.as_str(),
+                f.rule,
+                f.name,
+                md_escape(&at),
+                md_escape(&f.message),
+                md_escape(&f.fix)
+            );
+        }
+    }
+    out
+}

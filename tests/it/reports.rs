@@ -1,0 +1,322 @@
+//! Every report format over one shared set of findings (snapshots), SARIF against the SARIF
+//! 2.1.0 JSON schema, JUnit against a JUnit XSD, and the gate as CI runs it: exit codes, config,
+//! ignores, baselines, target files.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use cudalint::lint::rules::{self, RuleTest, Severity};
+use cudalint::lint::{LintOptions, LintReport, config, run};
+use cudalint::report::lint as sink;
+
+use crate::rules::{image_for, targets_for};
+use crate::util::{fixture, root};
+
+/// One image with something for most rules, and three targets.
+fn shared_case() -> RuleTest {
+    let files = [
+        ("/opt/app/lib/libsm90a.so", "libsm90a.so"),
+        ("/opt/app/lib/libpartial.so", "libpartial.so"),
+        ("/opt/app/lib/libnocompress.so", "libnocompress.so"),
+        ("/opt/app/lib/libdebug.so", "libdebug.so"),
+        ("/opt/app/lib/libconcat.so", "libconcat.so"),
+        ("/usr/local/cuda/lib64/libcudart.so.12.9.79", "libcudart.so.12.9.79"),
+        ("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "libplain.so"),
+    ];
+    RuleTest {
+        expect: "fire".into(),
+        files: files.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
+        gpus: vec!["A100".into(), "H100".into(), "RTX 5090".into()],
+        driver: Some("535.104.05".into()),
+        env: vec!["NVIDIA_REQUIRE_CUDA=cuda>=12.2".into()],
+        ..Default::default()
+    }
+}
+
+fn shared() -> (LintReport, Vec<rules::Rule>) {
+    let rules = rules::load(&[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(&shared_case(), dir.path());
+    let cfg = config::Config::default();
+    let opts = LintOptions {
+        rules: &rules,
+        targets: targets_for(&shared_case()),
+        fail_on: Severity::Error,
+        config: &cfg,
+        extra_ignores: vec![],
+        baseline: None,
+    };
+    (run(&inv, opts).unwrap(), rules)
+}
+
+/// Layer digests change whenever the fixtures are rebuilt; the rest is what the snapshot checks.
+fn redact(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("sha256:") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 7..];
+        let n = after.bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.push_str(if n >= 12 { "sha256:<digest>" } else { "sha256:" });
+        rest = &after[if n >= 12 { n } else { 0 }..];
+    }
+    out.push_str(rest);
+    out.replace(env!("CARGO_PKG_VERSION"), "<version>")
+}
+
+#[test]
+fn every_format_over_the_same_findings() {
+    let (r, rules) = shared();
+    let codes: std::collections::BTreeSet<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
+    for c in ["CL001", "CL002", "CL004", "CL006", "CL007", "CL008", "CL010", "CL011"] {
+        assert!(codes.contains(c), "shared findings should include {c}: {codes:?}");
+    }
+    insta::assert_snapshot!("text", redact(&sink::text(&r, sink::Paint(false))));
+    insta::assert_snapshot!("json", redact(&sink::json(&r)));
+    insta::assert_snapshot!("sarif", redact(&sink::sarif(&r, &rules)));
+    insta::assert_snapshot!("junit", redact(&sink::junit(&r)));
+    insta::assert_snapshot!("markdown", redact(&sink::markdown(&r)));
+}
+
+#[test]
+fn sarif_is_valid_sarif_2_1_0() {
+    let (r, rules) = shared();
+    // The OASIS schema (as shipped in the serde-sarif crate) has a stray `]` in the pattern of
+    // `run.language`, which a strict ECMA-262 check refuses; it is escaped, nothing else changes.
+    let text = std::fs::read_to_string(root().join("tests/schemas/sarif-schema-2.1.0.json")).unwrap();
+    let text = text.replace(r#"[a-zA-Z]{2}]?$"#, r#"[a-zA-Z]{2}\\]?$"#);
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&sink::sarif(&r, &rules)).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // GitHub code scanning needs a rule per result id, and a location per result.
+    let run = &doc["runs"][0];
+    let ids: Vec<&str> =
+        run["tool"]["driver"]["rules"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap()).collect();
+    for res in run["results"].as_array().unwrap() {
+        assert!(ids.contains(&res["ruleId"].as_str().unwrap()));
+        assert!(res["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].is_string());
+    }
+    // A document the schema rejects is rejected (the check can fail).
+    let mut bad = doc.clone();
+    bad["runs"][0]["results"][0]["level"] = serde_json::json!("fatal");
+    assert!(!validator.is_valid(&bad));
+}
+
+fn xmllint(xml: &str) -> std::process::Output {
+    let xmllint = crate::scan::which("xmllint");
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("report.xml");
+    std::fs::write(&p, xml).unwrap();
+    std::process::Command::new(xmllint)
+        .args(["--noout", "--schema"])
+        .arg(root().join("tests/schemas/junit.xsd"))
+        .arg(&p)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn junit_is_valid_against_the_junit_xsd() {
+    let (r, _) = shared();
+    let xml = sink::junit(&r);
+    let out = xmllint(&xml);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(xml.contains("<failure"), "failing cases are failures");
+    // The schema check can fail.
+    let out = xmllint(&xml.replace("<testcase ", "<testcase bogus=\"1\" "));
+    assert!(!out.status.success());
+}
+
+fn cudalint() -> Command {
+    Command::cargo_bin("cudalint").unwrap()
+}
+
+fn demo() -> String {
+    fixture("../demo/demo-image.tar").display().to_string()
+}
+
+#[test]
+fn exit_codes_zero_one_two() {
+    // Findings at or above --fail-on: 1.
+    let out = cudalint().args(["scan", &demo(), "--gpu", "L4", "--quiet"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("coverage") && text.contains("✗ 209") && text.contains("CL001"), "{text}");
+    // Nothing at or above it: 0 (a clean library, and a target it runs on).
+    let out = cudalint()
+        .args(["scan", fixture("libzstd.so").to_str().unwrap(), "--gpu", "H100,A100", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // --fail-on warning turns the info/warnings of that library into a failure? It has none.
+    let out = cudalint()
+        .args([
+            "scan",
+            fixture("libnocompress.so").to_str().unwrap(),
+            "--gpu",
+            "RTX 5090",
+            "--fail-on",
+            "warning",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "ptx-jit-only is a warning");
+    // The scan itself failing: 2, with the reason on stderr.
+    let out = cudalint().args(["scan", "/nonexistent.tar"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = cudalint().args(["scan", &demo(), "--gpu", "H1000"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown GPU") && err.contains("H100"), "{err}");
+}
+
+#[test]
+fn several_formats_in_one_run() {
+    let d = tempfile::tempdir().unwrap();
+    let sarif = d.path().join("out.sarif");
+    let junit = d.path().join("out.xml");
+    let out = cudalint()
+        .args(["scan", &demo(), "--gpu", "H100,L4", "--quiet", "--format", "sarif", "--output"])
+        .arg(&sarif)
+        .args(["--format", "junit", "--output"])
+        .arg(&junit)
+        .args(["--format", "markdown"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("## ❌ cudalint"));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&sarif).unwrap()).unwrap();
+    assert_eq!(s["version"], "2.1.0");
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites"));
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn config_file_targets_severity_disable_and_line_numbers() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = write(
+        d.path(),
+        "cudalint.toml",
+        "fail-on = \"error\"\n[targets]\ngpus = [\"L4\"]\n[rules]\ndisable = [\"CL008\"]\n[rules.severity]\nno-kernel-image = \"warning\"\n",
+    );
+    let out = cudalint().args(["scan", &demo(), "--quiet", "--format", "json", "--config"]).arg(&cfg).output().unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["targets"][0]["name"], "L4");
+    let findings = r["findings"].as_array().unwrap();
+    assert!(findings.iter().all(|f| f["rule"] != "CL008"), "disabled");
+    assert!(findings.iter().filter(|f| f["rule"] == "CL001").all(|f| f["severity"] == "warning"));
+    assert_eq!(out.status.code(), Some(0), "no error left");
+    // A bad config points at its line.
+    let bad = write(d.path(), "bad.toml", "[targets]\ngpus = [\"L4\"]\n[rules]\ndisable = [\"CL999\"]\n");
+    let out = cudalint().args(["scan", &demo(), "--config"]).arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.toml:4:") && err.contains("CL999"), "{err}");
+    let bad = write(d.path(), "bad2.toml", "[targets]\ngpus = \"L4\"\n");
+    let err =
+        String::from_utf8_lossy(&cudalint().args(["scan", &demo(), "--config"]).arg(&bad).output().unwrap().stderr)
+            .into_owned();
+    assert!(err.contains("bad2.toml:2:"), "{err}");
+}
+
+#[test]
+fn ignores_with_reasons_and_expiry() {
+    let d = tempfile::tempdir().unwrap();
+    let ign = write(
+        d.path(),
+        "ignore.toml",
+        "[[ignore]]\nrule = \"CL008\"\npath = \"/usr/lib/**\"\nreason = \"forward-compat package, on purpose\"\n\n\
+         [[ignore]]\nrule = \"no-kernel-image\"\npath = \"/opt/app/lib/libsm100f.so\"\nreason = \"old\"\nexpires = \"2020-01-01\"\n",
+    );
+    let out = cudalint()
+        .args(["scan", &demo(), "--gpu", "L4", "--quiet", "--format", "json", "--ignore-file"])
+        .arg(&ign)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<&str> = r["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
+    assert!(!rules.contains(&"CL008"));
+    assert!(
+        r["findings"].as_array().unwrap().iter().any(|f| f["path"] == "/opt/app/lib/libsm100f.so"),
+        "expired ignore no longer applies"
+    );
+    assert_eq!(r["suppressed"]["ignored"], 1);
+    assert!(r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("expired")));
+}
+
+#[test]
+fn baseline_reports_only_new_findings() {
+    let d = tempfile::tempdir().unwrap();
+    let base = d.path().join("baseline.json");
+    let out =
+        cudalint().args(["scan", &demo(), "--gpu", "L4", "--quiet", "--write-baseline"]).arg(&base).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let out = cudalint().args(["scan", &demo(), "--gpu", "L4", "--quiet", "--baseline"]).arg(&base).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // A new target brings new findings.
+    let out = cudalint()
+        .args(["scan", &demo(), "--gpu", "L4,H100", "--quiet", "--format", "json", "--baseline"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r["findings"].as_array().unwrap().iter().all(|f| f["target"] == "H100"));
+}
+
+#[test]
+fn targets_from_nvidia_smi_and_node_labels() {
+    let d = tempfile::tempdir().unwrap();
+    let csv = write(d.path(), "gpus.csv", "name, compute_cap, driver_version\nNVIDIA L4, 8.9, 470.82.01\n");
+    let out = cudalint()
+        .args([
+            "scan",
+            fixture("libcudart.so.12.9.79").to_str().unwrap(),
+            "--quiet",
+            "--format",
+            "json",
+            "--targets-from",
+        ])
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["targets"][0]["driver"], "470.82.01");
+    assert!(r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL005"), "{r:#}");
+    let nodes = write(
+        d.path(),
+        "nodes.json",
+        r#"{"items": [{"metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/cuda.driver.major": "580", "nvidia.com/cuda.driver.minor": "95",
+        "nvidia.com/cuda.driver.rev": "05"}}}]}"#,
+    );
+    let out = cudalint()
+        .args(["scan", &demo(), "--quiet", "--format", "json", "--targets-from"])
+        .arg(&nodes)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["targets"][0]["name"], "gpu-1 (NVIDIA H100 80GB HBM3)");
+    assert_eq!(r["targets"][0]["driver_cuda"], "13.0");
+}
+
+#[test]
+fn gpus_rules_and_explain_commands() {
+    let out = cudalint().arg("gpus").output().unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("H100") && t.contains("9.0") && t.contains("B300") && t.contains("10.3"));
+    let out = cudalint().arg("rules").output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), rules::load(&[]).unwrap().len());
+    let out = cudalint().args(["explain", "CL001"]).output().unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(t.contains("## What it does") && t.contains("## Fix"));
+    assert_eq!(cudalint().args(["explain", "CL999"]).output().unwrap().status.code(), Some(2));
+}
