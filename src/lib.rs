@@ -4,6 +4,7 @@
 //! The data's journey, one module per stage: [`input`] (bytes from files and streams) ->
 //! [`inspect`] (ELF, fatbin, cubin, PTX, archives) -> reports.
 
+pub mod cache;
 pub mod cli;
 pub mod cuda;
 pub mod image;
@@ -11,4 +12,5 @@ pub mod input;
 pub mod inspect;
 pub mod layer;
 pub mod lint;
+pub mod registry;
 pub mod report;

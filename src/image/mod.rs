@@ -4,7 +4,7 @@
 //! and merged into the inventory of the image's final filesystem.
 
 mod archive;
-mod layers;
+pub mod layers;
 pub mod oci;
 pub mod progress;
 mod rootfs;
@@ -47,7 +47,7 @@ impl ScanError {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ScanOptions {
     /// Platform to pick from a multi-platform index; default: the host's.
     pub platform: Option<Platform>,
@@ -56,6 +56,8 @@ pub struct ScanOptions {
     pub jobs: usize,
     pub progress: bool,
     pub inspect: InspectOptions,
+    /// For images in registries.
+    pub registry: crate::registry::RegistryOptions,
 }
 
 impl Default for ScanOptions {
@@ -66,6 +68,7 @@ impl Default for ScanOptions {
             jobs: std::thread::available_parallelism().map_or(2, |n| n.get()).min(8),
             progress: false,
             inspect: InspectOptions { lean: true, ..Default::default() },
+            registry: crate::registry::RegistryOptions::default(),
         }
     }
 }
@@ -82,6 +85,8 @@ pub enum Source {
     Dir(PathBuf),
     File(PathBuf),
     Wheel(PathBuf),
+    /// An image in a registry (`registry/repo:tag`, `docker://...`).
+    Registry(String),
 }
 
 /// `path[:ref]`: the whole string if it names an existing file, else split at the last ':'.
@@ -118,8 +123,23 @@ impl Source {
         if let Some(rest) = spec.strip_prefix("file:") {
             return Ok(Source::File(rest.into()));
         }
+        if spec.starts_with("docker://") {
+            return Ok(Source::Registry(spec.to_string()));
+        }
         let p = PathBuf::from(spec);
-        let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
+        let meta = match std::fs::metadata(&p) {
+            Ok(m) => m,
+            // Not a file: an image reference, if it reads as one.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound
+                    && spec.contains(['/', ':', '@'])
+                    && !spec.starts_with(['/', '.']) =>
+            {
+                crate::registry::parse_reference(spec)?;
+                return Ok(Source::Registry(spec.to_string()));
+            }
+            Err(e) => return Err(ScanError::io(&p, e)),
+        };
         if meta.is_dir() {
             return Ok(if p.join("oci-layout").exists() { Source::OciLayout(p, None) } else { Source::Dir(p) });
         }
@@ -172,7 +192,7 @@ pub struct ImageInfo {
     pub layers: Vec<LayerInfo>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LayerInfo {
     pub digest: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +226,18 @@ pub struct ScanStats {
     pub files: u64,
     pub file_bytes: u64,
     pub inspected: u64,
+    /// Registry scans: layer bytes downloaded, and layers whose analysis came from the cache.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub downloaded_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub layers_from_cache: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_zero_usize(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Config environment variables that say something about CUDA.
@@ -220,6 +252,7 @@ fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, St
 }
 
 /// A layer as analysed, with what is needed to describe it.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct AnalyzedLayer {
     pub info: LayerInfo,
     pub summary: LayerSummary,
@@ -292,5 +325,6 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         Source::Dir(p) => rootfs::scan_dir(&p, opts),
         Source::File(p) => rootfs::scan_file(&p, opts),
         Source::Wheel(p) => wheel::scan(&p, opts),
+        Source::Registry(r) => crate::registry::scan(&r, opts, &opts.registry),
     }
 }

@@ -6,7 +6,7 @@
 use goblin::container::{Container as Class, Ctx};
 use goblin::elf::Elf;
 use goblin::elf::section_header::SectionHeader;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fatbin::Suffix;
 use super::model::hex;
@@ -41,10 +41,10 @@ impl CubinBytes for &[u8] {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CubinInfo {
     /// `exec` (loadable) or `rel` (relocatable, from -rdc).
-    pub elf_type: &'static str,
+    pub elf_type: String,
     pub osabi: u8,
     pub abi_version: u8,
     pub e_flags: String,
@@ -53,23 +53,23 @@ pub struct CubinInfo {
     /// 'a'/'f' as far as the cubin itself proves it (a bare sm_100f cubin looks like sm_100).
     pub suffix: Suffix,
     /// The PTX target the SASS was compiled from, where the cubin records it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_sm: Option<u32>,
     /// Number of kernels (`__global__` entry points); null when the symbol table could not be
     /// read (then the cubin is assumed to carry kernels).
     pub kernel_count: Option<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kernels: Vec<String>,
     /// Toolkit from `.note.nv.cuinfo`/`.note.nv.cuver` or the tkinfo release string.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolkit: Option<String>,
     /// The full producer line from `.note.nv.tkinfo`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub producer: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptxas_options: Option<String>,
     /// Problems reading parts of the cubin (the header-level facts above still hold).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
 }
 
@@ -133,7 +133,8 @@ pub fn parse(src: &mut dyn CubinBytes, want_names: bool) -> Result<CubinInfo, St
         goblin::elf::header::ET_EXEC => "exec",
         goblin::elf::header::ET_REL => "rel",
         _ => "other",
-    };
+    }
+    .to_string();
     let mut info = CubinInfo {
         elf_type,
         osabi,

@@ -301,7 +301,7 @@ fn elf_info(
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
 ) -> ElfInfo {
     let mut info = ElfInfo {
-        elf_type: hostelf::elf_type_name(l.header.e_type),
+        elf_type: hostelf::elf_type_name(l.header.e_type).to_string(),
         machine: hostelf::machine_name(l.header.e_machine),
         class: if l.ctx.is_big() { 64 } else { 32 },
         soname: None,
@@ -417,12 +417,12 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
         (Some(v), _) if v.source == "file-name" => Some(v),
         (_, Some(v)) => Some(CudartVersion {
             version: format!("{}.{}", v / 1000, (v % 1000) / 10),
-            linkage: if is_cudart { "shared" } else { "static" },
-            source: "machine-code",
+            linkage: if is_cudart { "shared" } else { "static" }.to_string(),
+            source: "machine-code".to_string(),
         }),
         (Some(v), None) => Some(v),
         (None, None) if is_cudart => soname.as_deref().and_then(cudart_from_name).map(|mut v| {
-            v.source = "soname";
+            v.source = "soname".to_string();
             v
         }),
         _ => None,

@@ -1,7 +1,7 @@
 //! Fatbinary container and entry headers (doc §2). Pure functions over byte slices: every
 //! offset and size is checked, nothing is allocated from a length read out of the input.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `fatBinaryHeader` magic, version 1, header size 16, as 8 bytes: what the scanner looks for.
 pub const CONTAINER_PREFIX: [u8; 8] = [0x50, 0xED, 0x55, 0xBA, 0x01, 0x00, 0x10, 0x00];
@@ -25,7 +25,7 @@ pub const FLAG_FAMILY_SPECIFIC: u64 = 0x20_0000;
 /// copy of the cubin's `.nv.compat` instead of an options string (doc §2.2).
 pub const FLAG_COMPAT_BLOB: u64 = 0x100_0000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EntryKind {
     Ptx,
@@ -64,7 +64,7 @@ impl EntryKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Compression {
     None,
@@ -74,7 +74,7 @@ pub enum Compression {
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Host {
     Linux,
@@ -84,7 +84,7 @@ pub enum Host {
 }
 
 /// The 'a' (arch-specific) / 'f' (family-specific) suffix of a target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Suffix {
     #[default]

@@ -174,7 +174,7 @@ pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {
         2 => (parts[0].to_string(), "soname"),
         _ => (ver.to_string(), "file-name"),
     };
-    Some(CudartVersion { version, linkage: "shared", source })
+    Some(CudartVersion { version, linkage: "shared".to_string(), source: source.to_string() })
 }
 
 /// Inspects files and directories (walked recursively, in sorted order). Symbolic links to

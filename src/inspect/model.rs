@@ -1,7 +1,7 @@
 //! What `cudalint inspect` reports about a file: the `files[]` objects of the JSON schema
 //! (docs/schema.md). Field order here is output order; lists are in file order or sorted.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::cubin::CubinInfo;
 use super::fatbin::{Compression, EntryKind, Host, Suffix};
@@ -10,7 +10,7 @@ pub fn hex(v: u64) -> String {
     format!("{v:#x}")
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileFormat {
     /// Host ELF: shared object, executable or object file.
@@ -25,32 +25,54 @@ pub enum FileFormat {
     Other,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Problem {
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "opt_hex")]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_hexnum")]
     pub offset: Option<u64>,
     pub message: String,
 }
 
-fn opt_hex<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-    match v {
-        Some(v) => s.serialize_str(&hex(*v)),
-        None => s.serialize_none(),
+/// Offsets are written as hex strings (`"0x2038"`) and read back the same way.
+pub mod hexnum {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::hex(*v))
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let s = String::deserialize(d)?;
+        u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(serde::de::Error::custom)
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+pub mod opt_hexnum {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(v) => s.serialize_str(&super::hex(*v)),
+            None => s.serialize_none(),
+        }
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileReport {
     pub path: String,
     pub size: u64,
     pub format: FileFormat,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elf: Option<ElfInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cubin: Option<CubinInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptx: Option<PtxInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cudart: Option<CudartVersion>,
     /// Containers in `.nv_fatbin` / `__nv_relfatbin` (or the whole of a `.fatbin` file):
     /// what the CUDA runtime registers, and what cuobjdump lists.
@@ -59,7 +81,7 @@ pub struct FileReport {
     pub hidden_containers: Vec<Container>,
     /// Bare cubins embedded as data, outside any container.
     pub hidden_cubins: Vec<HiddenCubin>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<FileReport>,
     pub problems: Vec<Problem>,
 }
@@ -110,13 +132,13 @@ impl FileReport {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ElfInfo {
     /// shared-object, executable, relocatable, core, other.
-    pub elf_type: &'static str,
+    pub elf_type: String,
     pub machine: String,
     pub class: u8,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soname: Option<String>,
     /// DT_NEEDED entries naming CUDA libraries (cudart, cublas, cudnn, nccl, libcuda ...).
     pub cuda_needed: Vec<String>,
@@ -124,33 +146,29 @@ pub struct ElfInfo {
     pub fatbin_wrappers: Vec<Wrapper>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Wrapper {
-    #[serde(serialize_with = "ser_hex")]
+    #[serde(with = "hexnum")]
     pub offset: u64,
     /// 1 = ordinary, 2 = device-linked (`__cudaRegisterLinkedBinary`).
     pub version: u32,
     /// Virtual address of the container it registers (0 when left to a relocation).
-    #[serde(serialize_with = "ser_hex")]
+    #[serde(with = "hexnum")]
     pub data: u64,
 }
 
-fn ser_hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&hex(*v))
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Container {
-    #[serde(serialize_with = "ser_hex")]
+    #[serde(with = "hexnum")]
     pub offset: u64,
     /// 16-byte header plus the declared fat size.
     pub size: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
     /// In `__nv_relfatbin`: relocatable material for device linking, not loaded as is.
     pub relocatable: bool,
     /// Version of the `.nvFatBinSegment` wrapper that registers it, when one points here.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrapper_version: Option<u32>,
     /// Whether the module carries kernels: `present` (an image read has some), `none` (every
     /// image read, none has any: nvlink's device-link stub, doc §1.1; it cannot raise 209 at a
@@ -161,7 +179,7 @@ pub struct Container {
     pub problems: Vec<Problem>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kernels {
     Present,
@@ -190,11 +208,11 @@ impl Container {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     /// File offset of the entry header (for a concatenated sub-image: its offset inside the
     /// decompressed blob).
-    #[serde(serialize_with = "ser_hex")]
+    #[serde(with = "hexnum")]
     pub offset: u64,
     pub kind: EntryKind,
     /// `sm_90a` for SASS, `compute_90a` for PTX, `lto_90a` for NVVM; empty for a concatenated
@@ -213,21 +231,21 @@ pub struct Entry {
     pub payload_size: u64,
     pub compressed_size: u64,
     pub uncompressed_size: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identifier: Option<String>,
     /// ptxas options for PTX, cicc options for NVVM, as stored.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<String>,
     /// Decoded cubin for ELF images. By default only read until the module is known to carry
     /// kernels (`--cubins` reads every one); absent when not read.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cubin: Option<CubinInfo>,
     /// `.entry` directives in a PTX image, when it was read.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ptx_entries: Option<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<Entry>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<Problem>,
 }
 
@@ -264,16 +282,16 @@ pub fn arch_name(kind: EntryKind, sm: u32, suffix: Suffix) -> String {
     format!("{prefix}{sm}{}", suffix.as_str())
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HiddenCubin {
-    #[serde(serialize_with = "ser_hex")]
+    #[serde(with = "hexnum")]
     pub offset: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
     pub cubin: CubinInfo,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PtxInfo {
     /// `.version`, as `[major, minor]`.
     pub version: [u16; 2],
@@ -286,13 +304,13 @@ pub struct PtxInfo {
     pub entry_count: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CudartVersion {
     /// `12.9` or `12.9.79`.
     pub version: String,
     /// `shared` (this file is libcudart) or `static` (linked into this file).
-    pub linkage: &'static str,
+    pub linkage: String,
     /// `file-name` (the real file behind the SONAME), `machine-code` (CUDART_VERSION
     /// immediate, doc §5f), `soname` (major only).
-    pub source: &'static str,
+    pub source: String,
 }

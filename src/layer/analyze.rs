@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::path::{self, file_name, hash, join, normalize, parent};
 use super::tar::{Kind, TarError, TarWalker};
@@ -16,14 +16,14 @@ use crate::inspect::{FileFormat, FileReport, HEAD, InspectOptions, Sniffed, insp
 /// Smaller files cannot hold an ELF header or a fatbin container.
 const MIN_CANDIDATE: u64 = 16;
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LayerFile {
     /// Every path of the file (hard links); the first is the one it was stored under.
     pub paths: Vec<String>,
     pub report: FileReport,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LayerSummary {
     pub files: Vec<LayerFile>,
     /// Hashes of every path this layer puts in the filesystem.
@@ -39,7 +39,7 @@ pub struct LayerSummary {
     pub notes: Vec<String>,
 }
 
-#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
 pub struct LayerStats {
     pub entries: u64,
     pub files: u64,

@@ -162,7 +162,7 @@ pub struct FixFacts {
 
 fn loadable_kind(f: &FileReport) -> (&'static str, bool) {
     match (&f.format, &f.elf) {
-        (FileFormat::Elf, Some(e)) => match e.elf_type {
+        (FileFormat::Elf, Some(e)) => match e.elf_type.as_str() {
             "shared-object" => ("shared-object", true),
             "executable" => ("executable", true),
             "relocatable" => ("object", false),
@@ -353,8 +353,8 @@ pub fn binary(f: &ImageFile) -> Binary {
                 version: c.version.clone(),
                 major: v.major,
                 minor: v.minor,
-                linkage: c.linkage.into(),
-                source: c.source.into(),
+                linkage: c.linkage.clone(),
+                source: c.source.clone(),
             })
         }),
         debug,

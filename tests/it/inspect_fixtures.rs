@@ -160,7 +160,7 @@ fn relocatable_containers_come_from_nv_relfatbin() {
         .iter()
         .flat_map(|c| &c.entries)
         .filter_map(|e| e.cubin.as_ref())
-        .map(|c| c.elf_type)
+        .map(|c| c.elf_type.as_str())
         .collect();
     assert_eq!(rel, ["rel", "rel"]);
 }
@@ -248,7 +248,10 @@ fn tool_version(prefix: &str) -> String {
 fn static_cudart_version_is_the_toolkit_that_linked_it() {
     let r = inspect("libmulti.so");
     let c = r.cudart.unwrap();
-    assert_eq!((c.version.as_str(), c.linkage, c.source), (tool_version("V13.5").as_str(), "static", "machine-code"));
+    assert_eq!(
+        (c.version.as_str(), c.linkage.as_str(), c.source.as_str()),
+        (tool_version("V13.5").as_str(), "static", "machine-code")
+    );
     // Libraries linked with -cudart shared carry no static runtime, and name it in DT_NEEDED.
     let r = inspect("libsm90a.so");
     assert_eq!(r.cudart, None);

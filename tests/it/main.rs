@@ -5,6 +5,7 @@ mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod registry;
 mod reports;
 mod rules;
 mod scan;

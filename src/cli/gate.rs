@@ -1,0 +1,237 @@
+//! Options shared by `scan` and `registry`: targets, policy (config, rules, ignores, fail-on),
+//! how images are read, how registries are reached; and the gate built from them.
+
+use std::path::PathBuf;
+
+use crate::cuda::CudaVersion;
+use crate::image::{ImageReport, ScanOptions};
+use crate::lint::config::{self, Config, Ignore};
+use crate::lint::rules::{self, Rule, Severity};
+use crate::lint::targets::{self, Target};
+use crate::lint::{self as gate, LintOptions, LintReport};
+
+/// The GPUs and driver the image will run on.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TargetArgs {
+    /// Target GPUs by name, comma-separated (`H100,L4,"RTX 4090",A10G`; see `cudalint gpus`).
+    #[arg(long, value_delimiter = ',')]
+    pub gpu: Vec<String>,
+    /// Target architectures, comma-separated (`sm_90,8.9,sm_100f`; 'f' means its whole family).
+    #[arg(long, value_delimiter = ',')]
+    pub arch: Vec<String>,
+    /// The targets' driver version (`535.104.05`).
+    #[arg(long, conflicts_with = "cuda_driver")]
+    pub driver: Option<String>,
+    /// The targets' driver, as the CUDA version it reports (`12.2`).
+    #[arg(long)]
+    pub cuda_driver: Option<String>,
+    /// Targets from `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv` output
+    /// or `kubectl get nodes -o json` (GPU feature discovery labels). Repeatable.
+    #[arg(long)]
+    pub targets_from: Vec<String>,
+}
+
+/// Which rules apply, how findings are filtered, and what fails the gate.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct PolicyArgs {
+    /// Configuration file (default: ./cudalint.toml if present).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A directory of additional rules (*.toml). Repeatable.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
+    /// Ignore file (default: ./.cudalintignore.toml if present).
+    #[arg(long)]
+    pub ignore_file: Option<PathBuf>,
+    /// Report only findings not recorded in this baseline.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Exit 1 when a finding at or above this severity remains (default: error).
+    #[arg(long, value_enum)]
+    pub fail_on: Option<Severity>,
+}
+
+/// How an image is read.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ReadArgs {
+    /// Platform to scan from a multi-platform image (os/arch[/variant]); default: this host's.
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// Which layer digests to check.
+    #[arg(long, value_enum, default_value_t = crate::image::Verify::Auto)]
+    pub verify: crate::image::Verify,
+    /// Layers decoded (or downloaded) at once (default: the number of CPUs, at most 8).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Decode every cubin (see `inspect --cubins`).
+    #[arg(long)]
+    pub cubins: bool,
+    /// Read every ELF file whole: also those whose headers show no CUDA, and machine code (static
+    /// cudart versions).
+    #[arg(long)]
+    pub deep: bool,
+}
+
+/// How to reach registries (for IMAGE references like `registry/repo:tag`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RegistryArgs {
+    /// User name for the image's registry (with --password-stdin). Otherwise credentials come
+    /// from CUDALINT_REGISTRY_USERNAME/CUDALINT_REGISTRY_PASSWORD (for CUDALINT_REGISTRY_HOST, if
+    /// set) or Docker's config.json and credential helpers.
+    #[arg(long)]
+    pub username: Option<String>,
+    /// Read the password for --username from standard input.
+    #[arg(long, requires = "username")]
+    pub password_stdin: bool,
+    /// A registry host[:port] that may be reached over plain HTTP (loopback falls back to HTTP
+    /// by itself). Repeatable.
+    #[arg(long)]
+    pub insecure_registry: Vec<String>,
+    /// A PEM CA certificate to trust besides the system's. Repeatable.
+    #[arg(long)]
+    pub ca_cert: Vec<PathBuf>,
+    /// Where layer analyses are cached (default: $XDG_CACHE_HOME/cudalint or ~/.cache/cudalint).
+    #[arg(long, env = "CUDALINT_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Neither read nor write the layer cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
+
+impl RegistryArgs {
+    pub fn options(&self) -> Result<crate::registry::RegistryOptions, String> {
+        let mut o = crate::registry::RegistryOptions { username: self.username.clone(), ..Default::default() };
+        if self.password_stdin {
+            let mut p = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut p)
+                .map_err(|e| format!("reading the password: {e}"))?;
+            o.password = Some(p.trim_end_matches(['\n', '\r']).to_string());
+        }
+        o.insecure = self.insecure_registry.clone();
+        o.ca_certs = self.ca_cert.clone();
+        if !self.no_cache {
+            o.cache = self
+                .cache_dir
+                .clone()
+                .or_else(crate::cache::default_dir)
+                .map(|d| std::sync::Arc::new(crate::cache::LayerCache::new(d)));
+        }
+        Ok(o)
+    }
+}
+
+pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> Result<ScanOptions, String> {
+    let mut opts = ScanOptions::default();
+    if let Some(p) = &r.platform {
+        opts.platform = Some(crate::image::Platform::parse(p)?);
+    }
+    opts.verify = r.verify;
+    if let Some(j) = r.jobs {
+        opts.jobs = j.max(1);
+    }
+    opts.progress = !r.quiet;
+    opts.inspect.every_cubin = r.cubins;
+    opts.inspect.lean = !r.deep;
+    opts.registry = reg.options()?;
+    Ok(opts)
+}
+
+/// Everything needed to judge an inventory, loaded before any image is read (a bad rule or
+/// config fails first).
+pub struct Gate {
+    pub rules: Vec<Rule>,
+    pub config: Config,
+    pub ignores: Vec<Ignore>,
+    pub baseline: Option<std::collections::BTreeSet<String>>,
+    pub targets: Vec<Target>,
+    pub fail_on: Severity,
+}
+
+fn load_config(path: Option<&PathBuf>) -> Result<Option<config::RawConfig>, String> {
+    match path {
+        Some(p) => config::read(p).map(Some),
+        None if std::path::Path::new("cudalint.toml").exists() => {
+            config::read(std::path::Path::new("cudalint.toml")).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+fn targets_of(a: &TargetArgs, cfg: &Config) -> Result<Vec<Target>, String> {
+    let cli_given = !a.gpu.is_empty() || !a.arch.is_empty() || !a.targets_from.is_empty();
+    let (gpus, archs, from) = if cli_given {
+        (a.gpu.clone(), a.arch.clone(), a.targets_from.clone())
+    } else {
+        (cfg.targets.gpus.clone(), cfg.targets.arch.clone(), cfg.targets.from.clone())
+    };
+    let mut out = Vec::new();
+    for g in gpus.iter().map(|g| g.trim()).filter(|g| !g.is_empty()) {
+        out.push(targets::gpu(g)?);
+    }
+    for x in archs.iter().map(|x| x.trim()).filter(|x| !x.is_empty()) {
+        out.extend(targets::arch(x)?);
+    }
+    for f in &from {
+        out.extend(targets::from_file(f)?);
+    }
+    let (driver, cuda_driver) = match (&a.driver, &a.cuda_driver) {
+        (None, None) => (cfg.targets.driver.clone(), cfg.targets.cuda_driver.clone()),
+        (d, c) => (d.clone(), c.clone()),
+    };
+    let declared = match (&driver, &cuda_driver) {
+        (Some(d), _) => Some(targets::driver(d).map(|(d, c)| (Some(d), c))?),
+        (None, Some(c)) => {
+            Some((None, CudaVersion::parse(c).ok_or_else(|| format!("{c:?} is not a CUDA version (12.2)"))?))
+        }
+        (None, None) => None,
+    };
+    if let Some((d, c)) = declared {
+        // Targets read from nvidia-smi or node labels keep their own driver.
+        for t in out.iter_mut().filter(|t| t.driver.is_none() && t.driver_cuda.is_none()) {
+            t.driver = d.clone();
+            t.driver_cuda = Some(c);
+        }
+    }
+    Ok(targets::dedup(out))
+}
+
+impl Gate {
+    pub fn load(t: &TargetArgs, p: &PolicyArgs) -> Result<Gate, String> {
+        let raw = load_config(p.config.as_ref())?;
+        let mut dirs = raw.as_ref().map(|r| r.rule_dirs()).unwrap_or_default();
+        dirs.extend(p.rules.iter().cloned());
+        let rules = rules::load(&dirs)?;
+        let config = match raw {
+            Some(r) => r.resolve(&rules)?,
+            None => Config::default(),
+        };
+        let ignores = match &p.ignore_file {
+            Some(f) => config::read_ignore_file(f, &rules)?,
+            None if std::path::Path::new(".cudalintignore.toml").exists() => {
+                config::read_ignore_file(std::path::Path::new(".cudalintignore.toml"), &rules)?
+            }
+            None => Vec::new(),
+        };
+        let baseline = p.baseline.as_ref().map(|b| config::read_baseline(b)).transpose()?;
+        let targets = targets_of(t, &config)?;
+        let fail_on = p.fail_on.or(config.fail_on).unwrap_or(Severity::Error);
+        Ok(Gate { rules, config, ignores, baseline, targets, fail_on })
+    }
+
+    pub fn judge(&self, inventory: &ImageReport) -> Result<LintReport, String> {
+        gate::run(
+            inventory,
+            LintOptions {
+                rules: &self.rules,
+                targets: self.targets.clone(),
+                fail_on: self.fail_on,
+                config: &self.config,
+                extra_ignores: self.ignores.clone(),
+                baseline: self.baseline.clone(),
+            },
+        )
+    }
+}

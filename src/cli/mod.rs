@@ -1,0 +1,225 @@
+//! Command line: argument definitions and dispatch. The library does the work; this maps its
+//! results to output and exit codes (0 fine, 1 findings, 2 the run itself failed).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::inspect::{InspectOptions, inspect_paths};
+use crate::report;
+
+pub mod gate;
+pub mod registry;
+pub mod scan;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cudalint",
+    version,
+    about = "Find CUDA device code in files and images, and check it will run on your GPUs"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List every piece of CUDA device code in files (directories are walked recursively):
+    /// fatbin containers and their entries, hidden containers, cubins, PTX, archive members.
+    Inspect(InspectArgs),
+    /// Read a whole image in one streaming pass and list the CUDA device code of its final
+    /// filesystem. IMAGE: a docker-archive (`docker save` output), `-` for standard input, an OCI
+    /// layout directory, an oci-archive, a root filesystem directory, a single file, or a Python
+    /// wheel; prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind.
+    Scan(Box<scan::ScanArgs>),
+    /// List the GPUs cudalint knows and their compute capabilities.
+    Gpus,
+    /// List the rules (built-in and from --rules).
+    Rules(RulesArgs),
+    /// Print a rule's documentation.
+    Explain(ExplainArgs),
+    /// Scan the images of a registry (its catalog, filtered, optionally one shard of it): one
+    /// report per image, a summary, exit 2 if any image could not be scanned.
+    Registry(Box<registry::RegistryScanArgs>),
+    /// Merge the summary.json files of sharded `registry` runs.
+    Merge(registry::MergeArgs),
+    /// The layer cache.
+    #[command(subcommand)]
+    Cache(CacheCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CacheCommand {
+    /// Remove every cached layer analysis.
+    Clean {
+        #[arg(long, env = "CUDALINT_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InspectArgs {
+    /// Files or directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Decode every cubin and PTX image (by default each module's images are read only until one
+    /// shows it carries kernels).
+    #[arg(long)]
+    pub cubins: bool,
+    /// List the kernel names of every cubin (implies --cubins; long output for big libraries).
+    #[arg(long)]
+    pub kernels: bool,
+    /// Also list files that carry no device code.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RulesArgs {
+    /// A directory of additional rules (*.toml). Repeatable.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// Rule code or name (`CL001`, `no-kernel-image`).
+    pub rule: String,
+    /// A directory of additional rules (*.toml). Repeatable.
+    #[arg(long)]
+    pub rules: Vec<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Inspect(a) => inspect(a),
+        Command::Scan(a) => scan::run(*a).unwrap_or_else(|e| fail(&e)),
+        Command::Gpus => gpus(),
+        Command::Rules(a) => list_rules(a),
+        Command::Explain(a) => explain(a),
+        Command::Registry(a) => registry::run(*a).unwrap_or_else(|e| fail(&e)),
+        Command::Merge(a) => registry::merge(a).unwrap_or_else(|e| fail(&e)),
+        Command::Cache(CacheCommand::Clean { cache_dir }) => {
+            let Some(dir) = cache_dir.or_else(crate::cache::default_dir) else {
+                return fail("no cache directory (set --cache-dir or HOME)");
+            };
+            match crate::cache::LayerCache::new(dir.clone()).clean() {
+                Ok(n) => {
+                    write_stdout(&format!("removed {n} cached layer analyses from {}\n", dir.display()));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&format!("{}: {e}", dir.display())),
+            }
+        }
+    };
+    if std::env::var_os("CUDALINT_STATS").is_some() {
+        print_stats();
+    }
+    code
+}
+
+/// `CUDALINT_STATS=1`: bytes this process read and its peak RSS, on stderr (benchmarks).
+fn print_stats() {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |text: &str, key: &str| {
+        text.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string()).unwrap_or_default()
+    };
+    eprintln!("cudalint-stats: rchar={} peak_rss={}", field(&io, "rchar:"), field(&status, "VmHWM:"));
+}
+
+fn inspect(a: InspectArgs) -> ExitCode {
+    let opts = InspectOptions { every_cubin: a.cubins, kernel_names: a.kernels, ..Default::default() };
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for r in inspect_paths(&a.paths, &opts) {
+        match r {
+            Ok(f) if a.all || f.cuda_relevant() => files.push(f),
+            Ok(_) => {}
+            Err((path, e)) => errors.push(report::inspect::FileError { path, message: e.to_string() }),
+        }
+    }
+    let out = match a.format {
+        Format::Text => report::inspect::text(&files, &errors),
+        Format::Json => report::inspect::json(&files, &errors),
+    };
+    write_stdout(&out);
+    if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS }
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn write_stdout(s: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(s.as_bytes()).and_then(|()| out.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("cudalint: cannot write output: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn gpus() -> ExitCode {
+    let mut out = String::from("GPU                                     compute capability\n");
+    for g in crate::cuda::gpus::GPUS {
+        let mut name = g.name.to_string();
+        if !g.aliases.is_empty() {
+            name.push_str(&format!(" ({})", g.aliases.join(", ")));
+        }
+        out.push_str(&format!("{name:<40} {}{}\n", g.cc, if g.unconfirmed { "  (secondary source)" } else { "" }));
+    }
+    write_stdout(&out);
+    ExitCode::SUCCESS
+}
+
+fn list_rules(a: RulesArgs) -> ExitCode {
+    let rules = match crate::lint::rules::load(&a.rules) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let mut out = String::new();
+    for r in &rules {
+        out.push_str(&format!(
+            "{:<6} {:<28} {:<8} {:<14} {}\n",
+            r.code,
+            r.name,
+            r.severity.as_str(),
+            format!("{:?}", r.scope).to_lowercase(),
+            r.summary
+        ));
+    }
+    write_stdout(&out);
+    ExitCode::SUCCESS
+}
+
+fn explain(a: ExplainArgs) -> ExitCode {
+    let rules = match crate::lint::rules::load(&a.rules) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    match rules.iter().find(|r| r.code.eq_ignore_ascii_case(&a.rule) || r.name == a.rule) {
+        Some(r) => {
+            write_stdout(&crate::lint::rules::markdown(r));
+            ExitCode::SUCCESS
+        }
+        None => fail(&format!("no rule {:?} (see `cudalint rules`)", a.rule)),
+    }
+}
+
+/// The run itself failed: say why on stderr, exit 2 (never a partial "clean" result).
+fn fail(msg: &str) -> ExitCode {
+    eprintln!("cudalint: error: {msg}");
+    ExitCode::from(2)
+}
