@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Benchmark: registry scans with a shared base layer, cold and warm layer cache.
+
+Starts a CNCF distribution registry (Debian package docker-registry) on loopback, pushes N=5
+images with skopeo that share the two large layers built by scripts/bench-scan.py (ordinary
+files ~1.1 GB and CUDA libraries ~1.8 GB, gzip) and differ in a small app layer, then prints in
+one run:
+  - cold cache: time and layer bytes downloaded to scan all N images (empty cache at start),
+  - warm cache: the same again,
+  - one image: cudalint pull+scan (no cache) vs `skopeo copy` of it to a local directory.
+usage: scripts/bench-registry.py
+"""
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import io
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import importlib  # noqa: E402
+
+bench_scan = importlib.import_module("bench-scan")
+from benchlib import mib  # noqa: E402
+
+root = bench_scan.root
+scan_dir = bench_scan.scan_dir
+N = 5
+
+
+def sha(b):
+    return "sha256:" + hashlib.sha256(b).hexdigest()
+
+
+def app_layer(i):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        data = open(os.path.join(root, "fixtures/bin/libsm90a.so"), "rb").read()
+        ti = tarfile.TarInfo(f"opt/app{i}/libapp.so")
+        ti.size = len(data)
+        t.addfile(ti, io.BytesIO(data))
+        note = f"image {i}\n".encode()
+        ti = tarfile.TarInfo(f"opt/app{i}/VERSION")
+        ti.size = len(note)
+        t.addfile(ti, io.BytesIO(note))
+    return buf.getvalue()
+
+
+def layout(dest, i):
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(dest, "blobs/sha256"))
+    layers, diff_ids = [], []
+    for n in ["base", "cuda"]:
+        blob = os.path.join(scan_dir, n + ".tar.gz")
+        d = bench_scan.sha_file(blob)
+        os.link(blob, os.path.join(dest, "blobs/sha256", d[7:]))
+        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": d, "size": os.path.getsize(blob)})
+        diff_ids.append(bench_scan.sha_file(os.path.join(scan_dir, n + ".tar")))
+    app = app_layer(i)
+    open(os.path.join(dest, "blobs/sha256", sha(app)[7:]), "wb").write(app)
+    layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": sha(app), "size": len(app)})
+    diff_ids.append(sha(app))
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    open(os.path.join(dest, "blobs/sha256", sha(config)[7:]), "wb").write(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(config), "size": len(config)},
+                           "layers": layers}).encode()
+    open(os.path.join(dest, "blobs/sha256", sha(manifest)[7:]), "wb").write(manifest)
+    json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(manifest),
+                                                  "size": len(manifest), "annotations": {"org.opencontainers.image.ref.name": "latest"}}]},
+              open(os.path.join(dest, "index.json"), "w"))
+    open(os.path.join(dest, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
+
+
+def timed(cmd, **kw):
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"{cmd}: {out.stderr}")
+    return time.perf_counter() - t0, out
+
+
+def main():
+    if not os.path.exists(os.path.join(scan_dir, "cuda.tar.gz")):
+        bench_scan.main()
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+    cudalint = os.path.join(root, "target/release/cudalint")
+    work = tempfile.mkdtemp(prefix="cudalint-bench-registry-")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    cfg = os.path.join(work, "config.yml")
+    open(cfg, "w").write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {work}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        host = f"127.0.0.1:{port}"
+        for i in range(N):
+            d = os.path.join(work, f"layout{i}")
+            layout(d, i)
+            # Keep the layers as they are (no recompression on push).
+            subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--dest-tls-verify=false", "--dest-compress=false",
+                            f"oci:{d}:latest", f"docker://{host}/bench/app{i}:1"], check=True)
+        total = sum(os.path.getsize(os.path.join(scan_dir, n + ".tar.gz")) for n in ["base", "cuda"])
+        print(f"{N} images in a loopback registry sharing {mib(total)} of gzip layers, each with its own small app layer; "
+              f"{os.cpu_count()} CPUs")
+        cache = os.path.join(work, "cache")
+
+        def run_all(label):
+            t = 0.0
+            down = 0
+            for i in range(N):
+                w, out = timed([cudalint, "scan", f"{host}/bench/app{i}:1", "--quiet", "--cache-dir", cache,
+                                "--format", "inventory", "-o", os.path.join(work, "inv.json")])
+                t += w
+                down += json.load(open(os.path.join(work, "inv.json")))["stats"].get("downloaded_bytes", 0)
+            print(f"{label:28} {t:7.2f} s   downloaded {mib(down)}")
+
+        run_all("cold cache, all images")
+        run_all("warm cache, all images")
+        w1, _ = timed([cudalint, "scan", f"{host}/bench/app0:1", "--quiet", "--no-cache", "--format", "inventory", "-o", "/dev/null"])
+        dest = os.path.join(work, "skopeo-dir")
+        w2, _ = timed(["skopeo", "--insecure-policy", "copy", "-q", "--src-tls-verify=false", f"docker://{host}/bench/app0:1", f"dir:{dest}"])
+        print(f"{'one image, cudalint pull+scan':28} {w1:7.2f} s")
+        print(f"{'one image, skopeo copy to dir':28} {w2:7.2f} s   -> ratio {w1 / w2:.2f}")
+    finally:
+        reg.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
