@@ -382,9 +382,10 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
             report.problem(Some(r), "container header followed by an invalid entry header");
         }
     }
-    for (off, res) in out.cubins.into_iter().filter(|(o, _)| loaded(*o)) {
+    for (off, res, bytes) in out.cubins.into_iter().filter(|(o, _, _)| loaded(*o)) {
         match res {
             Ok(cubin) => report.hidden_cubins.push(HiddenCubin {
+                bytes,
                 offset: off,
                 section: section_of(off).map(|s| s.name.clone()),
                 cubin,

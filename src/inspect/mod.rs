@@ -34,6 +34,8 @@ pub struct InspectOptions {
     /// version it would give is left out, except for libcudart itself). `scan --deep` turns
     /// this off.
     pub lean: bool,
+    /// Keep the bytes of every module (container, bare cubin, PTX file) for loading on a GPU.
+    pub keep_modules: bool,
 }
 
 impl InspectOptions {
@@ -44,6 +46,7 @@ impl InspectOptions {
             host_patterns,
             exec_ranges: Vec::new(),
             probe_ranges: None,
+            keep_modules: self.keep_modules,
         }
     }
 }
@@ -105,9 +108,9 @@ pub fn inspect_sniffed(
     let mut p = Prefixed::new(head, input);
     let mut report = match kind {
         Sniffed::HostElf => elf::inspect(&mut Window::new(&mut p), path, opts)?,
-        Sniffed::Cubin => inspect_cubin(&mut Window::new(&mut p), path, opts)?,
+        Sniffed::Cubin => keeping_whole(&mut p, opts, |w| inspect_cubin(w, path, opts))?,
         Sniffed::Fatbin => inspect_fatbin(&mut Window::new(&mut p), path, opts)?,
-        Sniffed::Ptx => ptx::inspect(&mut Window::new(&mut p), path)?,
+        Sniffed::Ptx => keeping_whole(&mut p, opts, |w| ptx::inspect(w, path))?,
         Sniffed::Archive if depth < MAX_DEPTH => ar::inspect(&mut p, path, opts, depth)?,
         Sniffed::Archive => {
             let mut r = FileReport::new(path.to_string(), size, FileFormat::Archive);
@@ -128,6 +131,32 @@ pub(crate) fn inspect_member(
     depth: u32,
 ) -> io::Result<FileReport> {
     inspect_nested(input, path, opts, depth + 1)
+}
+
+/// Runs a whole-file inspector, keeping the file's bytes when modules are kept (a bare cubin or
+/// a PTX file is a module of its own).
+fn keeping_whole(
+    input: &mut dyn Input,
+    opts: &InspectOptions,
+    f: impl FnOnce(&mut Window) -> io::Result<FileReport>,
+) -> io::Result<FileReport> {
+    let size = input.len();
+    let keep = opts.keep_modules && size <= scan::MAX_MODULE;
+    let mut w = Window::new(input);
+    if keep && !w.seekable() {
+        w.capture(0, size as usize);
+    }
+    let mut report = f(&mut w)?;
+    if keep {
+        report.bytes = if w.seekable() {
+            let mut v = vec![0; size as usize];
+            matches!(w.read_at(0, &mut v), Some(Ok(()))).then(|| std::sync::Arc::new(v))
+        } else {
+            w.consume_to(size)?;
+            w.captures.pop().filter(|c| c.complete()).map(|c| std::sync::Arc::new(c.data))
+        };
+    }
+    Ok(report)
 }
 
 fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {

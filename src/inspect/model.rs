@@ -84,6 +84,9 @@ pub struct FileReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<FileReport>,
     pub problems: Vec<Problem>,
+    /// A bare cubin's or PTX file's bytes, kept only when asked (`--on-device`).
+    #[serde(skip)]
+    pub bytes: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 impl FileReport {
@@ -101,6 +104,7 @@ impl FileReport {
             hidden_cubins: Vec::new(),
             members: Vec::new(),
             problems: Vec::new(),
+            bytes: None,
         }
     }
 
@@ -177,6 +181,9 @@ pub struct Container {
     pub kernels: Kernels,
     pub entries: Vec<Entry>,
     pub problems: Vec<Problem>,
+    /// The container's bytes, kept only when asked (`--on-device` loads them on the GPU).
+    #[serde(skip)]
+    pub bytes: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,6 +296,9 @@ pub struct HiddenCubin {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
     pub cubin: CubinInfo,
+    /// Its bytes, kept only when asked (`--on-device`).
+    #[serde(skip)]
+    pub bytes: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

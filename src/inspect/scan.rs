@@ -19,6 +19,8 @@ use super::window::{WINDOW, Window};
 /// Bytes after a match the validators may look at; a search stops this short of the buffered
 /// end (unless the input ends there) so a match is never judged on half its bytes.
 const TAIL: usize = 128;
+/// Largest container whose bytes are kept for on-device loading.
+pub const MAX_MODULE: u64 = 1 << 30;
 /// Zero padding tolerated between containers laid end to end.
 const RUN_GAP: usize = 64;
 /// The scan tops the window up when fewer bytes than this are buffered.
@@ -52,7 +54,7 @@ pub struct ScanResult {
     pub rejected: Vec<u64>,
     pub wrappers: Vec<WrapperHit>,
     pub cudart_hits: Vec<(u64, u32)>,
-    pub cubins: Vec<(u64, Result<CubinInfo, String>)>,
+    pub cubins: Vec<(u64, Result<CubinInfo, String>, Option<std::sync::Arc<Vec<u8>>>)>,
 }
 
 pub struct Scanner {
@@ -67,6 +69,8 @@ pub struct Scanner {
     /// scans: a module loaded with cuModuleLoadData fails on a missing image whether or not it
     /// has kernels, so only registered fatbins need their stubs told apart).
     pub probe_ranges: Option<Vec<(u64, u64)>>,
+    /// Keep each container's bytes (`--on-device`).
+    pub keep_modules: bool,
 }
 
 impl Scanner {
@@ -179,6 +183,7 @@ impl Scanner {
             kernels: Kernels::Assumed,
             entries: Vec::new(),
             problems: Vec::new(),
+            bytes: None,
         };
         let declared_end = at.checked_add(CONTAINER_HEADER_LEN).and_then(|x| x.checked_add(fat_size));
         let end = match declared_end {
@@ -194,6 +199,11 @@ impl Scanner {
                 file_len
             }
         };
+        // A stream keeps the container's bytes as they go by; a seekable input reads them after.
+        let keep = self.keep_modules && end - at <= MAX_MODULE;
+        if keep && !w.seekable() {
+            w.capture(at, (end - at) as usize);
+        }
         let mut e = at + CONTAINER_HEADER_LEN;
         let mut clean = true;
         // Payloads are read (and decompressed) only until one image shows the module carries
@@ -278,6 +288,21 @@ impl Scanner {
             Kernels::Assumed
         };
         let resume = if clean { end } else { e.max(at + 1) };
+        if keep && !clean {
+            w.captures.retain(|cap| cap.off != at);
+        } else if keep {
+            if w.seekable() {
+                let mut v = vec![0; (end - at) as usize];
+                if let Some(Ok(())) = w.read_at(at, &mut v) {
+                    c.bytes = Some(std::sync::Arc::new(v));
+                }
+            } else {
+                w.consume_to(end)?;
+                if let Some(i) = w.captures.iter().position(|cap| cap.off == at && cap.complete()) {
+                    c.bytes = Some(std::sync::Arc::new(w.captures.remove(i).data));
+                }
+            }
+        }
         Ok(Some((c, resume)))
     }
 
@@ -433,12 +458,25 @@ impl Scanner {
             return w.consume_to(at + 4);
         };
         if !w.seekable() && len > STREAM_CUBIN_LIMIT {
-            out.cubins.push((at, cubin::parse(&mut PrefixBytes { head, size: len }, self.kernel_names)));
+            out.cubins.push((at, cubin::parse(&mut PrefixBytes { head, size: len }, self.kernel_names), None));
             return w.consume_to(at + 4);
         }
+        let keep = self.keep_modules && len <= MAX_MODULE;
+        if keep && !w.seekable() {
+            w.capture(at, len as usize);
+        }
         let r = self.read_cubin(w, at, len)?;
-        out.cubins.push((at, r));
-        w.consume_to(at + len)
+        w.consume_to(at + len)?;
+        let bytes = if !keep {
+            None
+        } else if w.seekable() {
+            let mut v = vec![0; len as usize];
+            matches!(w.read_at(at, &mut v), Some(Ok(()))).then(|| std::sync::Arc::new(v))
+        } else {
+            w.captures.iter().position(|c| c.off == at && c.complete()).map(|i| std::sync::Arc::new(w.captures.remove(i).data))
+        };
+        out.cubins.push((at, r, bytes));
+        Ok(())
     }
 }
 
