@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod cli;
 pub mod cuda;
+pub mod device;
 pub mod image;
 pub mod input;
 pub mod inspect;

@@ -222,6 +222,14 @@ impl Gate {
     }
 
     pub fn judge(&self, inventory: &ImageReport) -> Result<LintReport, String> {
+        self.judge_with(inventory, None)
+    }
+
+    pub fn judge_with(
+        &self,
+        inventory: &ImageReport,
+        device: Option<crate::device::DeviceReport>,
+    ) -> Result<LintReport, String> {
         gate::run(
             inventory,
             LintOptions {
@@ -231,6 +239,7 @@ impl Gate {
                 config: &self.config,
                 extra_ignores: self.ignores.clone(),
                 baseline: self.baseline.clone(),
+                device,
             },
         )
     }

@@ -49,6 +49,18 @@ pub enum Command {
     /// The layer cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Internal: loads modules (--load) or launches a module's kernels in an isolated process
+    /// (used by --on-device and --launch).
+    #[command(hide = true)]
+    DeviceChild {
+        #[arg(long)]
+        device: u32,
+        #[arg(long)]
+        load: bool,
+        #[arg(long, default_value_t = 0)]
+        skip: usize,
+        kernels: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -111,6 +123,12 @@ pub fn main() -> ExitCode {
         Command::Rules(a) => list_rules(a),
         Command::Explain(a) => explain(a),
         Command::Registry(a) => registry::run(*a).unwrap_or_else(|e| fail(&e)),
+        Command::DeviceChild { device, load, skip, kernels } => {
+            match if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) } {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&e),
+            }
+        }
         Command::Merge(a) => registry::merge(a).unwrap_or_else(|e| fail(&e)),
         Command::Cache(CacheCommand::Clean { cache_dir }) => {
             let Some(dir) = cache_dir.or_else(crate::cache::default_dir) else {

@@ -38,6 +38,30 @@ pub struct ScanArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub device: DeviceArgs,
+}
+
+/// Proving the verdicts on the GPUs of this machine.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DeviceArgs {
+    /// Load every module on this machine's GPU(s) and compare the driver's answer with the static
+    /// verdict (needs an NVIDIA driver; exit 2 without one).
+    #[arg(long)]
+    pub on_device: bool,
+    /// GPU ordinal to use (repeatable; default all).
+    #[arg(long = "device", requires = "on_device")]
+    pub devices: Vec<u32>,
+    /// Also launch every kernel once (1x1x1 grid, zero-filled parameters), each module in an
+    /// isolated child process.
+    #[arg(long, requires = "on_device")]
+    pub launch: bool,
+    /// Seconds one kernel launch may take before its child process is killed.
+    #[arg(long, default_value_t = 30, requires = "launch")]
+    pub launch_timeout: u64,
+    /// Seconds one module load (PTX JIT included) may take before the load worker is killed.
+    #[arg(long, default_value_t = 600, requires = "on_device")]
+    pub load_timeout: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,7 +83,7 @@ pub enum Color {
 }
 
 pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
-    let gate = Gate::load(&a.targets, &a.policy)?;
+    let mut gate = Gate::load(&a.targets, &a.policy)?;
     let formats = if a.format.is_empty() { vec![ScanFormat::Text] } else { a.format.clone() };
     if a.output.len() > formats.len() {
         return Err("more --output than --format".into());
@@ -67,9 +91,56 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
     if formats.len() - a.output.len() > 1 {
         return Err("only one --format can go to standard output; give each other one an --output".into());
     }
-    let opts = scan_options(&a.read, &a.registry)?;
+    let mut opts = scan_options(&a.read, &a.registry)?;
+    let driver = if a.device.on_device {
+        if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {
+            // SAFETY: no other thread exists yet. JIT timings must be real compilations, not
+            // compute-cache hits, unless the user chose otherwise.
+            unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
+        }
+        let d = crate::device::driver::Driver::load()?;
+        opts.inspect.keep_modules = true;
+        // Cached analyses carry no module bytes.
+        opts.registry.cache = None;
+        Some(d)
+    } else {
+        None
+    };
     let inventory = crate::image::scan(&a.image, &opts).map_err(|e| format!("{}: {e}", a.image))?;
-    let report = gate.judge(&inventory)?;
+    let device = match &driver {
+        Some(d) => {
+            let (plans, skipped) = crate::device::plan_all(&inventory);
+            let env = crate::lint::facts::jit_env(&inventory.image.env);
+            let o = crate::device::DeviceOptions {
+                devices: a.device.devices.clone(),
+                launch: a.device.launch,
+                timeout: std::time::Duration::from_secs(a.device.launch_timeout),
+                load_timeout: std::time::Duration::from_secs(a.device.load_timeout),
+                jit_env: env,
+            };
+            let mut r = crate::device::run(d, &std::sync::Arc::new(plans), &o)?;
+            r.skipped = skipped;
+            Some(r)
+        }
+        None => None,
+    };
+    if let Some(d) = device.as_ref().filter(|_| gate.targets.is_empty()) {
+        // A pre-deploy audit on the node itself: with no targets named, the node's own GPUs and
+        // driver are the targets.
+        gate.targets = d
+            .devices
+            .iter()
+            .filter_map(|i| {
+                Some(crate::lint::targets::Target {
+                    name: format!("GPU {} ({})", i.index, i.name),
+                    cc: crate::cuda::Cc::parse(&i.cc)?,
+                    driver: None,
+                    driver_cuda: crate::cuda::CudaVersion::parse(&i.driver_cuda),
+                })
+            })
+            .collect();
+    }
+    let report = gate.judge_with(&inventory, device)?;
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }

@@ -10,7 +10,7 @@ use super::tables::cuda_for_ptx_isa;
 use super::{Cc, CudaVersion};
 use crate::inspect::fatbin::Suffix;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImageKind {
     Sass,
@@ -26,6 +26,10 @@ pub struct Image {
     pub suffix: Suffix,
     /// PTX ISA `[major, minor]` (PTX images).
     pub isa: Option<(u16, u16)>,
+    /// The oldest driver that can read the image at all, where its packaging needs one (images
+    /// in a concatenated entry); None: any driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_driver: Option<CudaVersion>,
 }
 
 impl Image {
@@ -79,8 +83,15 @@ pub enum Verdict {
     /// The driver compiles this PTX at first use.
     Jit { image: String, ptx_isa: String, needs_cuda: CudaVersion },
     /// `CUDA_ERROR_NO_BINARY_FOR_GPU` (209): nothing runs here. `arch_specific` names 'a'
-    /// images that would have matched but run only on their exact CC.
-    NoImage { error: u32, arch_specific: Vec<String> },
+    /// images that would have matched but run only on their exact CC; `format_needs_cuda` is set
+    /// when images that would run are packaged in a form this driver cannot read (the driver
+    /// version that can).
+    NoImage {
+        error: u32,
+        arch_specific: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        format_needs_cuda: Option<CudaVersion>,
+    },
     /// `CUDA_ERROR_UNSUPPORTED_PTX_VERSION` (222): the only usable code is PTX newer than the
     /// driver understands.
     PtxTooNew { error: u32, image: String, ptx_isa: String, needs_cuda: CudaVersion, driver_cuda: CudaVersion },
@@ -119,6 +130,25 @@ pub fn isa_string(isa: (u16, u16)) -> String {
 /// Decides what happens when a module with these images is loaded on `dev` under a driver
 /// whose CUDA version is `driver` (None: unknown, assumed new enough).
 pub fn decide(images: &[Image], dev: Cc, driver: Option<CudaVersion>, env: JitEnv) -> Verdict {
+    let readable = |i: &&Image| match (driver, i.needs_driver) {
+        (Some(d), Some(n)) => d >= n,
+        _ => true,
+    };
+    let seen: Vec<Image> = images.iter().filter(readable).cloned().collect();
+    let v = decide_readable(&seen, dev, driver, env);
+    match v {
+        Verdict::NoImage { error, arch_specific, .. } if seen.len() < images.len() => {
+            // Would what the driver cannot read have run? Then that is the reason, not the archs.
+            let unread: Vec<Image> = images.iter().filter(|i| !readable(i)).cloned().collect();
+            let would_run = decide_readable(&unread, dev, None, env).runs();
+            let format_needs_cuda = if would_run { unread.iter().filter_map(|i| i.needs_driver).max() } else { None };
+            Verdict::NoImage { error, arch_specific, format_needs_cuda }
+        }
+        v => v,
+    }
+}
+
+fn decide_readable(images: &[Image], dev: Cc, driver: Option<CudaVersion>, env: JitEnv) -> Verdict {
     if !env.force_ptx_jit {
         let best = images
             .iter()
@@ -165,7 +195,7 @@ pub fn decide(images: &[Image], dev: Cc, driver: Option<CudaVersion>, env: JitEn
         })
         .map(Image::label)
         .collect();
-    Verdict::NoImage { error: 209, arch_specific }
+    Verdict::NoImage { error: 209, arch_specific, format_needs_cuda: None }
 }
 
 #[cfg(test)]
@@ -173,10 +203,10 @@ mod tests {
     use super::*;
 
     fn sass(sm: u32, s: Suffix) -> Image {
-        Image { kind: ImageKind::Sass, cc: Cc::from_sm(sm), suffix: s, isa: None }
+        Image { kind: ImageKind::Sass, cc: Cc::from_sm(sm), suffix: s, isa: None, needs_driver: None }
     }
     fn ptx(sm: u32, isa: (u16, u16)) -> Image {
-        Image { kind: ImageKind::Ptx, cc: Cc::from_sm(sm), suffix: Suffix::None, isa: Some(isa) }
+        Image { kind: ImageKind::Ptx, cc: Cc::from_sm(sm), suffix: Suffix::None, isa: Some(isa), needs_driver: None }
     }
     fn on(images: &[Image], cc: &str, driver: Option<&str>) -> Verdict {
         decide(images, Cc::parse(cc).unwrap(), driver.and_then(CudaVersion::parse), JitEnv::default())
@@ -196,9 +226,15 @@ mod tests {
     fn arch_and_family_specific_code() {
         let a = [sass(90, Suffix::A)];
         assert!(on(&a, "9.0", None).runs());
-        assert_eq!(on(&a, "10.0", None), Verdict::NoImage { error: 209, arch_specific: vec![] });
+        assert_eq!(
+            on(&a, "10.0", None),
+            Verdict::NoImage { error: 209, arch_specific: vec![], format_needs_cuda: None }
+        );
         let a100 = [sass(100, Suffix::A)];
-        assert_eq!(on(&a100, "10.3", None), Verdict::NoImage { error: 209, arch_specific: vec!["sm_100a".into()] });
+        assert_eq!(
+            on(&a100, "10.3", None),
+            Verdict::NoImage { error: 209, arch_specific: vec!["sm_100a".into()], format_needs_cuda: None }
+        );
         let f = [sass(100, Suffix::F)];
         assert_eq!(on(&f, "10.3", None), Verdict::Native { image: "sm_100f".into() });
         assert!(!on(&f, "12.0", None).runs());
@@ -223,5 +259,28 @@ mod tests {
         );
         let env = JitEnv { disable_ptx_jit: true, force_ptx_jit: false };
         assert_eq!(decide(&p, Cc::parse("9.0").unwrap(), None, env).error(), Some(223));
+    }
+
+    #[test]
+    fn concatenated_images_need_a_driver_that_reads_them() {
+        let mut a = vec![sass(80, Suffix::None), sass(90, Suffix::None)];
+        for i in &mut a {
+            i.needs_driver = Some(CudaVersion::new(13, 4));
+        }
+        // Seen on driver 580 (CUDA 13.0): 209, although sm_90 is there.
+        assert_eq!(
+            on(&a, "9.0", Some("13.0")),
+            Verdict::NoImage { error: 209, arch_specific: vec![], format_needs_cuda: Some(CudaVersion::new(13, 4)) }
+        );
+        assert_eq!(on(&a, "9.0", Some("13.4")), Verdict::Native { image: "sm_90".into() });
+        assert_eq!(on(&a, "9.0", None), Verdict::Native { image: "sm_90".into() });
+        // Nothing in the concatenated entry would run anyway: the format is not the reason.
+        assert_eq!(
+            on(&a, "7.5", Some("13.0")),
+            Verdict::NoImage { error: 209, arch_specific: vec![], format_needs_cuda: None }
+        );
+        // A readable image beside it still runs.
+        a.push(sass(86, Suffix::None));
+        assert_eq!(on(&a, "8.9", Some("13.0")), Verdict::Native { image: "sm_86".into() });
     }
 }

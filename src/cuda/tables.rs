@@ -40,6 +40,12 @@ static PTX_ISA: &[((u16, u16), CudaVersion)] = &[
     ((9, 5), v(13, 5)),
 ];
 
+/// The oldest driver that reads a concatenated fatbin entry (kind 0x100, `fatbinary --concat`,
+/// doc §2.6). The format came with CUDA 13.4; a CUDA 13.0 driver (580.159, H200) answers a
+/// module whose images are all concatenated with 209, as if it had no image (seen with
+/// scripts/device-check.sh). 13.4 itself is inferred from the release that introduced it.
+pub const CONCATENATED_NEEDS: CudaVersion = CudaVersion::new(13, 4);
+
 /// The CUDA version a driver must support to JIT this PTX ISA. An ISA newer than the table is
 /// assumed to follow the 9.x pattern (CUDA 13.x for 9.x); older than 6.0 needs no modern driver.
 pub fn cuda_for_ptx_isa(isa: (u16, u16)) -> CudaVersion {

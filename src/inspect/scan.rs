@@ -54,8 +54,11 @@ pub struct ScanResult {
     pub rejected: Vec<u64>,
     pub wrappers: Vec<WrapperHit>,
     pub cudart_hits: Vec<(u64, u32)>,
-    pub cubins: Vec<(u64, Result<CubinInfo, String>, Option<std::sync::Arc<Vec<u8>>>)>,
+    pub cubins: Vec<FoundCubin>,
 }
+
+/// A bare cubin found by the scan: its offset, what parsing it gave, and its bytes when kept.
+pub type FoundCubin = (u64, Result<CubinInfo, String>, Option<std::sync::Arc<Vec<u8>>>);
 
 pub struct Scanner {
     /// Decode every cubin (and PTX), not just until each module is known to carry kernels.
@@ -473,7 +476,10 @@ impl Scanner {
             let mut v = vec![0; len as usize];
             matches!(w.read_at(at, &mut v), Some(Ok(()))).then(|| std::sync::Arc::new(v))
         } else {
-            w.captures.iter().position(|c| c.off == at && c.complete()).map(|i| std::sync::Arc::new(w.captures.remove(i).data))
+            w.captures
+                .iter()
+                .position(|c| c.off == at && c.complete())
+                .map(|i| std::sync::Arc::new(w.captures.remove(i).data))
         };
         out.cubins.push((at, r, bytes));
         Ok(())

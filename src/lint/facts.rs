@@ -138,6 +138,10 @@ pub struct Coverage {
     pub needs_cuda: String,
     /// A few failing modules, by label.
     pub failing_examples: Vec<String>,
+    /// Failing modules whose usable images are packaged in a form the driver cannot read
+    /// (concatenated entries), and the driver version that can.
+    pub format_too_new: u64,
+    pub format_needs_cuda: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -177,20 +181,34 @@ fn loadable_kind(f: &FileReport) -> (&'static str, bool) {
     }
 }
 
-fn image_of(e: &Entry) -> Option<Image> {
+/// The images the driver may load from a container, each with what reading it needs.
+pub fn container_images(c: &Container) -> Vec<Image> {
+    let mut out = Vec::new();
+    for e in &c.entries {
+        if e.kind == EntryKind::Concatenated {
+            out.extend(e.images.iter().filter_map(|i| image_of(i, Some(tables::CONCATENATED_NEEDS))));
+        } else {
+            out.extend(image_of(e, None));
+        }
+    }
+    out
+}
+
+pub fn image_of(e: &Entry, needs_driver: Option<CudaVersion>) -> Option<Image> {
     let cc = Cc::from_sm(e.sm);
     match e.kind {
         // Relocatable cubins are linked, not loaded.
         EntryKind::Elf if e.cubin.as_ref().is_none_or(|c| c.loadable()) => {
-            Some(Image { kind: ImageKind::Sass, cc, suffix: e.suffix, isa: None })
+            Some(Image { kind: ImageKind::Sass, cc, suffix: e.suffix, isa: None, needs_driver })
         }
         EntryKind::Ptx => Some(Image {
             kind: ImageKind::Ptx,
             cc,
             suffix: e.suffix,
             isa: Some((e.code_version[0], e.code_version[1])),
+            needs_driver,
         }),
-        EntryKind::TileIr => Some(Image { kind: ImageKind::TileIr, cc, suffix: e.suffix, isa: None }),
+        EntryKind::TileIr => Some(Image { kind: ImageKind::TileIr, cc, suffix: e.suffix, isa: None, needs_driver }),
         _ => None,
     }
 }
@@ -202,7 +220,7 @@ fn ptx_size(e: &Entry) -> u64 {
 fn container_module(c: &Container) -> Module {
     Module {
         label: format!("{}@{:#x}", c.section.as_deref().unwrap_or("container"), c.offset),
-        images: c.images().filter_map(image_of).collect(),
+        images: container_images(c),
         ptx_bytes: c.images().filter(|e| e.kind == EntryKind::Ptx).map(ptx_size).sum(),
     }
 }
@@ -293,6 +311,7 @@ pub fn binary(f: &ImageFile) -> Binary {
                         cc: Cc::from_sm(h.cubin.sm),
                         suffix: h.cubin.suffix,
                         isa: None,
+                        needs_driver: None,
                     }],
                     ptx_bytes: 0,
                 });
@@ -306,7 +325,13 @@ pub fn binary(f: &ImageFile) -> Binary {
             if c.kernel_count != Some(0) {
                 modules.push(Module {
                     label: "cubin".into(),
-                    images: vec![Image { kind: ImageKind::Sass, cc: Cc::from_sm(c.sm), suffix: c.suffix, isa: None }],
+                    images: vec![Image {
+                        kind: ImageKind::Sass,
+                        cc: Cc::from_sm(c.sm),
+                        suffix: c.suffix,
+                        isa: None,
+                        needs_driver: None,
+                    }],
                     ptx_bytes: 0,
                 });
             }
@@ -321,7 +346,13 @@ pub fn binary(f: &ImageFile) -> Binary {
             if p.entry_count > 0 {
                 modules.push(Module {
                     label: "ptx".into(),
-                    images: vec![Image { kind: ImageKind::Ptx, cc: Cc::from_sm(p.sm), suffix: p.suffix, isa: Some(v) }],
+                    images: vec![Image {
+                        kind: ImageKind::Ptx,
+                        cc: Cc::from_sm(p.sm),
+                        suffix: p.suffix,
+                        isa: Some(v),
+                        needs_driver: None,
+                    }],
                     ptx_bytes: r.size,
                 });
             }
@@ -392,6 +423,7 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     let mut jit = BTreeSet::new();
     let mut arch_specific = BTreeSet::new();
     let mut needs: Option<CudaVersion> = None;
+    let mut format_needs: Option<CudaVersion> = None;
     for (m, (label, v)) in b.modules.iter().zip(verdicts(b, t, env)) {
         cells.insert(v.cell());
         match &v {
@@ -405,8 +437,12 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
                 needs = needs.max(Some(*needs_cuda));
                 c.jit_ptx_bytes += m.ptx_bytes;
             }
-            Verdict::NoImage { arch_specific: a, .. } => {
+            Verdict::NoImage { arch_specific: a, format_needs_cuda: f, .. } => {
                 c.no_image += 1;
+                if let Some(f) = f {
+                    c.format_too_new += 1;
+                    format_needs = format_needs.max(Some(*f));
+                }
                 if !a.is_empty() {
                     c.arch_specific_only += 1;
                     arch_specific.extend(a.iter().cloned());
@@ -435,6 +471,7 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     c.jit_images = jit.into_iter().collect();
     c.arch_specific_images = arch_specific.into_iter().collect();
     c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
+    c.format_needs_cuda = format_needs.map(|n| n.to_string()).unwrap_or_default();
     c
 }
 

@@ -88,6 +88,9 @@ pub struct LintReport {
     pub failed: bool,
     /// Notes: expired ignores, and the scan's own notes.
     pub notes: Vec<String>,
+    /// On-device results (`--on-device`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<crate::device::DeviceReport>,
 }
 
 pub struct LintOptions<'a> {
@@ -97,6 +100,8 @@ pub struct LintOptions<'a> {
     pub config: &'a config::Config,
     pub extra_ignores: Vec<config::Ignore>,
     pub baseline: Option<BTreeSet<String>>,
+    /// What the GPU did (`--on-device`).
+    pub device: Option<crate::device::DeviceReport>,
 }
 
 fn value<T: Serialize>(v: &T) -> cel::Value {
@@ -143,32 +148,33 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let targets_v = value(&opts.targets.iter().map(facts::target).collect::<Vec<_>>());
     let fix_v = value(&facts::fix(&opts.targets, String::new()));
     let rules: Vec<&Rule> = opts.rules.iter().filter(|r| enabled(r, opts.config)).collect();
-    let mut findings = Vec::new();
-    let mut emit = |r: &Rule, ctx: &cel::Context, b: Option<&Binary>, t: Option<&Target>| -> Result<(), String> {
-        if let Some((message, fix)) = r.eval(ctx)? {
-            let path = b.map(|b| b.facts.path.clone());
-            let target = t.map(|t| t.name.clone());
-            findings.push(Finding {
-                rule: r.code.clone(),
-                name: r.name.clone(),
-                severity: severity(r, opts.config),
-                message,
-                fix,
-                fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
-                layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
-                path,
-                target,
-            });
-        }
-        Ok(())
-    };
+    let mut findings: Vec<Finding> = Vec::new();
+    let config = opts.config;
+    let emit =
+        |r: &Rule, ctx: &cel::Context, b: Option<&Binary>, t: Option<&Target>| -> Result<Option<Finding>, String> {
+            Ok(r.eval(ctx)?.map(|(message, fix)| {
+                let path = b.map(|b| b.facts.path.clone());
+                let target = t.map(|t| t.name.clone());
+                Finding {
+                    rule: r.code.clone(),
+                    name: r.name.clone(),
+                    severity: severity(r, config),
+                    message,
+                    fix,
+                    fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
+                    layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                    path,
+                    target,
+                }
+            }))
+        };
 
     let mut ctx = rules::context();
     ctx.add_variable_from_value("image", image_v.clone());
     ctx.add_variable_from_value("targets", targets_v.clone());
     ctx.add_variable_from_value("fix", fix_v.clone());
     for r in rules.iter().filter(|r| r.scope == Scope::Image) {
-        emit(r, &ctx, None, None)?;
+        findings.extend(emit(r, &ctx, None, None)?);
     }
 
     let mut matrix = Vec::new();
@@ -178,7 +184,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         ctx.add_variable_from_value("binary", value(&b.facts));
         ctx.add_variable_from_value("fix", fix_v.clone());
         for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
-            emit(r, &ctx, Some(b), None)?;
+            findings.extend(emit(r, &ctx, Some(b), None)?);
         }
         let mut row = MatrixRow { path: b.facts.path.clone(), modules: b.modules.len() as u64, cells: Vec::new() };
         for t in &opts.targets {
@@ -203,11 +209,32 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             ctx.add_variable_from_value("runtime", value(&rt));
             ctx.add_variable_from_value("fix", value(&fix));
             for r in rules.iter().filter(|r| r.scope == Scope::BinaryTarget) {
-                emit(r, &ctx, Some(b), Some(t))?;
+                findings.extend(emit(r, &ctx, Some(b), Some(t))?);
             }
         }
         if b.facts.loadable && !b.modules.is_empty() {
             matrix.push(row);
+        }
+    }
+
+    if let Some(dev) = &opts.device {
+        for m in &dev.modules {
+            let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
+            let mut ctx = rules::context();
+            ctx.add_variable_from_value("image", image_v.clone());
+            ctx.add_variable_from_value("binary", value(&b.facts));
+            ctx.add_variable_from_value("module", value(m));
+            let d = dev.devices.iter().find(|d| d.index == m.device);
+            ctx.add_variable_from_value("device", value(&d));
+            for r in rules.iter().filter(|r| r.scope == Scope::DeviceModule) {
+                // One finding per module and device: the module and GPU are part of its identity.
+                if let Some(mut f) = emit(r, &ctx, Some(b), None)? {
+                    let dname = d.map(|d| format!("GPU {} ({})", d.index, d.name)).unwrap_or_default();
+                    f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", m.binary, m.module)), Some(&dname));
+                    f.target = Some(dname);
+                    findings.push(f);
+                }
+            }
         }
     }
 
@@ -257,5 +284,6 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         fail_on: opts.fail_on,
         failed,
         notes,
+        device: opts.device,
     })
 }

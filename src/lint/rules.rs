@@ -59,6 +59,8 @@ pub enum Scope {
     Binary,
     /// Per file and target GPU: `image`, `binary`, `target`, `coverage`, `runtime`, `fix`.
     BinaryTarget,
+    /// Per module loaded on a GPU (`--on-device`): `image`, `binary`, `module`, `device`.
+    DeviceModule,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -91,6 +93,23 @@ pub struct RuleTest {
     /// Scan with `--deep` (machine code read: static cudart versions).
     #[serde(default)]
     pub deep: bool,
+    /// For `device-module` rules: what the driver did with every module, as if on a GPU.
+    #[serde(default)]
+    pub device: Option<DeviceCase>,
+    /// Text every finding of the rule must contain (for `fire` cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// A GPU's answer, for rule tests that cannot have one: every module loaded on a device of
+/// compute capability `cc` under a driver for `driver_cuda` returned `result` and went `how`.
+#[derive(Debug, Clone, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceCase {
+    pub cc: String,
+    pub driver_cuda: String,
+    pub result: u32,
+    pub how: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -224,6 +243,7 @@ pub fn markdown(r: &Rule) -> String {
             Scope::Image => "image",
             Scope::Binary => "binary",
             Scope::BinaryTarget => "binary-target",
+            Scope::DeviceModule => "device-module",
         },
         src = r.source,
         when = r.when_src.trim(),

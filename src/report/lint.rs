@@ -110,6 +110,9 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
     }
+    if let Some(d) = &r.device {
+        device_text(&mut out, d, paint);
+    }
     if !r.findings.is_empty() {
         out.push('\n');
     }
@@ -130,6 +133,82 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
     out.push('\n');
     let _ = writeln!(out, "{}", summary_line(r));
     out
+}
+
+/// The on-device section: per GPU the canary, then every module's static verdict beside what the
+/// driver did, and the JIT time per binary.
+fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) {
+    out.push('\n');
+    for dev in &d.devices {
+        let canary = d.canary.iter().find(|c| c.device == dev.index);
+        let _ = writeln!(
+            out,
+            "on device: GPU {} {} ({}), driver CUDA {}: canary {}",
+            dev.index,
+            dev.name,
+            dev.cc,
+            dev.driver_cuda,
+            match canary {
+                Some(c) if c.ok => format!("ran ({})", c.detail),
+                Some(c) => paint.wrap("31", &format!("FAILED: {}", c.detail)),
+                None => "not run".into(),
+            }
+        );
+        let rows: Vec<&crate::device::ModuleResult> = d.modules.iter().filter(|m| m.device == dev.index).collect();
+        let headers = ["binary", "module", "static verdict", "driver", "how", "JIT ms"];
+        let cells: Vec<[String; 6]> = rows
+            .iter()
+            .map(|m| {
+                [
+                    m.binary.clone(),
+                    m.module.clone(),
+                    if m.static_image.is_empty() {
+                        m.static_result.clone()
+                    } else {
+                        format!("{} {}", m.static_result, m.static_image)
+                    },
+                    if m.driver.result == 0 {
+                        "ok".into()
+                    } else {
+                        format!("{} ({})", m.driver.error, m.driver.result)
+                    },
+                    m.how.clone(),
+                    if m.jit_ms > 0.0 { format!("{:.1}", m.jit_ms) } else { "-".into() },
+                ]
+            })
+            .collect();
+        let widths: Vec<usize> =
+            (0..6).map(|i| cells.iter().map(|c| width(&c[i])).chain([width(headers[i])]).max().unwrap_or(0)).collect();
+        let line = |c: &[String]| c.iter().zip(&widths).map(|(s, w)| format!("{s:<w$}")).collect::<Vec<_>>().join("  ");
+        let _ = writeln!(out, "  {}", line(&headers.map(String::from)).trim_end());
+        for (m, c) in rows.iter().zip(&cells) {
+            let text = line(c);
+            let _ = writeln!(
+                out,
+                "  {}",
+                if m.disagrees { paint.wrap("31", text.trim_end()) } else { text.trim_end().to_string() }
+            );
+            for l in &m.launches {
+                let _ = writeln!(
+                    out,
+                    "      launch {} {}{}",
+                    l.kernel,
+                    l.status,
+                    if l.detail.is_empty() { String::new() } else { format!(": {}", l.detail) }
+                );
+            }
+        }
+        let mut per_binary: BTreeMap<&str, f64> = BTreeMap::new();
+        for m in &rows {
+            *per_binary.entry(m.binary.as_str()).or_default() += m.jit_ms;
+        }
+        for (b, ms) in per_binary.iter().filter(|(_, ms)| **ms > 0.0) {
+            let _ = writeln!(out, "  JIT time {b}: {ms:.1} ms");
+        }
+    }
+    for s in &d.skipped {
+        let _ = writeln!(out, "  not loaded: {} {}: {}", s.binary, s.module, s.reason);
+    }
 }
 
 pub fn json(r: &LintReport) -> String {
@@ -326,6 +405,37 @@ pub fn markdown(r: &LintReport) -> String {
                 let _ = write!(out, " {} |", md_escape(&c.text));
             }
             out.push('\n');
+        }
+        out.push('\n');
+    }
+    if let Some(d) = &r.device {
+        let _ = writeln!(
+            out,
+            "### On device\n\n| GPU | binary | module | static verdict | driver | how | JIT ms |\n|---|---|---|---|---|---|---|"
+        );
+        for m in &d.modules {
+            let gpu = d
+                .devices
+                .iter()
+                .find(|x| x.index == m.device)
+                .map(|x| format!("{} ({})", x.name, x.cc))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} {} | {} | {} | {:.1} |",
+                md_escape(&gpu),
+                m.binary,
+                m.module,
+                m.static_result,
+                m.static_image,
+                if m.driver.result == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{} ({})", m.driver.error, m.driver.result)
+                },
+                m.how,
+                m.jit_ms
+            );
         }
         out.push('\n');
     }

@@ -1,6 +1,7 @@
 //! One integration test binary (faster to build than one per file), a module per area.
 
 mod cuobjdump;
+mod device;
 mod images;
 mod inspect_cli;
 mod inspect_fixtures;

@@ -45,6 +45,7 @@ fn shared() -> (LintReport, Vec<rules::Rule>) {
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,
+        device: None,
     };
     (run(&inv, opts).unwrap(), rules)
 }

@@ -46,9 +46,62 @@ pub fn targets_for(case: &RuleTest) -> Vec<targets::Target> {
     t
 }
 
+/// What a GPU would have answered (`device` in a rule case), judged by the same comparison
+/// `--on-device` uses.
+pub fn device_for(case: &RuleTest, inv: &ImageReport) -> Option<cudalint::device::DeviceReport> {
+    use cudalint::cuda::{Cc, CudaVersion, compat};
+    let d = case.device.as_ref()?;
+    let cc = Cc::parse(&d.cc).unwrap();
+    let cuda = CudaVersion::parse(&d.driver_cuda).unwrap();
+    let mut modules = Vec::new();
+    for f in &inv.files {
+        let b = cudalint::lint::facts::binary(f);
+        for m in &b.modules {
+            let verdict = compat::decide(&m.images, cc, Some(cuda), compat::JitEnv::default());
+            let load = cudalint::device::driver::Load {
+                result: d.result,
+                error: cudalint::device::driver::error_name(d.result),
+                ms: 1.0,
+                jit_ms: None,
+                log: String::new(),
+            };
+            modules.push(cudalint::device::judge(&b.facts.path, &m.label, 0, &verdict, load, &d.how, vec![]));
+        }
+    }
+    Some(cudalint::device::DeviceReport {
+        driver_version: i32::from(cuda.major) * 1000 + i32::from(cuda.minor) * 10,
+        devices: vec![cudalint::device::driver::DeviceInfo {
+            index: 0,
+            name: "test GPU".into(),
+            cc: cc.to_string(),
+            driver_cuda: cuda.to_string(),
+        }],
+        canary: vec![],
+        modules,
+        skipped: vec![],
+    })
+}
+
 pub fn lint(rules: &[Rule], case: &RuleTest) -> LintReport {
     let dir = tempfile::tempdir().unwrap();
     let inv = image_for(case, dir.path());
+    let device = device_for(case, &inv);
+    lint_inventory(rules, case, &inv, device)
+}
+
+/// The same case judged with a given device report.
+pub fn lint_with_device(rules: &[Rule], case: &RuleTest, device: cudalint::device::DeviceReport) -> LintReport {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(case, dir.path());
+    lint_inventory(rules, case, &inv, Some(device))
+}
+
+fn lint_inventory(
+    rules: &[Rule],
+    case: &RuleTest,
+    inv: &ImageReport,
+    device: Option<cudalint::device::DeviceReport>,
+) -> LintReport {
     let cfg = config::Config::default();
     let opts = LintOptions {
         rules,
@@ -57,8 +110,9 @@ pub fn lint(rules: &[Rule], case: &RuleTest) -> LintReport {
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,
+        device,
     };
-    run(&inv, opts).unwrap()
+    run(inv, opts).unwrap()
 }
 
 #[test]
@@ -86,6 +140,9 @@ fn every_rule_fires_on_its_failing_cases_and_only_there() {
                     "{}: every finding carries a message and a fix",
                     r.code
                 );
+                if let Some(m) = &case.message {
+                    assert!(f.message.contains(m.as_str()), "{} case {i}: {:?} lacks {m:?}", r.code, f.message);
+                }
             }
         }
     }
@@ -111,6 +168,8 @@ fn rule_codes_are_unique_and_stable() {
         ("CL010", "device-debug-code", "warning"),
         ("CL011", "require-cuda-contradicts", "warning"),
         ("CL012", "require-arch-contradicts", "warning"),
+        ("CL013", "static-verdict-disagrees", "error"),
+        ("CL014", "container-format-newer-than-driver", "error"),
     ];
     let want: Vec<(String, String, String)> =
         want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
