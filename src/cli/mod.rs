@@ -30,10 +30,13 @@ pub enum Command {
     /// List every piece of CUDA device code in files (directories are walked recursively):
     /// fatbin containers and their entries, hidden containers, cubins, PTX, archive members.
     Inspect(InspectArgs),
-    /// Read a whole image in one streaming pass and list the CUDA device code of its final
-    /// filesystem. IMAGE: a docker-archive (`docker save` output), `-` for standard input, an OCI
-    /// layout directory, an oci-archive, a root filesystem directory, a single file, or a Python
-    /// wheel; prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind.
+    /// Check an image's CUDA device code against the target GPUs and driver: reads the image in
+    /// one streaming pass, reports findings with fixes, exits 1 when a finding reaches --fail-on
+    /// and 2 when the scan could not finish. IMAGE: a docker-archive (`docker save` output), `-`
+    /// for standard input, an OCI layout directory, an oci-archive, a root filesystem directory, a
+    /// single file, a Python wheel, or a registry reference (`nvcr.io/nvidia/pytorch:25.01-py3`,
+    /// `docker://...`); prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force
+    /// the kind.
     Scan(Box<scan::ScanArgs>),
     /// List the GPUs cudalint knows and their compute capabilities.
     Gpus,
@@ -207,14 +210,20 @@ fn list_rules(a: RulesArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
+    let scope = |r: &crate::lint::rules::Rule| {
+        serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+    };
+    let wc = rules.iter().map(|r| r.code.len()).max().unwrap_or(0);
+    let wn = rules.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let ws = rules.iter().map(|r| scope(r).len()).max().unwrap_or(0);
     let mut out = String::new();
     for r in &rules {
         out.push_str(&format!(
-            "{:<6} {:<28} {:<8} {:<14} {}\n",
+            "{:<wc$}  {:<wn$}  {:<7}  {:<ws$}  {}\n",
             r.code,
             r.name,
             r.severity.as_str(),
-            format!("{:?}", r.scope).to_lowercase(),
+            scope(r),
             r.summary
         ));
     }

@@ -95,6 +95,32 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
     Ok((k, n))
 }
 
+/// Sharded summaries must be one complete set: the same N, every K once. A missing shard would
+/// otherwise merge into a report that looks whole.
+fn check_shards(shards: &[String]) -> Result<(), String> {
+    if shards.is_empty() {
+        return Ok(());
+    }
+    let parsed = shards.iter().map(|s| parse_shard(s)).collect::<Result<Vec<_>, _>>()?;
+    let n = parsed[0].1;
+    if let Some((_, m)) = parsed.iter().find(|(_, m)| *m != n) {
+        return Err(format!("summaries of different shardings (of {n} and of {m}): merge the runs of one sharding"));
+    }
+    let mut seen = vec![0u32; n as usize];
+    for (k, _) in &parsed {
+        seen[*k as usize] += 1;
+    }
+    let twice: Vec<String> = (0..n).filter(|k| seen[*k as usize] > 1).map(|k| format!("{k}/{n}")).collect();
+    if !twice.is_empty() {
+        return Err(format!("shard {} given more than once", twice.join(", ")));
+    }
+    let missing: Vec<String> = (0..n).filter(|k| seen[*k as usize] == 0).map(|k| format!("{k}/{n}")).collect();
+    if !missing.is_empty() {
+        return Err(format!("incomplete: shard {} missing", missing.join(", ")));
+    }
+    Ok(())
+}
+
 fn file_name_for(image: &str) -> String {
     let s: String =
         image.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
@@ -215,7 +241,8 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
             images.insert(i.image.clone(), i);
         }
     }
-    shards.sort();
+    check_shards(&shards)?;
+    shards.sort_by_key(|s| parse_shard(s).ok());
     let merged = Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect() };
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;

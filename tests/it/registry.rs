@@ -516,6 +516,15 @@ fn catalog_scan_shards_together_equal_the_whole() {
     let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
     assert_eq!(m["images"], summary["images"], "shards together are the whole");
     assert_eq!(m["shards"], serde_json::json!(["0/3", "1/3", "2/3"]));
+    // A missing or repeated shard is refused: the merge would look whole and not be.
+    for (set, why) in [
+        (&[&parts[0], &parts[2]][..], "incomplete: shard 1/3 missing"),
+        (&[&parts[0], &parts[1], &parts[2], &parts[1]][..], "shard 1/3 given more than once"),
+    ] {
+        let o = Command::cargo_bin("cudalint").unwrap().arg("merge").args(set).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(why), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     // Filters: repository glob, and the newest N tags in version order.
     let d = out.path().join("filtered");
     run(&["--repo", "b/*", "--newest", "2"], &d);
