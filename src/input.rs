@@ -58,8 +58,7 @@ impl Input for FileInput<'_> {
         self.pos
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.len.saturating_sub(self.pos);
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = within(buf.len(), self.len, self.pos);
         if n == 0 {
             return Ok(0);
         }
@@ -119,8 +118,7 @@ impl<R: Read> Input for StreamInput<R> {
         self.pos
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.len.saturating_sub(self.pos);
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = within(buf.len(), self.len, self.pos);
         if n == 0 {
             return Ok(0);
         }
@@ -229,8 +227,7 @@ impl Input for SubInput<'_> {
         self.pos
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.len.saturating_sub(self.pos);
-        let n = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = within(buf.len(), self.len, self.pos);
         if n == 0 {
             return Ok(0);
         }
@@ -322,4 +319,9 @@ impl Read for InputReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.read(buf)
     }
+}
+
+/// How much of a `want`-byte read fits before `len` when at `pos`.
+fn within(want: usize, len: u64, pos: u64) -> usize {
+    want.min(usize::try_from(len.saturating_sub(pos)).unwrap_or(usize::MAX))
 }

@@ -75,6 +75,13 @@ pub struct Load {
     pub log: String,
 }
 
+impl Load {
+    /// A load that did not reach the driver's answer (not extracted, the worker crashed).
+    pub fn refused(result: u32, error: String) -> Load {
+        Load { result, error, ms: 0.0, jit_ms: None, log: String::new() }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Function {
     pub name: String,

@@ -132,7 +132,6 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             if c.relocatable || c.kernel_less() {
                 continue;
             }
-            let module = || format!("{}@{:#x}", c.section.as_deref().unwrap_or("container"), c.offset);
             if c.problem_count() > 0 {
                 let first = c
                     .problems
@@ -146,7 +145,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
                     .map_or_else(|| "damaged entries".to_string(), |p| p.message.clone());
                 skipped.push(SkippedModule {
                     binary: r.path.clone(),
-                    module: module(),
+                    module: c.label(),
                     reason: format!("damaged: {first}"),
                 });
                 continue;
@@ -154,7 +153,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             let Some(bytes) = &c.bytes else {
                 skipped.push(SkippedModule {
                     binary: r.path.clone(),
-                    module: module(),
+                    module: c.label(),
                     reason: "its bytes were not captured".into(),
                 });
                 continue;
@@ -162,7 +161,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             let (entries, kernels) = entry_loads(c, bytes);
             plans.push(ModulePlan {
                 binary: r.path.clone(),
-                label: format!("{}@{:#x}", c.section.as_deref().unwrap_or("container"), c.offset),
+                label: c.label(),
                 whole: bytes.clone(),
                 images: crate::lint::facts::container_images(c),
                 entries,
@@ -183,7 +182,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
                 };
                 plans.push(ModulePlan {
                     binary: r.path.clone(),
-                    label: format!("{}@{:#x}", h.section.as_deref().unwrap_or("cubin"), h.offset),
+                    label: h.label(),
                     whole: bytes.clone(),
                     images: vec![img],
                     entries: vec![EntryLoad {
@@ -424,7 +423,7 @@ pub fn run(driver: &Driver, plans: &Arc<Vec<ModulePlan>>, o: &DeviceOptions) -> 
             let (load, functions, mut results) = match outcome {
                 Ok(l) => (l.load, l.functions, l.entries.into_iter()),
                 Err(why) => {
-                    let crashed = Load { result: 999, error: why, ms: 0.0, jit_ms: None, log: String::new() };
+                    let crashed = Load::refused(999, why);
                     report.modules.push(judge(
                         &p.binary,
                         &p.label,
@@ -443,20 +442,10 @@ pub fn run(driver: &Driver, plans: &Arc<Vec<ModulePlan>>, o: &DeviceOptions) -> 
                 .iter()
                 .map(|e| {
                     let load = match &e.bytes {
-                        Ok(_) => results.next().unwrap_or_else(|| Load {
-                            result: 999,
-                            error: "no result from the load worker".into(),
-                            ms: 0.0,
-                            jit_ms: None,
-                            log: String::new(),
-                        }),
-                        Err(err) => Load {
-                            result: 200,
-                            error: format!("not extracted: {err}"),
-                            ms: 0.0,
-                            jit_ms: None,
-                            log: String::new(),
-                        },
+                        Ok(_) => results
+                            .next()
+                            .unwrap_or_else(|| Load::refused(999, "no result from the load worker".into())),
+                        Err(err) => Load::refused(200, format!("not extracted: {err}")),
                     };
                     EntryResult { image: e.label.clone(), kind: e.kind, load }
                 })

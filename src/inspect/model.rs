@@ -195,6 +195,12 @@ pub enum Kernels {
 }
 
 impl Container {
+    /// The module's name in reports (`.nv_fatbin@0x2680`): static findings and on-device results
+    /// are matched by it.
+    pub fn label(&self) -> String {
+        format!("{}@{:#x}", self.section.as_deref().unwrap_or("container"), self.offset)
+    }
+
     /// A kernel-less module (device-link stub): excluded from coverage.
     pub fn kernel_less(&self) -> bool {
         self.kernels == Kernels::None
@@ -299,6 +305,13 @@ pub struct HiddenCubin {
     /// Its bytes, kept only when asked (`--on-device`).
     #[serde(skip)]
     pub bytes: Option<std::sync::Arc<Vec<u8>>>,
+}
+
+impl HiddenCubin {
+    /// As `Container::label`.
+    pub fn label(&self) -> String {
+        format!("{}@{:#x}", self.section.as_deref().unwrap_or("cubin"), self.offset)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -219,7 +219,7 @@ fn ptx_size(e: &Entry) -> u64 {
 
 fn container_module(c: &Container) -> Module {
     Module {
-        label: format!("{}@{:#x}", c.section.as_deref().unwrap_or("container"), c.offset),
+        label: c.label(),
         images: container_images(c),
         ptx_bytes: c.images().filter(|e| e.kind == EntryKind::Ptx).map(ptx_size).sum(),
     }
@@ -305,7 +305,7 @@ pub fn binary(f: &ImageFile) -> Binary {
                 hidden += 1;
                 sass.insert(h.cubin.arch());
                 modules.push(Module {
-                    label: format!("{}@{:#x}", h.section.as_deref().unwrap_or("cubin"), h.offset),
+                    label: h.label(),
                     images: vec![Image {
                         kind: ImageKind::Sass,
                         cc: Cc::from_sm(h.cubin.sm),
