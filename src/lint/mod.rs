@@ -45,8 +45,10 @@ fn fingerprint(rule: &str, path: Option<&str>, target: Option<&str>) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct MatrixCell {
     pub target: String,
-    /// all, some, none, n/a.
+    /// all, some, none, n/a: how many of the binary's registered modules run there.
     pub result: String,
+    /// The binary's verdict class on this target: native, jit, arch-gated, none, n/a.
+    pub class: String,
     /// `sm_90`, `jit compute_80`, `✗ 209`, `sm_80 ✗ 209 (2/5)`.
     pub text: String,
 }
@@ -54,8 +56,33 @@ pub struct MatrixCell {
 #[derive(Debug, Clone, Serialize)]
 pub struct MatrixRow {
     pub path: String,
+    /// Layer the file comes from (digest or archive path), empty if unknown.
+    pub layer: String,
+    /// The package that installed the file, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<Package>,
     pub modules: u64,
     pub cells: Vec<MatrixCell>,
+}
+
+/// A package that owns a file (Python dist-info RECORD, dpkg `*.list`, conda-meta).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Package {
+    /// pypi, deb, conda.
+    pub manager: String,
+    pub name: String,
+    pub version: String,
+    /// Package URL (`pkg:pypi/torch@2.9.0`).
+    pub purl: String,
+}
+
+/// One line per target at the top of the reports: `H100 · driver 580.65.06: runs (native)`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Headline {
+    pub target: String,
+    /// runs, runs-jit, fails.
+    pub verdict: String,
+    pub text: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,6 +107,8 @@ pub struct LintReport {
     pub tool: Tool,
     pub image: LintImage,
     pub targets: Vec<Target>,
+    /// One per target, in target order.
+    pub headlines: Vec<Headline>,
     pub matrix: Vec<MatrixRow>,
     pub findings: Vec<Finding>,
     pub suppressed: Suppressed,
@@ -186,7 +215,13 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
             findings.extend(emit(r, &ctx, Some(b), None)?);
         }
-        let mut row = MatrixRow { path: b.facts.path.clone(), modules: b.modules.len() as u64, cells: Vec::new() };
+        let mut row = MatrixRow {
+            path: b.facts.path.clone(),
+            layer: b.facts.layer.clone(),
+            package: None,
+            modules: b.modules.len() as u64,
+            cells: Vec::new(),
+        };
         for t in &opts.targets {
             let cov = facts::coverage(b, t, image.jit_env);
             let rt = facts::runtime(&b.facts, t);
@@ -200,7 +235,18 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
                 String::new()
             };
             let fix: FixFacts = facts::fix(&opts.targets, driver_fix);
-            row.cells.push(MatrixCell { target: t.name.clone(), result: cov.result.clone(), text: cell(&cov) });
+            row.cells.push(MatrixCell {
+                target: t.name.clone(),
+                result: cov.result.clone(),
+                class: match cov.result.as_str() {
+                    "all" | "some" if cov.jit > 0 && cov.native == 0 => "jit",
+                    "all" | "some" => "native",
+                    "none" => "none",
+                    _ => "n/a",
+                }
+                .into(),
+                text: cell(&cov),
+            });
             let mut ctx = rules::context();
             ctx.add_variable_from_value("image", image_v.clone());
             ctx.add_variable_from_value("binary", value(&b.facts));
@@ -273,6 +319,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             config_digest: scan.image.config_digest.clone(),
             platform: scan.image.platform.clone(),
         },
+        headlines: Vec::new(),
         targets: opts.targets,
         matrix,
         findings,
