@@ -13,5 +13,6 @@ pub mod input;
 pub mod inspect;
 pub mod layer;
 pub mod lint;
+pub mod packages;
 pub mod registry;
 pub mod report;

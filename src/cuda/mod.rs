@@ -2,6 +2,7 @@
 //! and the rules by which the driver picks (or fails to pick) an image — doc §4 and §5.
 
 pub mod compat;
+pub mod drivers;
 pub mod fix;
 pub mod gpus;
 pub mod tables;

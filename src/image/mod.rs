@@ -177,6 +177,13 @@ pub struct ImageReport {
     pub stats: ScanStats,
     /// Oddities that did not stop the scan (hostile tar paths, files that could not be read).
     pub notes: Vec<String>,
+    /// Python distributions' `Requires-Dist` pins of CUDA components: (distribution, requirement).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_requires: Vec<(String, String)>,
+    /// Packages the package managers' records list whose names tie them to CUDA (`nvidia-*`,
+    /// `cuda-*`, `libcudnn*`, ...), sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_packages: Vec<crate::packages::Package>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -216,6 +223,9 @@ pub struct ImageFile {
     /// Symbolic links in the image that resolve to this file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub symlinks: Vec<String>,
+    /// The package that installed the file, where a package manager's record says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<crate::packages::Package>,
     #[serde(flatten)]
     pub file: crate::inspect::FileReport,
 }
@@ -242,7 +252,8 @@ fn is_zero_usize(v: &u64) -> bool {
 
 /// Config environment variables that say something about CUDA.
 fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, String> {
-    const PREFIXES: &[&str] = &["NVIDIA_", "CUDA_", "NV_", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH", "PYTORCH_"];
+    const PREFIXES: &[&str] =
+        &["NVIDIA_", "CUDA_", "NV_", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH", "PYTORCH_", "BNB_CUDA_VERSION"];
     let env = config.config().as_ref().and_then(|c| c.env().clone()).unwrap_or_default();
     env.iter()
         .filter_map(|kv| kv.split_once('='))
@@ -277,6 +288,7 @@ pub fn assemble(
         infos.push(l.info);
         summaries.push(l.summary);
     }
+    let packages = crate::packages::ImagePackages::from_layers(summaries.iter().map(|s| &s.packages));
     let merged = merge(summaries);
     let files = merged
         .into_iter()
@@ -285,14 +297,21 @@ pub fn assemble(
             let primary = paths.remove(0);
             let mut file = m.file.report;
             file.path = primary;
+            let package = packages.owner_of(
+                std::iter::once(file.path.as_str())
+                    .chain(paths.iter().map(String::as_str))
+                    .chain(m.symlinks.iter().map(String::as_str)),
+            );
             ImageFile {
                 layer: infos.get(m.layer).map(|i| i.digest.clone()).filter(|d| !d.is_empty()),
                 hardlinks: paths,
                 symlinks: m.symlinks,
+                package,
                 file,
             }
         })
         .collect();
+    let cuda_packages = packages.all.iter().filter(|p| crate::packages::cuda_related(&p.name)).cloned().collect();
     ImageReport {
         schema: SCAN_SCHEMA,
         tool: Tool::current(),
@@ -308,6 +327,8 @@ pub fn assemble(
         files,
         stats,
         notes,
+        cuda_requires: packages.requires,
+        cuda_packages,
     }
 }
 

@@ -37,6 +37,9 @@ pub struct LayerSummary {
     pub stats: LayerStats,
     /// Oddities that did not stop the walk (hostile paths).
     pub notes: Vec<String>,
+    /// What package managers' records in this layer say (who owns which file).
+    #[serde(default)]
+    pub packages: crate::packages::LayerPackages,
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
@@ -106,6 +109,10 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
             Kind::File => {
                 s.stats.files += 1;
                 s.stats.file_bytes += e.size;
+                if let Some(kind) = crate::packages::record_kind(&p) {
+                    read_record(&mut s, walker.input(), &e, kind, &p)?;
+                    continue;
+                }
                 if e.size < MIN_CANDIDATE {
                     continue;
                 }
@@ -132,6 +139,26 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
         f.report.path = f.paths[0].clone();
     }
     Ok(s)
+}
+
+/// A package manager's record (small text), read whole; too large ones are noted, not read:
+/// they only name packages, never device code.
+fn read_record(
+    s: &mut LayerSummary,
+    input: &mut dyn Input,
+    e: &super::tar::TarEntry,
+    kind: crate::packages::Record,
+    p: &str,
+) -> Result<(), LayerError> {
+    if e.size > crate::packages::MAX_METADATA {
+        s.notes.push(format!("{p}: package record of {} bytes not read", e.size));
+        return Ok(());
+    }
+    let mut sub = SubInput::new(input, e.data_offset, e.size)?;
+    let mut buf = vec![0u8; e.size as usize];
+    let n = read_full(&mut sub, &mut buf)?;
+    s.packages.read(kind, p, &String::from_utf8_lossy(&buf[..n]));
+    Ok(())
 }
 
 impl LayerSummary {

@@ -11,9 +11,24 @@ use crate::cuda::compat::{self, Image, ImageKind, JitEnv, Verdict};
 use crate::cuda::fix::{ArchFix, arch_fix};
 use crate::cuda::{Cc, CudaVersion, gpus, tables};
 use crate::image::{ImageFile, ImageReport};
-use crate::inspect::fatbin::{Compression, EntryKind};
+use crate::inspect::fatbin::{Compression, EntryKind, Suffix};
 use crate::inspect::{Container, Entry, FileFormat, FileReport};
 use crate::layer::path::file_name;
+
+/// How a module reaches the driver, which decides whether it counts for coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Loading {
+    /// Handed to the CUDA runtime by the host code (`.nv_fatbin` containers reached from
+    /// `.nvFatBinSegment` wrappers): these decide whether the binary runs on a GPU.
+    Registered,
+    /// A cubin, fatbin or PTX file: whoever loads it loads it whole.
+    Standalone,
+    /// Kept as data (hidden containers, bare cubins in `.rodata`, `.lrodata`, `.cask_resource`):
+    /// the library loads them itself with its own per-architecture dispatch. Inventory and
+    /// matrix detail only; they never make a binary pass or fail.
+    LibraryManaged,
+}
 
 /// One module (fatbin container, bare cubin, PTX file) the driver loads as a unit.
 #[derive(Debug, Clone)]
@@ -23,6 +38,20 @@ pub struct Module {
     pub images: Vec<Image>,
     /// Uncompressed bytes of its PTX.
     pub ptx_bytes: u64,
+    pub loading: Loading,
+}
+
+impl Module {
+    /// Every image is architecture- ('a') or family-specific ('f') code.
+    pub fn specific_only(&self) -> bool {
+        !self.images.is_empty() && self.images.iter().all(|i| i.suffix != Suffix::None)
+    }
+    /// Built for one architecture (a per-arch variant, as cuBLAS and NCCL ship their kernels),
+    /// not a generic list.
+    pub fn single_arch(&self) -> bool {
+        let ccs: BTreeSet<Cc> = self.images.iter().filter(|i| i.suffix == Suffix::None).map(|i| i.cc).collect();
+        ccs.len() <= 1
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,6 +77,21 @@ pub struct BinaryFacts {
     pub modules: u64,
     pub kernel_less_modules: u64,
     pub hidden_modules: u64,
+    /// Modules the library loads itself (hidden containers and cubins kept as data).
+    pub library_managed_modules: u64,
+    /// The package that installed the file (empty: none known) and its manager and version.
+    pub package: String,
+    pub package_manager: String,
+    pub package_version: String,
+    /// What the binary is judged together with: its package, else its Python top-level
+    /// directory (`site-packages/vllm`), else its directory.
+    pub group: String,
+    /// One of NVIDIA's closed-source libraries (cuBLAS, cuDNN, NCCL, ...): it cannot be rebuilt,
+    /// only replaced by another build.
+    pub vendor_library: bool,
+    /// The CUDA major the binary was built with or links (runtime, toolkit notes, PTX ISA), 0 if
+    /// unknown.
+    pub cuda_major: u64,
     /// SASS architectures carried, sorted (`sm_80`, `sm_90a`).
     pub sass: Vec<String>,
     /// PTX architectures carried, sorted (`compute_90`).
@@ -74,6 +118,15 @@ pub struct BinaryFacts {
 pub struct Binary {
     pub facts: BinaryFacts,
     pub modules: Vec<Module>,
+}
+
+impl Binary {
+    /// The modules that decide coverage: registered and standalone ones, none of a driver
+    /// library's.
+    pub fn counted(&self) -> impl Iterator<Item = &Module> {
+        let driver = !self.facts.driver_library.is_empty();
+        self.modules.iter().filter(move |m| !driver && m.loading != Loading::LibraryManaged)
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -111,6 +164,9 @@ pub struct TargetFacts {
     pub sm: u32,
     pub driver: String,
     pub driver_cuda: String,
+    /// An image-level finding fails this target before any kernel runs (driver floor, a driver
+    /// that cannot drive the GPU): per-binary verdicts step aside.
+    pub blocked: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -142,6 +198,19 @@ pub struct Coverage {
     /// (concatenated entries), and the driver version that can.
     pub format_too_new: u64,
     pub format_needs_cuda: String,
+    /// Failing modules that are normal in a binary whose other modules run: 'a'/'f' variants for
+    /// other chips, and per-architecture variants (one SM each, as cuBLAS ships them).
+    pub expected_missing: u64,
+    /// Failing modules built for a generic architecture list that lacks the target while their
+    /// siblings have it (one translation unit built with a different list), and a few labels.
+    pub gaps: u64,
+    pub gap_examples: Vec<String>,
+    /// The binary's verdict on the target: native, jit, arch-gated, none, n/a (docs/schema.md).
+    pub class: String,
+    /// For arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`).
+    pub gated_for: String,
+    /// For a version-selected sibling that is not loaded here: the sibling that is.
+    pub selected_sibling: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -162,6 +231,9 @@ pub struct FixFacts {
     pub archs: Vec<String>,
     /// Driver needed for the PTX (222) or the runtime (35) problem at hand.
     pub driver: String,
+    /// What to do so this binary runs on the failing targets: the package build to install, or
+    /// the architecture list to rebuild with (keeping what it carries).
+    pub action: String,
 }
 
 fn loadable_kind(f: &FileReport) -> (&'static str, bool) {
@@ -217,12 +289,71 @@ fn ptx_size(e: &Entry) -> u64 {
     if e.compression == Compression::None { e.payload_size } else { e.uncompressed_size }
 }
 
-fn container_module(c: &Container) -> Module {
+fn container_module(c: &Container, loading: Loading) -> Module {
     Module {
         label: c.label(),
         images: container_images(c),
         ptx_bytes: c.images().filter(|e| e.kind == EntryKind::Ptx).map(ptx_size).sum(),
+        loading,
     }
+}
+
+/// NVIDIA's closed-source libraries (by file name): rebuilt by nobody but NVIDIA.
+pub fn vendor_library(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "libcublas",
+        "libcudnn",
+        "libnccl",
+        "libcufft",
+        "libcurand",
+        "libcusparse",
+        "libcusolver",
+        "libnvjpeg",
+        "libnpp",
+        "libnvrtc",
+        "libcudart",
+        "libnvJitLink",
+        "libcufile",
+        "libnvshmem",
+        "libnvblas",
+        "libcutensor",
+        "libnvinfer",
+        "libnvonnxparser",
+        "libcudss",
+        "libnvToolsExt",
+        "libcupti",
+        "libnvperf",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The CUDA major a runtime or math library SONAME names (`libcudart.so.13`, `libcublasLt.so.12`,
+/// `libcudart.so.11.0`); None for libraries whose SONAME major is not the CUDA major (cuFFT,
+/// cuSPARSE, cuRAND, cuDNN, NCCL: doc §5i).
+pub fn cuda_major_of_soname(name: &str) -> Option<u16> {
+    let (base, ver) = name.split_once(".so.")?;
+    let major: u16 = ver.split('.').next()?.parse().ok()?;
+    match base {
+        "libcudart" | "libcublas" | "libcublasLt" | "libnvJitLink" | "libnvrtc" | "libnvblas" => {
+            (9..=20).contains(&major).then_some(major)
+        }
+        _ => None,
+    }
+}
+
+/// `/usr/lib/python3/site-packages/vllm/_C.so` -> `/usr/lib/python3/site-packages/vllm` (a Python
+/// package's top-level directory); else the file itself: a library in a shared directory is
+/// judged on its own.
+fn group_dir(path: &str) -> String {
+    for marker in ["/site-packages/", "/dist-packages/"] {
+        if let Some(i) = path.find(marker) {
+            let rest = &path[i + marker.len()..];
+            if let Some((top, _)) = rest.split_once('/') {
+                return format!("{}{top}", &path[..i + marker.len()]);
+            }
+        }
+    }
+    path.to_string()
 }
 
 pub fn driver_library(path: &str) -> &'static str {
@@ -284,6 +415,7 @@ pub fn binary(f: &ImageFile) -> Binary {
     for (c, _) in &containers {
         note_entries(c, loadable && !c.relocatable && !c.kernel_less());
     }
+    let standalone = matches!(kind, "cubin" | "fatbin" | "ptx");
     let mut hidden = 0;
     if loadable {
         for (c, is_hidden) in &containers {
@@ -295,7 +427,14 @@ pub fn binary(f: &ImageFile) -> Binary {
                 continue;
             }
             hidden += u64::from(*is_hidden);
-            let m = container_module(c);
+            let loading = if *is_hidden {
+                Loading::LibraryManaged
+            } else if standalone {
+                Loading::Standalone
+            } else {
+                Loading::Registered
+            };
+            let m = container_module(c, loading);
             if !m.images.is_empty() {
                 modules.push(m);
             }
@@ -314,6 +453,7 @@ pub fn binary(f: &ImageFile) -> Binary {
                         needs_driver: None,
                     }],
                     ptx_bytes: 0,
+                    loading: Loading::LibraryManaged,
                 });
             }
         }
@@ -333,6 +473,7 @@ pub fn binary(f: &ImageFile) -> Binary {
                         needs_driver: None,
                     }],
                     ptx_bytes: 0,
+                    loading: Loading::Standalone,
                 });
             }
         }
@@ -354,10 +495,20 @@ pub fn binary(f: &ImageFile) -> Binary {
                         needs_driver: None,
                     }],
                     ptx_bytes: r.size,
+                    loading: Loading::Standalone,
                 });
             }
         }
     }
+    let driver_lib = driver_library(&r.path);
+    let counted = |m: &&Module| driver_lib.is_empty() && m.loading != Loading::LibraryManaged;
+    let cuda_needed: Vec<String> = r.elf.as_ref().map(|e| e.cuda_needed.clone()).unwrap_or_default();
+    let cudart_major = r.cudart.as_ref().and_then(|c| CudaVersion::parse(&c.version)).map(|v| v.major);
+    let cuda_major = cudart_major
+        .or_else(|| cuda_needed.iter().filter_map(|n| cuda_major_of_soname(n)).max())
+        .or(toolkit.map(|t| t.major))
+        .unwrap_or(0);
+    let pkg = f.package.as_ref();
     let facts = BinaryFacts {
         path: r.path.clone(),
         layer: f.layer.clone().unwrap_or_default(),
@@ -365,9 +516,17 @@ pub fn binary(f: &ImageFile) -> Binary {
         loadable,
         soname: r.elf.as_ref().and_then(|e| e.soname.clone()).unwrap_or_default(),
         symlinks: f.symlinks.clone(),
-        modules: modules.len() as u64,
+        modules: modules.iter().filter(counted).count() as u64,
         kernel_less_modules: kernel_less,
         hidden_modules: hidden,
+        library_managed_modules: modules.iter().filter(|m| m.loading == Loading::LibraryManaged).count() as u64,
+        package: pkg.map(|p| p.name.clone()).unwrap_or_default(),
+        package_manager: pkg.map(|p| p.manager.clone()).unwrap_or_default(),
+        package_version: pkg.map(|p| p.version.clone()).unwrap_or_default(),
+        group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
+        vendor_library: vendor_library(file_name(&r.path))
+            || pkg.is_some_and(|p| p.name.starts_with("nvidia-") && p.manager == "pypi"),
+        cuda_major: u64::from(cuda_major),
         archs: {
             let all: Vec<String> = sass.iter().chain(ptx.iter()).cloned().collect();
             if all.is_empty() { "none".into() } else { all.join(", ") }
@@ -389,8 +548,8 @@ pub fn binary(f: &ImageFile) -> Binary {
             })
         }),
         debug,
-        driver_library: driver_library(&r.path).to_string(),
-        cuda_needed: r.elf.as_ref().map(|e| e.cuda_needed.clone()).unwrap_or_default(),
+        driver_library: driver_lib.to_string(),
+        cuda_needed,
     };
     Binary { facts, modules }
 }
@@ -404,6 +563,7 @@ pub fn target(t: &Target) -> TargetFacts {
         sm: t.cc.sm(),
         driver: t.driver.as_ref().map(|d| d.to_string()).unwrap_or_default(),
         driver_cuda: t.driver_cuda.map(|c| c.to_string()).unwrap_or_default(),
+        blocked: false,
     }
 }
 
@@ -417,14 +577,17 @@ pub fn verdicts(b: &Binary, t: &Target, env: JitEnv) -> Vec<(String, Verdict)> {
 }
 
 pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
-    let mut c = Coverage { modules: b.modules.len() as u64, ..Default::default() };
+    let counted: Vec<&Module> = b.counted().collect();
+    let mut c = Coverage { modules: counted.len() as u64, ..Default::default() };
     let mut cells = BTreeSet::new();
     let mut native = BTreeSet::new();
     let mut jit = BTreeSet::new();
     let mut arch_specific = BTreeSet::new();
     let mut needs: Option<CudaVersion> = None;
     let mut format_needs: Option<CudaVersion> = None;
-    for (m, (label, v)) in b.modules.iter().zip(verdicts(b, t, env)) {
+    let mut no_image: Vec<&Module> = Vec::new();
+    for m in &counted {
+        let v = compat::decide(&m.images, t.cc, t.driver_cuda, env);
         cells.insert(v.cell());
         match &v {
             Verdict::Native { image } => {
@@ -442,6 +605,8 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
                 if let Some(f) = f {
                     c.format_too_new += 1;
                     format_needs = format_needs.max(Some(*f));
+                } else {
+                    no_image.push(m);
                 }
                 if !a.is_empty() {
                     c.arch_specific_only += 1;
@@ -455,15 +620,36 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
             Verdict::JitDisabled { .. } => c.jit_disabled += 1,
         }
         if !v.runs() && c.failing_examples.len() < 3 {
-            c.failing_examples.push(label);
+            c.failing_examples.push(m.label.clone());
         }
     }
     c.failing = c.no_image + c.ptx_too_new + c.jit_disabled;
+    let runs = c.native + c.jit;
+    // Which missing modules are normal: only meaningful when something else runs here.
+    if runs > 0 {
+        for m in no_image {
+            if m.specific_only() || m.single_arch() {
+                c.expected_missing += 1;
+            } else {
+                c.gaps += 1;
+                if c.gap_examples.len() < 3 {
+                    c.gap_examples.push(m.label.clone());
+                }
+            }
+        }
+    }
     c.result = match (c.modules, c.failing) {
         (0, _) => "n/a",
         (_, 0) => "all",
         (m, f) if f == m => "none",
         _ => "some",
+    }
+    .into();
+    c.class = match c.result.as_str() {
+        "n/a" => "n/a",
+        "none" => "none",
+        _ if c.native == 0 => "jit",
+        _ => "native",
     }
     .into();
     c.cells = cells.into_iter().collect();
@@ -473,6 +659,37 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
     c.format_needs_cuda = format_needs.map(|n| n.to_string()).unwrap_or_default();
     c
+}
+
+/// Every counted module's code is 'a'/'f' code, none of it for this target: an optional
+/// extension for other chips (FlashAttention-3 for Hopper in a serving stack).
+pub fn specific_only(b: &Binary) -> bool {
+    let mut any = false;
+    for m in b.counted() {
+        any = true;
+        if !m.specific_only() {
+            return false;
+        }
+    }
+    any
+}
+
+/// The GPUs 'a'/'f' code runs on: `H100, H200, GH200` for sm_90a; the family for sm_100f.
+pub fn chips_for(b: &Binary) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    let mut archs = BTreeSet::new();
+    for m in b.counted() {
+        for i in &m.images {
+            archs.insert(i.label());
+            for g in gpus::GPUS.iter().filter(|g| !g.unconfirmed) {
+                if compat::sass_runs(i.cc, i.suffix, g.cc) && !names.contains(&g.name) {
+                    names.push(g.name);
+                }
+            }
+        }
+    }
+    let archs: Vec<String> = archs.into_iter().collect();
+    if names.is_empty() { archs.join(", ") } else { format!("{} ({})", names.join(", "), archs.join(", ")) }
 }
 
 pub fn runtime(b: &BinaryFacts, t: &Target) -> RuntimeFacts {
@@ -498,6 +715,7 @@ pub fn fix(targets: &[Target], driver: String) -> FixFacts {
         gencode: a.as_ref().map(|a| a.gencode.clone()).unwrap_or_default(),
         archs: a.map(|a| a.archs).unwrap_or_default(),
         driver,
+        action: String::new(),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod config;
 pub mod facts;
 pub mod rules;
 pub mod targets;
+pub mod verdict;
 
 use std::collections::BTreeSet;
 
@@ -61,20 +62,14 @@ pub struct MatrixRow {
     /// The package that installed the file, where known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<Package>,
+    /// Modules that decide coverage (registered, or the file itself).
     pub modules: u64,
+    /// Modules the library loads itself (kept as data): detail only.
+    pub library_managed_modules: u64,
     pub cells: Vec<MatrixCell>,
 }
 
-/// A package that owns a file (Python dist-info RECORD, dpkg `*.list`, conda-meta).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct Package {
-    /// pypi, deb, conda.
-    pub manager: String,
-    pub name: String,
-    pub version: String,
-    /// Package URL (`pkg:pypi/torch@2.9.0`).
-    pub purl: String,
-}
+pub use crate::packages::Package;
 
 /// One line per target at the top of the reports: `H100 · driver 580.65.06: runs (native)`.
 #[derive(Debug, Clone, Serialize)]
@@ -146,10 +141,20 @@ fn severity(r: &Rule, cfg: &config::Config) -> Severity {
 }
 
 /// A matrix cell: every module native with one image -> `sm_90`; mixed -> the images and, where
-/// some fail, the error and how many.
-fn cell(c: &facts::Coverage) -> String {
+/// some fail, the error and how many; the binary's class where it overrides that.
+fn cell(c: &facts::Coverage, b: &Binary) -> String {
+    if !c.selected_sibling.is_empty() {
+        return format!("not loaded ({} is)", c.selected_sibling);
+    }
     if c.modules == 0 {
-        return "—".into();
+        return if b.facts.library_managed_modules > 0 {
+            format!("lib-managed ({})", b.facts.library_managed_modules)
+        } else {
+            "—".into()
+        };
+    }
+    if c.class == "arch-gated" {
+        return format!("gated ({})", c.arch_specific_images.first().cloned().unwrap_or_else(|| b.facts.archs.clone()));
     }
     let mut parts: Vec<String> = c.native_images.clone();
     parts.extend(c.jit_images.iter().map(|j| format!("jit {j}")));
@@ -163,7 +168,7 @@ fn cell(c: &facts::Coverage) -> String {
         };
         if c.failing == c.modules {
             parts = vec![format!("✗ {err}")];
-        } else {
+        } else if c.gaps > 0 || c.ptx_too_new > 0 || c.jit_disabled > 0 || c.format_too_new > 0 {
             parts.push(format!("✗ {err} ({}/{})", c.failing, c.modules));
         }
     }
@@ -172,7 +177,13 @@ fn cell(c: &facts::Coverage) -> String {
 
 pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> {
     let binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
-    let image = facts::image(scan, &binaries);
+    let mut image = facts::image(scan, &binaries);
+    // What the runtimes need from the driver: NVIDIA_REQUIRE_CUDA is checked against it too.
+    let floor = verdict::floor(scan, &binaries);
+    if floor.major * 100 > image.needs_cuda_n {
+        image.needs_cuda_n = floor.major * 100;
+        image.needs_cuda = floor.needs_cuda.clone();
+    }
     let image_v = value(&image);
     let targets_v = value(&opts.targets.iter().map(facts::target).collect::<Vec<_>>());
     let fix_v = value(&facts::fix(&opts.targets, String::new()));
@@ -206,8 +217,49 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         findings.extend(emit(r, &ctx, None, None)?);
     }
 
+    // What decides each target before any kernel runs: said once, at image level.
+    let deploys: Vec<verdict::Deploy> =
+        opts.targets.iter().map(|t| verdict::deploy(scan, &binaries, &floor, t)).collect();
+    for (t, d) in opts.targets.iter().zip(&deploys) {
+        let mut ctx = rules::context();
+        ctx.add_variable_from_value("image", image_v.clone());
+        let mut tf = facts::target(t);
+        tf.blocked = d.blocked;
+        ctx.add_variable_from_value("target", value(&tf));
+        ctx.add_variable_from_value("deploy", value(d));
+        for r in rules.iter().filter(|r| r.scope == Scope::ImageTarget) {
+            findings.extend(emit(r, &ctx, None, Some(t))?);
+        }
+    }
+
+    // Every binary on every target, then judged together: version-selected siblings that are not
+    // loaded, and 'a'/'f'-only binaries whose package runs on the target by other means.
+    let mut covs: Vec<Vec<facts::Coverage>> =
+        binaries.iter().map(|b| opts.targets.iter().map(|t| facts::coverage(b, t, image.jit_env)).collect()).collect();
+    let unselected = verdict::unselected_siblings(scan, &binaries);
+    for (i, picked) in &unselected {
+        for c in &mut covs[*i] {
+            c.class = "n/a".into();
+            c.selected_sibling = picked.clone();
+        }
+    }
+    for ti in 0..opts.targets.len() {
+        let running: BTreeSet<&str> = binaries
+            .iter()
+            .zip(&covs)
+            .filter(|(_, c)| c[ti].class == "native" || c[ti].class == "jit")
+            .map(|(b, _)| b.facts.group.as_str())
+            .collect();
+        for (b, c) in binaries.iter().zip(covs.iter_mut()) {
+            if c[ti].class == "none" && facts::specific_only(b) && running.contains(b.facts.group.as_str()) {
+                c[ti].class = "arch-gated".into();
+                c[ti].gated_for = facts::chips_for(b);
+            }
+        }
+    }
+
     let mut matrix = Vec::new();
-    for b in &binaries {
+    for (b, bcovs) in binaries.iter().zip(&covs) {
         let mut ctx = rules::context();
         ctx.add_variable_from_value("image", image_v.clone());
         ctx.add_variable_from_value("binary", value(&b.facts));
@@ -215,15 +267,19 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
         for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
             findings.extend(emit(r, &ctx, Some(b), None)?);
         }
+        let failing: Vec<&Target> =
+            opts.targets.iter().zip(bcovs).filter(|(_, c)| c.class == "none").map(|(t, _)| t).collect();
+        let (action, torch, gencode) =
+            if failing.is_empty() { Default::default() } else { verdict::binary_fix(b, &failing) };
         let mut row = MatrixRow {
             path: b.facts.path.clone(),
             layer: b.facts.layer.clone(),
-            package: None,
-            modules: b.modules.len() as u64,
+            package: scan.files.iter().find(|f| f.file.path == b.facts.path).and_then(|f| f.package.clone()),
+            modules: b.facts.modules,
+            library_managed_modules: b.facts.library_managed_modules,
             cells: Vec::new(),
         };
-        for t in &opts.targets {
-            let cov = facts::coverage(b, t, image.jit_env);
+        for ((t, cov), d) in opts.targets.iter().zip(bcovs).zip(&deploys) {
             let rt = facts::runtime(&b.facts, t);
             let driver_fix = if !cov.needs_cuda.is_empty() && cov.ptx_too_new > 0 {
                 crate::cuda::CudaVersion::parse(&cov.needs_cuda)
@@ -234,34 +290,45 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             } else {
                 String::new()
             };
-            let fix: FixFacts = facts::fix(&opts.targets, driver_fix);
+            let mut fix: FixFacts = facts::fix(&opts.targets, driver_fix);
+            if !action.is_empty() {
+                fix.action = action.clone();
+                fix.torch_arch_list = torch.clone();
+                fix.gencode = gencode.clone();
+            }
             row.cells.push(MatrixCell {
                 target: t.name.clone(),
                 result: cov.result.clone(),
-                class: match cov.result.as_str() {
-                    "all" | "some" if cov.jit > 0 && cov.native == 0 => "jit",
-                    "all" | "some" => "native",
-                    "none" => "none",
-                    _ => "n/a",
-                }
-                .into(),
-                text: cell(&cov),
+                class: cov.class.clone(),
+                text: cell(cov, b),
             });
+            let mut tf = facts::target(t);
+            tf.blocked = d.blocked;
             let mut ctx = rules::context();
             ctx.add_variable_from_value("image", image_v.clone());
             ctx.add_variable_from_value("binary", value(&b.facts));
-            ctx.add_variable_from_value("target", value(&facts::target(t)));
-            ctx.add_variable_from_value("coverage", value(&cov));
+            ctx.add_variable_from_value("target", value(&tf));
+            ctx.add_variable_from_value("coverage", value(cov));
             ctx.add_variable_from_value("runtime", value(&rt));
             ctx.add_variable_from_value("fix", value(&fix));
             for r in rules.iter().filter(|r| r.scope == Scope::BinaryTarget) {
                 findings.extend(emit(r, &ctx, Some(b), Some(t))?);
             }
         }
-        if b.facts.loadable && !b.modules.is_empty() {
+        if b.facts.loadable && b.facts.driver_library.is_empty() && !b.modules.is_empty() {
             matrix.push(row);
         }
     }
+    let headlines: Vec<Headline> = opts
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(ti, t)| {
+            let judged: Vec<(&Binary, &facts::Coverage)> =
+                binaries.iter().zip(&covs).map(|(b, c)| (b, &c[ti])).collect();
+            verdict::headline(t, &deploys[ti], &judged)
+        })
+        .collect();
 
     if let Some(dev) = &opts.device {
         for m in &dev.modules {
@@ -319,7 +386,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             config_digest: scan.image.config_digest.clone(),
             platform: scan.image.platform.clone(),
         },
-        headlines: Vec::new(),
+        headlines,
         targets: opts.targets,
         matrix,
         findings,

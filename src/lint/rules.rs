@@ -59,6 +59,8 @@ pub enum Scope {
     Binary,
     /// Per file and target GPU: `image`, `binary`, `target`, `coverage`, `runtime`, `fix`.
     BinaryTarget,
+    /// Per target GPU, for the image as a whole: `image`, `target`, `deploy`.
+    ImageTarget,
     /// Per module loaded on a GPU (`--on-device`): `image`, `binary`, `module`, `device`.
     DeviceModule,
 }
@@ -243,6 +245,7 @@ pub fn markdown(r: &Rule) -> String {
             Scope::Image => "image",
             Scope::Binary => "binary",
             Scope::BinaryTarget => "binary-target",
+            Scope::ImageTarget => "image-target",
             Scope::DeviceModule => "device-module",
         },
         src = r.source,

@@ -25,11 +25,11 @@ impl Paint {
             Severity::Info => self.wrap("36", &text),
         }
     }
-    fn cell(self, result: &str, text: &str) -> String {
-        match result {
-            "all" if text.contains("jit") => self.wrap("33", text),
-            "all" => self.wrap("32", text),
-            "some" => self.wrap("33", text),
+    fn cell(self, class: &str, text: &str) -> String {
+        match class {
+            "native" if text.contains('✗') => self.wrap("33", text),
+            "native" => self.wrap("32", text),
+            "jit" | "arch-gated" => self.wrap("33", text),
             "none" => self.wrap("31", text),
             _ => text.to_string(),
         }
@@ -85,6 +85,15 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
     } else {
         let names: Vec<String> = r.targets.iter().map(|t| t.label()).collect();
         let _ = writeln!(out, "targets: {}", names.join("; "));
+        out.push('\n');
+        for h in &r.headlines {
+            let painted = match h.verdict.as_str() {
+                "fails" => paint.wrap("1;31", "✗"),
+                "runs-jit" => paint.wrap("33", "✓"),
+                _ => paint.wrap("32", "✓"),
+            };
+            let _ = writeln!(out, "{painted} {}", h.text);
+        }
     }
     if !r.matrix.is_empty() && !r.targets.is_empty() {
         out.push('\n');
@@ -105,7 +114,7 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
             let mut line = pad(&m.path, m.path.clone(), first);
             for (c, w) in m.cells.iter().zip(&widths) {
                 line.push_str("  ");
-                line.push_str(&pad(&c.text, paint.cell(&c.result, &c.text), *w));
+                line.push_str(&pad(&c.text, paint.cell(&c.class, &c.text), *w));
             }
             let _ = writeln!(out, "{}", line.trim_end());
         }
@@ -388,6 +397,13 @@ pub fn markdown(r: &LintReport) -> String {
     let mut out = String::new();
     let icon = if r.failed { "❌" } else { "✅" };
     let _ = writeln!(out, "## {icon} cudalint: `{}`\n", image_line(r));
+    for h in &r.headlines {
+        let mark = if h.verdict == "fails" { "❌" } else { "✅" };
+        let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
+    }
+    if !r.headlines.is_empty() {
+        out.push('\n');
+    }
     let _ = writeln!(out, "{}\n", summary_line(r));
     if !r.targets.is_empty() && !r.matrix.is_empty() {
         let _ = write!(out, "| binary |");

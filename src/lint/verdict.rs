@@ -1,0 +1,389 @@
+//! What holds for the image as a whole before any kernel runs, and how binaries are judged
+//! together: the driver the image needs (its "floor", said once), whether a target's driver can
+//! drive its GPU at all, version-selected siblings, packages judged as a unit, the fixes a user
+//! can carry out, and the one-line headline per target.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::facts::{Binary, Coverage, cuda_major_of_soname};
+use super::targets::Target;
+use crate::cuda::fix::arch_fix_keeping;
+use crate::cuda::{Cc, CudaVersion, DriverVersion, drivers, tables};
+use crate::image::ImageReport;
+use crate::inspect::fatbin::Suffix;
+use crate::layer::path::{file_name, parent};
+
+/// The oldest driver the image's CUDA runtimes run on, and why (doc §5i "composing an
+/// image-level driver floor").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Floor {
+    /// CUDA major the image needs from the driver (0: nothing found).
+    pub major: u64,
+    pub needs_cuda: String,
+    /// The minor-version-compatibility floor of that major (`580.65.06`).
+    pub needs_driver: String,
+    /// `libcudart.so.13 needed by torch, vllm; CUDA runtime 13.0 (/usr/.../libcudart.so.13.0.96)`.
+    pub why: String,
+}
+
+/// What decides a target before any kernel: the image's driver floor and the GPU's own driver
+/// window (`deploy` in rules of scope `image-target`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Deploy {
+    /// The target's driver meets the image's floor (or its driver is not known).
+    pub floor_ok: bool,
+    pub needs_driver: String,
+    pub needs_cuda: String,
+    pub why: String,
+    /// The forward-compatibility libraries that carry the image on this target, if any.
+    pub via_compat: String,
+    /// Why the image's forward-compatibility libraries do not help here (804, old branch).
+    pub compat_problem: String,
+    /// Why the target's driver cannot drive its GPU at all (empty: it can, or unknown).
+    pub cannot_drive: String,
+    /// A finding of this scope fails the target before any kernel runs: per-binary verdicts
+    /// step aside.
+    pub blocked: bool,
+}
+
+fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, Vec<String>> {
+    let mut by_major: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    // DT_NEEDED of runtime and math libraries: who needs which, by package where known.
+    let mut needed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for b in binaries.iter().filter(|b| b.facts.driver_library.is_empty()) {
+        for n in &b.facts.cuda_needed {
+            if cuda_major_of_soname(n).is_some() {
+                let who = if b.facts.package.is_empty() {
+                    file_name(&b.facts.path).to_string()
+                } else {
+                    b.facts.package.clone()
+                };
+                needed.entry(n.clone()).or_default().insert(who);
+            }
+        }
+        if let Some(c) = &b.facts.cudart {
+            let what = if c.linkage == "static" {
+                format!("static CUDA runtime {} in {}", c.version, b.facts.path)
+            } else {
+                format!("CUDA runtime {} ({})", c.version, b.facts.path)
+            };
+            by_major.entry(c.major).or_default().push(what);
+        }
+    }
+    for (soname, who) in needed {
+        let major = cuda_major_of_soname(&soname).expect("filtered");
+        let mut names: Vec<String> = who.into_iter().collect();
+        let more = names.len().saturating_sub(3);
+        names.truncate(3);
+        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        by_major.entry(major).or_default().push(format!("{soname} needed by {}{tail}", names.join(", ")));
+    }
+    for p in &report.cuda_packages {
+        let n = p.name.as_str();
+        let runtime = n.starts_with("nvidia-cuda-runtime") || n == "cuda-toolkit" || n.starts_with("cuda-cudart-");
+        let Some(v) = CudaVersion::parse(&p.version) else { continue };
+        if runtime && (11..=20).contains(&v.major) {
+            by_major.entry(v.major).or_default().push(format!("{} package {} {}", p.manager, p.name, p.version));
+        }
+    }
+    by_major
+}
+
+pub fn floor(report: &ImageReport, binaries: &[Binary]) -> Floor {
+    let sources = runtime_sources(report, binaries);
+    let Some((&major, why)) = sources.iter().next_back() else { return Floor::default() };
+    let needs_driver = tables::minor_compat_floor(major).map(|(d, _)| d.to_string()).unwrap_or_default();
+    Floor {
+        major: u64::from(major),
+        needs_cuda: CudaVersion::new(major, 0).to_string(),
+        needs_driver,
+        why: why.join("; "),
+    }
+}
+
+/// Forward-compatibility libraries in the image (`.../compat/libcuda.so.<driver>`) that the
+/// loader finds through `LD_LIBRARY_PATH`: (directory, driver version).
+fn compat_on_path(report: &ImageReport, binaries: &[Binary]) -> Option<(String, DriverVersion)> {
+    let ld = report.image.env.get("LD_LIBRARY_PATH")?;
+    let dirs: Vec<&str> = ld.split(':').map(|d| d.trim_end_matches('/')).collect();
+    binaries.iter().filter(|b| b.facts.driver_library == "cuda-compat").find_map(|b| {
+        let dir = parent(&b.facts.path);
+        let v = file_name(&b.facts.path).strip_prefix("libcuda.so.").and_then(DriverVersion::parse)?;
+        dirs.contains(&dir).then(|| (dir.to_string(), v))
+    })
+}
+
+pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Target) -> Deploy {
+    let mut d = Deploy {
+        floor_ok: true,
+        needs_driver: floor.needs_driver.clone(),
+        needs_cuda: floor.needs_cuda.clone(),
+        why: floor.why.clone(),
+        ..Default::default()
+    };
+    let canonical = crate::cuda::gpus::lookup(&t.name).map_or(t.name.as_str(), |g| g.name);
+    if let Some(drv) = &t.driver {
+        d.cannot_drive = drivers::cannot_drive(canonical, t.cc, drv).unwrap_or_default();
+    } else if let (Some(c), Some(first)) = (t.driver_cuda, drivers::first_driver(canonical, t.cc)) {
+        let first_v = DriverVersion::parse(first.version).expect("table");
+        if tables::cuda_for_driver(&first_v).is_some_and(|need| c < need) {
+            d.cannot_drive = format!(
+                "{canonical} (compute capability {}) needs driver {} or newer; a CUDA {c} driver predates it, so it does not drive the GPU at all",
+                t.cc, first.version
+            );
+        }
+    }
+    if floor.major > 0 {
+        let major = floor.major as u16;
+        let ok = match (&t.driver, t.driver_cuda) {
+            (Some(drv), _) => DriverVersion::parse(&floor.needs_driver).is_none_or(|need| *drv >= need),
+            (None, Some(c)) => c.major >= major,
+            _ => true,
+        };
+        if !ok {
+            // Forward compatibility lifts the floor on data-center GPUs whose branch is older.
+            match (compat_on_path(report, binaries), &t.driver) {
+                (Some((dir, v)), host) => {
+                    let host_branch = host.as_ref().map(DriverVersion::branch);
+                    if !drivers::forward_compat_supported(canonical) {
+                        d.compat_problem = format!(
+                            "the forward-compatibility libraries in {dir} ({v}) do not work on {canonical}: CUDA error 804 (forward compatibility is for data-center and professional GPUs)"
+                        );
+                    } else if host_branch.is_some_and(|b| b < 535 || b >= v.branch()) {
+                        d.compat_problem = format!(
+                            "the forward-compatibility libraries in {dir} ({v}) do not support host driver branch R{}",
+                            host_branch.unwrap_or_default()
+                        );
+                    } else {
+                        d.via_compat = format!("{dir} ({v})");
+                    }
+                }
+                (None, _) => {}
+            }
+            d.floor_ok = !d.via_compat.is_empty();
+        }
+    }
+    d.blocked = !d.floor_ok || !d.cannot_drive.is_empty();
+    d
+}
+
+/// `libbitsandbytes_cuda124.so` -> (`libbitsandbytes_{}.so` key, 12.4).
+fn versioned_sibling(name: &str) -> Option<(String, CudaVersion)> {
+    let i = name.find("_cuda")?;
+    let rest = &name[i + 5..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    if !(digits.len() == 3 || digits.len() == 4) || !name.contains(".so") {
+        return None;
+    }
+    let (maj, min) = digits.split_at(digits.len() - 1);
+    let v = CudaVersion::new(maj.parse().ok()?, min.parse().ok()?);
+    Some((format!("{}_cuda{{}}{}", &name[..i], &rest[digits.len()..]), v))
+}
+
+/// The CUDA runtime a version-selecting loader picks: `BNB_CUDA_VERSION`, else the `+cuXYZ` of
+/// the image's torch, else the newest runtime found.
+fn selecting_runtime(report: &ImageReport, binaries: &[Binary]) -> Option<CudaVersion> {
+    if let Some(v) = report.image.env.get("BNB_CUDA_VERSION").and_then(|v| versioned_sibling(&format!("x_cuda{v}.so")))
+    {
+        return Some(v.1);
+    }
+    let torch = report.cuda_packages.iter().find(|p| p.name == "torch").and_then(|p| {
+        let cu = p.version.split_once("+cu")?.1;
+        versioned_sibling(&format!("x_cuda{cu}.so")).map(|x| x.1)
+    });
+    torch.or_else(|| {
+        binaries.iter().filter_map(|b| b.facts.cudart.as_ref()).map(|c| CudaVersion::new(c.major, c.minor)).max()
+    })
+}
+
+/// Binaries that are siblings built per CUDA version and not the one the loader picks here:
+/// index -> the file name of the one it picks.
+pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<usize, String> {
+    let mut groups: BTreeMap<(String, String), Vec<(usize, CudaVersion)>> = BTreeMap::new();
+    for (i, b) in binaries.iter().enumerate() {
+        if let Some((key, v)) = versioned_sibling(file_name(&b.facts.path)) {
+            groups.entry((parent(&b.facts.path).to_string(), key)).or_default().push((i, v));
+        }
+    }
+    let runtime = selecting_runtime(report, binaries);
+    let mut out = BTreeMap::new();
+    for members in groups.into_values().filter(|m| m.len() > 1) {
+        let pick = runtime
+            .and_then(|rt| {
+                members
+                    .iter()
+                    .find(|(_, v)| *v == rt)
+                    .or_else(|| members.iter().filter(|(_, v)| v.major == rt.major && *v <= rt).max_by_key(|(_, v)| *v))
+            })
+            .or_else(|| members.iter().max_by_key(|(_, v)| *v))
+            .map(|(i, _)| *i)
+            .expect("non-empty");
+        let picked = file_name(&binaries[pick].facts.path).to_string();
+        for (i, _) in members.into_iter().filter(|(i, _)| *i != pick) {
+            out.insert(i, picked.clone());
+        }
+    }
+    out
+}
+
+/// Oldest and newest compute capability a CUDA major's compilers build SASS for (doc §5c).
+fn buildable(major: u64) -> Option<(Cc, Cc)> {
+    let c = |ma, mi| Cc { major: ma, minor: mi };
+    match major {
+        11 => Some((c(3, 5), c(9, 0))),
+        12 => Some((c(5, 0), c(12, 1))),
+        13 => Some((c(7, 5), c(12, 1))),
+        _ => None,
+    }
+}
+
+/// The carried architectures of a binary, parsed from its `sm_*` list.
+fn carried(b: &Binary) -> Vec<(Cc, Suffix)> {
+    b.facts
+        .sass
+        .iter()
+        .filter_map(|s| {
+            let rest = s.strip_prefix("sm_")?;
+            let (digits, suffix) = match rest.as_bytes().last()? {
+                b'a' => (&rest[..rest.len() - 1], Suffix::A),
+                b'f' => (&rest[..rest.len() - 1], Suffix::F),
+                _ => (rest, Suffix::None),
+            };
+            Some((Cc::from_sm(digits.parse().ok()?), suffix))
+        })
+        .collect()
+}
+
+/// The package build to install instead, for a package whose CUDA major cannot target `cc`.
+fn older_build(name: &str, major: u64) -> String {
+    let older = major.saturating_sub(1);
+    if name == "torch" || name.starts_with("torch") {
+        return format!("the CUDA {older} build of {name} (a +cu{older}x wheel from the PyTorch index)");
+    }
+    if let Some(base) = name.strip_suffix(&format!("-cu{major}")) {
+        return format!("{base}-cu{older}");
+    }
+    if name.starts_with("nvidia-") {
+        return format!("{name}-cu{older}");
+    }
+    format!("a CUDA {older} build of {name}")
+}
+
+/// The fix for one binary on the failing targets: which build of its package to install, or
+/// (for the user's own build) the architecture list that keeps what it carries and adds the
+/// targets, never an architecture its CUDA major cannot build.
+pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
+    let ccs: Vec<Cc> = failing.iter().map(|t| t.cc).collect();
+    let names: Vec<String> = failing.iter().map(|t| format!("{} ({})", t.name, t.cc)).collect();
+    let major = b.facts.cuda_major;
+    let unbuildable: Vec<&&Target> = match buildable(major) {
+        Some((lo, hi)) => failing.iter().filter(|t| t.cc < lo || t.cc.major > hi.major).collect(),
+        None => Vec::new(),
+    };
+    let f = &b.facts;
+    if !f.package.is_empty() || f.vendor_library {
+        let what = if f.package.is_empty() {
+            format!("{} is one of NVIDIA's closed libraries", file_name(&f.path))
+        } else {
+            format!(
+                "{} comes from the {} package {} {}",
+                file_name(&f.path),
+                f.package_manager,
+                f.package,
+                f.package_version
+            )
+        };
+        let name = if f.package.is_empty() { file_name(&f.path).to_string() } else { f.package.clone() };
+        let action = if let Some(t) = unbuildable.first() {
+            format!(
+                "{what}, built with CUDA {major}, which cannot target compute capability {} ({}): install {} instead",
+                t.cc,
+                t.name,
+                older_build(&name, major)
+            )
+        } else {
+            format!("{what}: install a build of {name} that carries code for {}", names.join(", "))
+        };
+        return (action, String::new(), String::new());
+    }
+    let keep = carried(b);
+    if let Some(t) = unbuildable.first() {
+        let older = major - 1;
+        let (lo, _) = buildable(older).unwrap_or((t.cc, t.cc));
+        let kept: Vec<(Cc, Suffix)> = keep.into_iter().filter(|(c, _)| *c >= lo).collect();
+        let a = arch_fix_keeping(&kept, &ccs);
+        return (
+            format!(
+                "CUDA {major} cannot build for compute capability {} ({}): rebuild with CUDA {older}.x, TORCH_CUDA_ARCH_LIST=\"{}\" (nvcc: {})",
+                t.cc, t.name, a.torch_arch_list, a.gencode
+            ),
+            a.torch_arch_list,
+            a.gencode,
+        );
+    }
+    let a = arch_fix_keeping(&keep, &ccs);
+    (
+        format!("rebuild for the target GPUs: TORCH_CUDA_ARCH_LIST=\"{}\" (nvcc: {})", a.torch_arch_list, a.gencode),
+        a.torch_arch_list,
+        a.gencode,
+    )
+}
+
+/// `sm_75+ only` for a binary whose oldest SASS is above the target; else its archs.
+fn has(b: &Binary, t: &Target) -> String {
+    let c = carried(b);
+    let plain: Vec<Cc> = c.iter().filter(|(_, s)| *s == Suffix::None).map(|(c, _)| *c).collect();
+    match plain.iter().min() {
+        Some(lo) if *lo > t.cc && c.iter().all(|(_, s)| *s == Suffix::None) => format!("sm_{}+ only", lo.sm()),
+        _ => format!("{} only", b.facts.archs),
+    }
+}
+
+/// One line per target: `H100 · driver 580.65.06: runs (native)`.
+pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> super::Headline {
+    let who = match (&t.driver, t.driver_cuda) {
+        (Some(drv), _) => format!("{} · driver {drv}", t.name),
+        (None, Some(c)) => format!("{} · CUDA {c} driver", t.name),
+        _ => t.name.clone(),
+    };
+    let name = |b: &Binary| file_name(&b.facts.path).to_string();
+    let list = |v: Vec<String>| {
+        let more = v.len().saturating_sub(2);
+        let mut v = v;
+        v.truncate(2);
+        if more > 0 { format!("{} and {more} more", v.join(", ")) } else { v.join(", ") }
+    };
+    let (verdict, text) = if !d.cannot_drive.is_empty() {
+        ("fails", format!("fails — the driver cannot drive this GPU: {}", d.cannot_drive))
+    } else if !d.floor_ok {
+        ("fails", format!("fails — the image needs driver ≥ {} (CUDA {}): {}", d.needs_driver, d.needs_cuda, d.why))
+    } else {
+        let none: Vec<String> = judged
+            .iter()
+            .filter(|(_, c)| c.class == "none")
+            .map(|(b, _)| format!("{} has {}", name(b), has(b, t)))
+            .collect();
+        let gated: Vec<String> = judged
+            .iter()
+            .filter(|(_, c)| c.class == "arch-gated")
+            .map(|(b, c)| format!("{} ({} only) unavailable", name(b), c.gated_for))
+            .collect();
+        let jit = judged.iter().filter(|(_, c)| c.class == "jit" || c.jit > 0).count();
+        let runs = judged.iter().any(|(_, c)| c.class != "n/a");
+        if !none.is_empty() {
+            ("fails", format!("fails — {}", list(none)))
+        } else if !runs {
+            ("runs", "no device code for this target to judge".to_string())
+        } else {
+            let mut s =
+                if jit > 0 { format!("runs (PTX JIT for {jit} binaries)") } else { "runs (native)".to_string() };
+            if !gated.is_empty() {
+                s.push_str(&format!("; {}", list(gated)));
+            }
+            (if jit > 0 { "runs-jit" } else { "runs" }, s)
+        }
+    };
+    super::Headline { target: t.name.clone(), verdict: verdict.into(), text: format!("{who}: {text}") }
+}
