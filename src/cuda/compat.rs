@@ -186,9 +186,10 @@ fn decide_readable(images: &[Image], dev: Cc, driver: Option<CudaVersion>, env: 
             },
         };
     }
+    // 'a' code for this very major that would have run without its suffix (sm_100a on 10.3).
     let arch_specific = images
         .iter()
-        .filter(|i| i.suffix == Suffix::A)
+        .filter(|i| i.suffix == Suffix::A && i.cc.major == dev.major)
         .filter(|i| match i.kind {
             ImageKind::Sass => sass_runs(i.cc, Suffix::None, dev),
             _ => ptx_jits(i.cc, Suffix::None, dev),

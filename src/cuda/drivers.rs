@@ -89,9 +89,8 @@ pub fn cannot_drive(name: &str, cc: Cc, driver: &DriverVersion) -> Option<String
 /// professional RTX boards; GeForce and TITAN get error 804 (doc §5h).
 pub fn forward_compat_supported(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    !(n.starts_with("rtx 2") || n.starts_with("rtx 3") || n.starts_with("rtx 4") || n.starts_with("rtx 5"))
-        && !n.starts_with("gtx")
-        && !n.contains("titan")
+    let consumer = ["rtx 2", "rtx 3", "rtx 4", "rtx 5", "gtx"].iter().any(|p| n.starts_with(p));
+    !consumer && !n.contains("titan")
 }
 
 #[cfg(test)]

@@ -98,8 +98,11 @@ pub struct BinaryFacts {
     pub ptx: Vec<String>,
     /// PTX without an 'a'/'f' suffix: what future GPUs can compile.
     pub ptx_portable: Vec<String>,
-    /// Both lists as one string for messages: `sm_80, sm_90, compute_90` (or `none`).
+    /// Both lists as one string for messages: `sm_80, sm_90, compute_90` (or `none`). Code the
+    /// library keeps as data is not in these lists: see `managed_archs`.
     pub archs: String,
+    /// Architectures of library-managed modules (`sm_70, sm_86`), empty if none.
+    pub managed_archs: String,
     /// Uncompressed bytes of PTX.
     pub ptx_bytes: u64,
     /// Newest PTX ISA carried (`9.0`), empty if none.
@@ -358,10 +361,14 @@ fn group_dir(path: &str) -> String {
 
 pub fn driver_library(path: &str) -> &'static str {
     let name = file_name(path);
-    if name.starts_with("libcuda.so") || name.starts_with("libcudadebugger.so") {
-        "libcuda"
-    } else if path.contains("/cuda-compat/") || path.contains("/compat/libcuda") {
+    let driver_name = name.starts_with("libcuda.so") || name.starts_with("libcudadebugger.so");
+    // The forward-compatibility package's copies (`/usr/local/cuda-13.0/compat/`, conda's
+    // `cuda-compat/`) first: they are meant to be in the image.
+    if (path.contains("/cuda-compat/") || path.contains("/compat/")) && (driver_name || name.starts_with("libnvidia-"))
+    {
         "cuda-compat"
+    } else if driver_name {
+        "libcuda"
     } else if name.starts_with("libnvidia-") && name.contains(".so.") {
         "libnvidia"
     } else {
@@ -384,9 +391,15 @@ pub fn binary(f: &ImageFile) -> Binary {
     let mut isa: Option<(u16, u16)> = None;
     let mut toolkit: Option<CudaVersion> = None;
     let mut debug = false;
-    let mut note_entries = |c: &Container, count: bool| {
+    // Architectures of the code the library keeps as data and loads itself: listed apart.
+    let mut managed = BTreeSet::new();
+    let mut note_entries = |c: &Container, count: bool, hidden: bool| {
         for e in c.images() {
             debug |= e.debug;
+            if hidden && matches!(e.kind, EntryKind::Elf | EntryKind::Ptx) {
+                managed.insert(e.arch.clone());
+                continue;
+            }
             match e.kind {
                 EntryKind::Elf => {
                     sass.insert(e.arch.clone());
@@ -412,8 +425,8 @@ pub fn binary(f: &ImageFile) -> Binary {
     for m in &r.members {
         containers.extend(m.containers.iter().map(|c| (c, false)));
     }
-    for (c, _) in &containers {
-        note_entries(c, loadable && !c.relocatable && !c.kernel_less());
+    for (c, hidden) in &containers {
+        note_entries(c, loadable && !c.relocatable && !c.kernel_less(), *hidden);
     }
     let standalone = matches!(kind, "cubin" | "fatbin" | "ptx");
     let mut hidden = 0;
@@ -442,7 +455,7 @@ pub fn binary(f: &ImageFile) -> Binary {
         for h in &r.hidden_cubins {
             if h.cubin.loadable() && h.cubin.kernel_count != Some(0) {
                 hidden += 1;
-                sass.insert(h.cubin.arch());
+                managed.insert(h.cubin.arch());
                 modules.push(Module {
                     label: h.label(),
                     images: vec![Image {
@@ -527,6 +540,7 @@ pub fn binary(f: &ImageFile) -> Binary {
         vendor_library: vendor_library(file_name(&r.path))
             || pkg.is_some_and(|p| p.name.starts_with("nvidia-") && p.manager == "pypi"),
         cuda_major: u64::from(cuda_major),
+        managed_archs: managed.into_iter().collect::<Vec<_>>().join(", "),
         archs: {
             let all: Vec<String> = sass.iter().chain(ptx.iter()).cloned().collect();
             if all.is_empty() { "none".into() } else { all.join(", ") }

@@ -18,7 +18,7 @@ use facts::{Binary, FixFacts};
 use rules::{Rule, Scope, Severity};
 use targets::Target;
 
-pub const LINT_SCHEMA: &str = "cudalint.lint/v1";
+pub const LINT_SCHEMA: &str = "cudalint.lint/v2";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Finding {

@@ -144,23 +144,20 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
         };
         if !ok {
             // Forward compatibility lifts the floor on data-center GPUs whose branch is older.
-            match (compat_on_path(report, binaries), &t.driver) {
-                (Some((dir, v)), host) => {
-                    let host_branch = host.as_ref().map(DriverVersion::branch);
-                    if !drivers::forward_compat_supported(canonical) {
-                        d.compat_problem = format!(
-                            "the forward-compatibility libraries in {dir} ({v}) do not work on {canonical}: CUDA error 804 (forward compatibility is for data-center and professional GPUs)"
-                        );
-                    } else if host_branch.is_some_and(|b| b < 535 || b >= v.branch()) {
-                        d.compat_problem = format!(
-                            "the forward-compatibility libraries in {dir} ({v}) do not support host driver branch R{}",
-                            host_branch.unwrap_or_default()
-                        );
-                    } else {
-                        d.via_compat = format!("{dir} ({v})");
-                    }
+            if let Some((dir, v)) = compat_on_path(report, binaries) {
+                let host_branch = t.driver.as_ref().map(DriverVersion::branch);
+                if !drivers::forward_compat_supported(canonical) {
+                    d.compat_problem = format!(
+                        "the forward-compatibility libraries in {dir} ({v}) do not work on {canonical}: CUDA error 804 (forward compatibility is for data-center and professional GPUs)"
+                    );
+                } else if host_branch.is_some_and(|b| b < 535 || b >= v.branch()) {
+                    d.compat_problem = format!(
+                        "the forward-compatibility libraries in {dir} ({v}) do not support host driver branch R{}",
+                        host_branch.unwrap_or_default()
+                    );
+                } else {
+                    d.via_compat = format!("{dir} ({v})");
                 }
-                (None, _) => {}
             }
             d.floor_ok = !d.via_compat.is_empty();
         }
@@ -331,13 +328,22 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
     )
 }
 
-/// `sm_75+ only` for a binary whose oldest SASS is above the target; else its archs.
-fn has(b: &Binary, t: &Target) -> String {
-    let c = carried(b);
-    let plain: Vec<Cc> = c.iter().filter(|(_, s)| *s == Suffix::None).map(|(c, _)| *c).collect();
+/// Why a binary fails on a target, briefly: `sm_75+ only` for a binary whose oldest SASS is
+/// above the target; the driver it needs where code is there but unreadable; else its archs.
+fn has(b: &Binary, c: &Coverage, t: &Target) -> String {
+    if c.format_too_new > 0 {
+        return format!("needs a CUDA {} driver to read its fatbin format", c.format_needs_cuda);
+    }
+    if c.ptx_too_new > 0 {
+        return format!("needs a CUDA {} driver to JIT its PTX", c.needs_cuda);
+    }
+    let carried = carried(b);
+    let plain: Vec<Cc> = carried.iter().filter(|(_, s)| *s == Suffix::None).map(|(c, _)| *c).collect();
     match plain.iter().min() {
-        Some(lo) if *lo > t.cc && c.iter().all(|(_, s)| *s == Suffix::None) => format!("sm_{}+ only", lo.sm()),
-        _ => format!("{} only", b.facts.archs),
+        Some(lo) if *lo > t.cc && carried.iter().all(|(_, s)| *s == Suffix::None) => {
+            format!("has sm_{}+ only", lo.sm())
+        }
+        _ => format!("has {} only", b.facts.archs),
     }
 }
 
@@ -363,7 +369,7 @@ pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> supe
         let none: Vec<String> = judged
             .iter()
             .filter(|(_, c)| c.class == "none")
-            .map(|(b, _)| format!("{} has {}", name(b), has(b, t)))
+            .map(|(b, c)| format!("{} {}", name(b), has(b, c, t)))
             .collect();
         let gated: Vec<String> = judged
             .iter()

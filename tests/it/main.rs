@@ -11,3 +11,4 @@ mod reports;
 mod rules;
 mod scan;
 mod util;
+mod verdicts;

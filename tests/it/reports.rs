@@ -16,7 +16,10 @@ use crate::util::{fixture, root};
 fn shared_case() -> RuleTest {
     let files = [
         ("/opt/app/lib/libsm90a.so", "libsm90a.so"),
-        ("/opt/app/lib/libpartial.so", "libpartial.so"),
+        ("/opt/app/lib/libgenmixed.so", "../verdict/libgenmixed.so"),
+        ("/opt/kernels/gemm.cubin", "abi8_sm100a_cu129.cubin"),
+        ("/usr/lib/python3/site-packages/vllm/_C.so", "libmulti.so"),
+        ("/usr/lib/python3/site-packages/vllm/_flash3.so", "libsm90a.so"),
         ("/opt/app/lib/libnocompress.so", "libnocompress.so"),
         ("/opt/app/lib/libdebug.so", "libdebug.so"),
         ("/opt/app/lib/libconcat.so", "libconcat.so"),
@@ -26,8 +29,8 @@ fn shared_case() -> RuleTest {
     RuleTest {
         expect: "fire".into(),
         files: files.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect(),
-        gpus: vec!["A100".into(), "H100".into(), "RTX 5090".into()],
-        driver: Some("535.104.05".into()),
+        gpus: vec!["A100".into(), "H100".into(), "RTX 5090".into(), "B300".into()],
+        driver: Some("580.82.07".into()),
         env: vec!["NVIDIA_REQUIRE_CUDA=cuda>=12.2".into()],
         ..Default::default()
     }
@@ -69,7 +72,7 @@ fn redact(s: &str) -> String {
 fn every_format_over_the_same_findings() {
     let (r, rules) = shared();
     let codes: std::collections::BTreeSet<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
-    for c in ["CL001", "CL002", "CL004", "CL006", "CL007", "CL008", "CL010", "CL011"] {
+    for c in ["CL001", "CL002", "CL004", "CL006", "CL007", "CL008", "CL010", "CL011", "CL016"] {
         assert!(codes.contains(c), "shared findings should include {c}: {codes:?}");
     }
     insta::assert_snapshot!("text", redact(&sink::text(&r, sink::Paint(false))));

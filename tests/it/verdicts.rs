@@ -1,0 +1,147 @@
+//! The gate's answer on an image that combines several real CUDA libraries the way serving
+//! stacks ship them: per-architecture modules (cuBLAS's layout), an 'a'-only and an 'f'-only
+//! extension beside portable kernels in one Python package (FlashAttention-3's pattern),
+//! per-CUDA-version siblings (bitsandbytes), data-kept cubins (onnxruntime), a driver library,
+//! and the package records that say who owns what. Judged on three target sets.
+
+use cudalint::image::{ImageReport, ScanOptions, scan};
+use cudalint::lint::rules::{self, Severity};
+use cudalint::lint::{LintOptions, LintReport, config, run, targets};
+
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::util::read_fixture;
+
+const SITE: &str = "usr/lib/python3.12/site-packages";
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+fn stack_image(dir: &std::path::Path) -> ImageReport {
+    let f = |p: &str, fixture: &str| Ent::File(leak(format!("{SITE}/{p}")), read_fixture(fixture));
+    let text = |p: &str, t: &str| Ent::File(leak(format!("{SITE}/{p}")), t.as_bytes().to_vec());
+    let base = tar(&[
+        Ent::File("usr/local/cuda/lib64/libcudart.so.12.9.79", read_fixture("libcudart.so.12.9.79")),
+        Ent::File("usr/lib/x86_64-linux-gnu/libcuda.so.1", read_fixture("libsm90a.so")),
+    ]);
+    let app = tar(&[
+        f("vllm/_C.so", "libmulti.so"),
+        f("vllm/_flash3.so", "libsm90a.so"),
+        f("vllm/_blackwell.so", "libsm100f.so"),
+        text(
+            "vllm-0.33.0.dist-info/RECORD",
+            "vllm/_C.so,sha256=x,1\nvllm/_flash3.so,sha256=x,1\nvllm/_blackwell.so,sha256=x,1\nvllm/__init__.py,,\n",
+        ),
+        f("nvidia/cublas/lib/libcublasLt.so.12", "../verdict/libperarch.so"),
+        text("nvidia_cublas_cu12-12.9.1.4.dist-info/RECORD", "nvidia/cublas/lib/libcublasLt.so.12,,\n"),
+        f("bitsandbytes/libbitsandbytes_cuda129.so", "libmulti.so"),
+        f("bitsandbytes/libbitsandbytes_cuda130.so", "libsm90a.so"),
+        f("onnxruntime/capi/libonnxruntime_providers_cuda.so", "../verdict/libortlike.so"),
+    ]);
+    let img = Image::new(vec![(base, Comp::Gzip), (app, Comp::Zstd)]);
+    oci_layout(dir, &[&img]);
+    let opts = ScanOptions { progress: false, ..ScanOptions::default() };
+    scan(&format!("oci:{}", dir.display()), &opts).unwrap()
+}
+
+fn lint(inv: &ImageReport, gpus: &[&str], driver: &str) -> LintReport {
+    let rules = rules::load(&[]).unwrap();
+    let (d, c) = targets::driver(driver).unwrap();
+    let targets = gpus
+        .iter()
+        .map(|g| {
+            let mut t = targets::gpu(g).unwrap();
+            t.driver = Some(d.clone());
+            t.driver_cuda = Some(c);
+            t
+        })
+        .collect();
+    let cfg = config::Config::default();
+    let opts = LintOptions {
+        rules: &rules,
+        targets,
+        fail_on: Severity::Error,
+        config: &cfg,
+        extra_ignores: vec![],
+        baseline: None,
+        device: None,
+    };
+    run(inv, opts).unwrap()
+}
+
+fn count(r: &LintReport, s: Severity) -> usize {
+    r.findings.iter().filter(|f| f.severity == s).count()
+}
+
+fn codes(r: &LintReport) -> Vec<String> {
+    r.findings.iter().map(|f| format!("{} {}", f.rule, f.path.as_deref().unwrap_or("image"))).collect()
+}
+
+#[test]
+fn the_stack_passes_quietly_on_its_own_gpu_and_driver() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = stack_image(dir.path());
+    let r = lint(&inv, &["H100"], "580.65.06");
+    // The one error is the driver library shipped in the image (CL008): every verdict passes.
+    let errors: Vec<String> = codes(&r).into_iter().filter(|c| !c.starts_with("CL008")).collect();
+    assert_eq!(count(&r, Severity::Error), 1, "{:#?}", codes(&r));
+    assert!(errors.iter().all(|c| !c.starts_with("CL00") || c.starts_with("CL007")), "{errors:#?}");
+    assert!(count(&r, Severity::Warning) <= 3, "{:#?}", codes(&r));
+    assert_eq!(r.headlines.len(), 1);
+    assert!(r.headlines[0].text.starts_with("H100 · driver 580.65.06: runs"), "{}", r.headlines[0].text);
+    // The sm_100f extension is gated (its package runs here), not an error.
+    let blackwell = r.matrix.iter().find(|m| m.path.ends_with("_blackwell.so")).unwrap();
+    assert_eq!(blackwell.cells[0].class, "arch-gated");
+    assert_eq!(blackwell.package.as_ref().unwrap().name, "vllm");
+    // The driver library's own kernels are no coverage: CL008 only.
+    let drv: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.path.as_deref().is_some_and(|p| p.contains("libcuda.so")))
+        .map(|f| f.rule.as_str())
+        .collect();
+    assert_eq!(drv, ["CL008"]);
+}
+
+#[test]
+fn an_old_driver_fails_first_with_the_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = stack_image(dir.path());
+    let r = lint(&inv, &["H100"], "550.54.14");
+    assert!(r.failed);
+    let first = &r.findings[0];
+    assert_eq!((first.rule.as_str(), first.path.as_deref()), ("CL005", None), "{:#?}", codes(&r));
+    assert!(first.message.contains("580.65.06"), "{}", first.message);
+    assert!(r.headlines[0].text.contains("fails — the image needs driver ≥ 580.65.06"), "{}", r.headlines[0].text);
+    // Per-binary verdicts step aside on a target the driver cannot serve at all.
+    assert!(!r.findings.iter().any(|f| ["CL001", "CL002", "CL004"].contains(&f.rule.as_str())), "{:#?}", codes(&r));
+}
+
+#[test]
+fn an_older_gpu_fails_naming_the_binaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = stack_image(dir.path());
+    let r = lint(&inv, &["V100"], "580.65.06");
+    assert!(r.failed);
+    let cl001: Vec<&str> = r.findings.iter().filter(|f| f.rule == "CL001").filter_map(|f| f.path.as_deref()).collect();
+    // onnxruntime's data-kept sm_70 cubins do not count: its registered kernels start at sm_75.
+    assert!(cl001.iter().any(|p| p.ends_with("libonnxruntime_providers_cuda.so")), "{cl001:?}");
+    assert!(cl001.iter().any(|p| p.ends_with("libcublasLt.so.12")), "{cl001:?}");
+    // Only the bitsandbytes build the runtime (12.9) selects is judged.
+    assert!(cl001.iter().all(|p| !p.ends_with("_cuda130.so")), "{cl001:?}");
+    assert!(r.headlines[0].text.starts_with("V100 · driver 580.65.06: fails — "), "{}", r.headlines[0].text);
+    // A fix users can carry out: the package build, not an arch list for NVIDIA's library.
+    let cublas = r
+        .findings
+        .iter()
+        .find(|f| f.rule == "CL001" && f.path.as_deref().unwrap().ends_with("libcublasLt.so.12"))
+        .unwrap();
+    assert!(cublas.fix.contains("nvidia-cublas-cu12"), "{}", cublas.fix);
+    assert!(!cublas.fix.contains("TORCH_CUDA_ARCH_LIST"), "{}", cublas.fix);
+    let ort = r
+        .findings
+        .iter()
+        .find(|f| f.rule == "CL001" && f.path.as_deref().unwrap().ends_with("providers_cuda.so"))
+        .unwrap();
+    assert!(ort.fix.contains("CUDA 13 cannot build for compute capability 7.0"), "{}", ort.fix);
+}
