@@ -34,6 +34,9 @@ pub struct EntryLoad {
 pub struct ModulePlan {
     pub binary: String,
     pub label: String,
+    /// How the module reaches the driver in production (registered, standalone,
+    /// library-managed, driver-library): what the static verdicts count it for.
+    pub loading: String,
     pub whole: Arc<Vec<u8>>,
     pub images: Vec<Image>,
     pub entries: Vec<EntryLoad>,
@@ -128,7 +131,17 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
         if !b.facts.loadable {
             continue;
         }
-        for c in r.containers.iter().chain(&r.hidden_containers) {
+        let registered = if !b.facts.driver_library.is_empty() {
+            "driver-library"
+        } else if r.cubin.is_some() || r.ptx.is_some() || b.facts.kind == "fatbin" {
+            "standalone"
+        } else {
+            "registered"
+        };
+        let managed = if b.facts.driver_library.is_empty() { "library-managed" } else { "driver-library" };
+        let containers =
+            r.containers.iter().map(|c| (c, registered)).chain(r.hidden_containers.iter().map(|c| (c, managed)));
+        for (c, loading) in containers {
             if c.relocatable || c.kernel_less() {
                 continue;
             }
@@ -162,6 +175,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             plans.push(ModulePlan {
                 binary: r.path.clone(),
                 label: c.label(),
+                loading: loading.into(),
                 whole: bytes.clone(),
                 images: crate::lint::facts::container_images(c),
                 entries,
@@ -183,6 +197,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
                 plans.push(ModulePlan {
                     binary: r.path.clone(),
                     label: h.label(),
+                    loading: managed.into(),
                     whole: bytes.clone(),
                     images: vec![img],
                     entries: vec![EntryLoad {
@@ -212,6 +227,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             plans.push(ModulePlan {
                 binary: r.path.clone(),
                 label: "cubin".into(),
+                loading: "standalone".into(),
                 whole: bytes.clone(),
                 images: vec![img],
                 entries: vec![EntryLoad { label: c.arch(), kind: ImageKind::Sass, bytes: Ok(bytes.to_vec()) }],
@@ -230,6 +246,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             plans.push(ModulePlan {
                 binary: r.path.clone(),
                 label: "ptx".into(),
+                loading: "standalone".into(),
                 whole: Arc::new(text.clone()),
                 images: vec![img],
                 entries: vec![EntryLoad {
@@ -281,6 +298,10 @@ pub struct ModuleResult {
     pub functions: Vec<Function>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launches: Vec<LaunchResult>,
+    /// How the module reaches the driver in production (registered, standalone,
+    /// library-managed, driver-library); only the first two count for the binary's verdict.
+    #[serde(default)]
+    pub loading: String,
     /// The driver did not do what the static verdict says.
     pub disagrees: bool,
     #[serde(default)]
@@ -389,6 +410,7 @@ pub fn judge(
         jit_ms,
         functions: Vec::new(),
         launches: Vec::new(),
+        loading: String::new(),
         disagrees: disagreement.is_some(),
         disagreement: disagreement.unwrap_or_default(),
     }
@@ -424,15 +446,9 @@ pub fn run(driver: &Driver, plans: &Arc<Vec<ModulePlan>>, o: &DeviceOptions) -> 
                 Ok(l) => (l.load, l.functions, l.entries.into_iter()),
                 Err(why) => {
                     let crashed = Load::refused(999, why);
-                    report.modules.push(judge(
-                        &p.binary,
-                        &p.label,
-                        info.index,
-                        &verdict,
-                        crashed,
-                        "crashed",
-                        Vec::new(),
-                    ));
+                    let mut r = judge(&p.binary, &p.label, info.index, &verdict, crashed, "crashed", Vec::new());
+                    r.loading = p.loading.clone();
+                    report.modules.push(r);
                     continue;
                 }
             };
@@ -467,6 +483,7 @@ pub fn run(driver: &Driver, plans: &Arc<Vec<ModulePlan>>, o: &DeviceOptions) -> 
                 Vec::new()
             };
             let mut r = judge(&p.binary, &p.label, info.index, &verdict, load, how, entries);
+            r.loading = p.loading.clone();
             r.functions = functions;
             r.launches = launches;
             report.modules.push(r);
