@@ -426,7 +426,11 @@ pub fn binary(f: &ImageFile) -> Binary {
         containers.extend(m.containers.iter().map(|c| (c, false)));
     }
     for (c, hidden) in &containers {
-        note_entries(c, loadable && !c.relocatable && !c.kernel_less(), *hidden);
+        // A kernel-less device-link stub carries no code anyone runs: its archs are not listed.
+        if c.kernel_less() {
+            continue;
+        }
+        note_entries(c, loadable && !c.relocatable, *hidden);
     }
     let standalone = matches!(kind, "cubin" | "fatbin" | "ptx");
     let mut hidden = 0;
@@ -703,7 +707,7 @@ pub fn chips_for(b: &Binary) -> String {
         }
     }
     let archs: Vec<String> = archs.into_iter().collect();
-    if names.is_empty() { archs.join(", ") } else { format!("{} ({})", names.join(", "), archs.join(", ")) }
+    if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }
 
 pub fn runtime(b: &BinaryFacts, t: &Target) -> RuntimeFacts {

@@ -179,7 +179,8 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     let mut image = facts::image(scan, &binaries);
     // What the runtimes need from the driver: NVIDIA_REQUIRE_CUDA is checked against it too.
-    let floor = verdict::floor(scan, &binaries);
+    let unselected = verdict::unselected_siblings(scan, &binaries);
+    let floor = verdict::floor(scan, &binaries, &unselected);
     if floor.major * 100 > image.needs_cuda_n {
         image.needs_cuda_n = floor.major * 100;
         image.needs_cuda = floor.needs_cuda.clone();
@@ -236,7 +237,6 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     // loaded, and 'a'/'f'-only binaries whose package runs on the target by other means.
     let mut covs: Vec<Vec<facts::Coverage>> =
         binaries.iter().map(|b| opts.targets.iter().map(|t| facts::coverage(b, t, image.jit_env)).collect()).collect();
-    let unselected = verdict::unselected_siblings(scan, &binaries);
     for (i, picked) in &unselected {
         for c in &mut covs[*i] {
             c.class = "n/a".into();

@@ -91,8 +91,11 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     by_major
 }
 
-pub fn floor(report: &ImageReport, binaries: &[Binary]) -> Floor {
-    let sources = runtime_sources(report, binaries);
+/// `skip`: binaries never loaded here (unselected version siblings).
+pub fn floor(report: &ImageReport, binaries: &[Binary], skip: &BTreeMap<usize, String>) -> Floor {
+    let loaded: Vec<Binary> =
+        binaries.iter().enumerate().filter(|(i, _)| !skip.contains_key(i)).map(|(_, b)| b.clone()).collect();
+    let sources = runtime_sources(report, &loaded);
     let Some((&major, why)) = sources.iter().next_back() else { return Floor::default() };
     let needs_driver = tables::minor_compat_floor(major).map(|(d, _)| d.to_string()).unwrap_or_default();
     Floor {
@@ -374,7 +377,7 @@ pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> supe
         let gated: Vec<String> = judged
             .iter()
             .filter(|(_, c)| c.class == "arch-gated")
-            .map(|(b, c)| format!("{} ({} only) unavailable", name(b), c.gated_for))
+            .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
             .collect();
         let jit = judged.iter().filter(|(_, c)| c.class == "jit" || c.jit > 0).count();
         let runs = judged.iter().any(|(_, c)| c.class != "n/a");

@@ -69,6 +69,14 @@ fn lint(inv: &ImageReport, gpus: &[&str], driver: &str) -> LintReport {
     run(inv, opts).unwrap()
 }
 
+/// The text report, kept under target/verdict-reports/ for people to read (not compared).
+fn keep(r: &LintReport, name: &str) {
+    let dir = crate::util::root().join("target/verdict-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = cudalint::report::lint::text(r, cudalint::report::lint::Paint(false));
+    std::fs::write(dir.join(format!("{name}.txt")), text).unwrap();
+}
+
 fn count(r: &LintReport, s: Severity) -> usize {
     r.findings.iter().filter(|f| f.severity == s).count()
 }
@@ -82,6 +90,7 @@ fn the_stack_passes_quietly_on_its_own_gpu_and_driver() {
     let dir = tempfile::tempdir().unwrap();
     let inv = stack_image(dir.path());
     let r = lint(&inv, &["H100"], "580.65.06");
+    keep(&r, "h100-580");
     // The one error is the driver library shipped in the image (CL008): every verdict passes.
     let errors: Vec<String> = codes(&r).into_iter().filter(|c| !c.starts_with("CL008")).collect();
     assert_eq!(count(&r, Severity::Error), 1, "{:#?}", codes(&r));
@@ -108,6 +117,7 @@ fn an_old_driver_fails_first_with_the_floor() {
     let dir = tempfile::tempdir().unwrap();
     let inv = stack_image(dir.path());
     let r = lint(&inv, &["H100"], "550.54.14");
+    keep(&r, "h100-550");
     assert!(r.failed);
     let first = &r.findings[0];
     assert_eq!((first.rule.as_str(), first.path.as_deref()), ("CL005", None), "{:#?}", codes(&r));
@@ -122,6 +132,7 @@ fn an_older_gpu_fails_naming_the_binaries() {
     let dir = tempfile::tempdir().unwrap();
     let inv = stack_image(dir.path());
     let r = lint(&inv, &["V100"], "580.65.06");
+    keep(&r, "v100-580");
     assert!(r.failed);
     let cl001: Vec<&str> = r.findings.iter().filter(|f| f.rule == "CL001").filter_map(|f| f.path.as_deref()).collect();
     // onnxruntime's data-kept sm_70 cubins do not count: its registered kernels start at sm_75.
