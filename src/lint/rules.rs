@@ -101,6 +101,12 @@ pub struct RuleTest {
     /// Text every finding of the rule must contain (for `fire` cases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Text every finding's fix must contain (for `fire` cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// Small text files in the image (package records: a wheel's `RECORD`, dpkg's `*.list`).
+    #[serde(default)]
+    pub text: BTreeMap<String, String>,
 }
 
 /// A GPU's answer, for rule tests that cannot have one: every module loaded on a device of

@@ -18,6 +18,9 @@ pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
         .map(|(path, fixture)| {
             Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), read_fixture(fixture))
         })
+        .chain(case.text.iter().map(|(path, text)| {
+            Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), text.as_bytes().to_vec())
+        }))
         .collect();
     let mut img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
     img.env = case.env.iter().map(|e| &*Box::leak(e.clone().into_boxed_str())).collect();
@@ -142,6 +145,9 @@ fn every_rule_fires_on_its_failing_cases_and_only_there() {
                 );
                 if let Some(m) = &case.message {
                     assert!(f.message.contains(m.as_str()), "{} case {i}: {:?} lacks {m:?}", r.code, f.message);
+                }
+                if let Some(m) = &case.fix {
+                    assert!(f.fix.contains(m.as_str()), "{} case {i}: fix {:?} lacks {m:?}", r.code, f.fix);
                 }
             }
         }
