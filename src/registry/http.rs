@@ -226,10 +226,14 @@ pub fn realm_allowed(realm: &Url, registry: &str, scheme: &str, allowed: &[Strin
     if same && (https || scheme == "http") {
         return Ok(());
     }
-    let named = allowed.iter().any(|a| a.eq_ignore_ascii_case(&host) || realm.host_str().is_some_and(|h| a.eq_ignore_ascii_case(h)));
+    let named = allowed
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(&host) || realm.host_str().is_some_and(|h| a.eq_ignore_ascii_case(h)));
     match (named, https) {
         (true, true) => Ok(()),
-        (true, false) => Err(format!("realm {} is plain HTTP; credentials go to other hosts only over HTTPS", esc(realm.as_str()))),
+        (true, false) => {
+            Err(format!("realm {} is plain HTTP; credentials go to other hosts only over HTTPS", esc(realm.as_str())))
+        }
         (false, _) => Err(format!(
             "the token realm {} is not on the registry's host {}; pass --allow-auth-host {} to send credentials there",
             esc(realm.as_str()),
@@ -272,7 +276,13 @@ pub fn next_link(res: &Response, base: &Url) -> Result<Option<Url>, String> {
 }
 
 /// Builds a GET with the headers a registry needs.
-pub fn get(client: &reqwest::Client, url: Url, accept: Option<&str>, auth: Option<&str>, from: Option<u64>) -> reqwest::RequestBuilder {
+pub fn get(
+    client: &reqwest::Client,
+    url: Url,
+    accept: Option<&str>,
+    auth: Option<&str>,
+    from: Option<u64>,
+) -> reqwest::RequestBuilder {
     let mut r = client.get(url);
     if let Some(a) = accept {
         r = r.header(ACCEPT, a);
@@ -305,17 +315,28 @@ mod tests {
 
     #[test]
     fn loopback_is_parsed_not_prefixed() {
-        for h in ["localhost", "localhost:5000", "127.0.0.1", "127.0.0.1:5000", "127.8.9.10:1", "[::1]", "[::1]:5000", "::1"] {
+        for h in
+            ["localhost", "localhost:5000", "127.0.0.1", "127.0.0.1:5000", "127.8.9.10:1", "[::1]", "[::1]:5000", "::1"]
+        {
             assert!(is_loopback(h), "{h}");
         }
-        for h in ["127.evil.example", "127.evil.example:5000", "127.0.0.1.nip.io", "localhost.evil", "10.0.0.1", "[::2]:1", "127.1"] {
+        for h in [
+            "127.evil.example",
+            "127.evil.example:5000",
+            "127.0.0.1.nip.io",
+            "localhost.evil",
+            "10.0.0.1",
+            "[::2]:1",
+            "127.1",
+        ] {
             assert!(!is_loopback(h), "{h}");
         }
     }
 
     #[test]
     fn challenges_and_realms() {
-        let c = Challenge::parse(r#"Bearer realm="https://auth.example/token",service="reg \"x\"",scope="a,b""#).unwrap();
+        let c =
+            Challenge::parse(r#"Bearer realm="https://auth.example/token",service="reg \"x\"",scope="a,b""#).unwrap();
         assert_eq!(c.scheme, "bearer");
         assert_eq!(c.get("realm"), Some("https://auth.example/token"));
         assert_eq!(c.get("service"), Some("reg \"x\""));

@@ -217,7 +217,10 @@ struct Failure {
 
 fn transport_failure(what: &str, e: &reqwest::Error) -> Failure {
     let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&error_chain(e)) };
-    Failure { error: ScanError::Format(format!("{what}: {msg}")), transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body() }
+    Failure {
+        error: ScanError::Format(format!("{what}: {msg}")),
+        transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body(),
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -264,7 +267,9 @@ impl Inner {
             return match &self.creds {
                 Credentials::Basic(u, p) => Ok(Some(basic(&self.http, &self.base, u, p))),
                 Credentials::Token(t) => Ok(Some(format!("Bearer {t}"))),
-                Credentials::Anonymous => Err(fail("needs credentials (--username/--password-stdin or docker login)".into())),
+                Credentials::Anonymous => {
+                    Err(fail("needs credentials (--username/--password-stdin or docker login)".into()))
+                }
             };
         }
         if let Credentials::Token(t) = &self.creds {
@@ -299,7 +304,8 @@ impl Inner {
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
         let twhat = format!("{what} token");
-        let res = http::send(req, self.limits, &twhat).await.map_err(|e| transport_failure(&twhat, &e).error.to_string())?;
+        let res =
+            http::send(req, self.limits, &twhat).await.map_err(|e| transport_failure(&twhat, &e).error.to_string())?;
         if !res.status().is_success() {
             return Err(http::status_error(res, self.limits, &twhat).await.to_string());
         }
@@ -316,13 +322,20 @@ impl Inner {
 
     /// A GET on the registry with its authorization, retried on 429/5xx and dropped
     /// connections; a 401 renews the token once. Non-success statuses become errors.
-    async fn fetch(&self, url: Url, accept: Option<&str>, from: Option<u64>, what: &str) -> Result<reqwest::Response, Failure> {
+    async fn fetch(
+        &self,
+        url: Url,
+        accept: Option<&str>,
+        from: Option<u64>,
+        what: &str,
+    ) -> Result<reqwest::Response, Failure> {
         let mut attempt = 0;
         let mut renewed = false;
         loop {
             let auth = self.authorization.lock().expect("auth lock").clone();
             self.requests.fetch_add(1, Ordering::Relaxed);
-            let r = http::send(http::get(&self.http, url.clone(), accept, auth.as_deref(), from), self.limits, what).await;
+            let r =
+                http::send(http::get(&self.http, url.clone(), accept, auth.as_deref(), from), self.limits, what).await;
             let retry = match r {
                 Ok(res) if res.status().is_success() => return Ok(res),
                 Ok(res) if res.status() == StatusCode::UNAUTHORIZED && !renewed => {
@@ -334,7 +347,9 @@ impl Inner {
                 Ok(res) if res.status() == StatusCode::TOO_MANY_REQUESTS || res.status().is_server_error() => {
                     Failure { error: http::status_error(res, self.limits, what).await, transport: true }
                 }
-                Ok(res) => return Err(Failure { error: http::status_error(res, self.limits, what).await, transport: false }),
+                Ok(res) => {
+                    return Err(Failure { error: http::status_error(res, self.limits, what).await, transport: false });
+                }
                 Err(e) => {
                     let f = transport_failure(what, &e);
                     if !f.transport || Instant::now() >= self.limits.deadline {
@@ -352,7 +367,13 @@ impl Inner {
     }
 
     /// A small document, whole and bounded.
-    async fn small(&self, url: Url, accept: Option<&str>, limit: u64, what: &str) -> Result<(Vec<u8>, Option<Url>), ScanError> {
+    async fn small(
+        &self,
+        url: Url,
+        accept: Option<&str>,
+        limit: u64,
+        what: &str,
+    ) -> Result<(Vec<u8>, Option<Url>), ScanError> {
         let res = self.fetch(url.clone(), accept, None, what).await.map_err(|f| f.error)?;
         let next = http::next_link(&res, &url).map_err(|m| ScanError::Format(format!("{what}: {m}")))?;
         Ok((http::read_all(res, limit, self.limits, what).await?, next))
@@ -404,7 +425,12 @@ impl Remote {
     }
 
     /// A connection asking for token `scope`; every request ends by `deadline`.
-    pub fn connect_scoped(reference: Reference, o: &RegistryOptions, scope: String, deadline: Instant) -> Result<Remote, ScanError> {
+    pub fn connect_scoped(
+        reference: Reference,
+        o: &RegistryOptions,
+        scope: String,
+        deadline: Instant,
+    ) -> Result<Remote, ScanError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -448,7 +474,11 @@ impl Remote {
     /// algorithm, else sha256).
     pub fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, String), ScanError> {
         let what = format!("manifest {}", esc(&reference.whole()));
-        let tail = reference.digest().map(str::to_string).or_else(|| reference.tag().map(str::to_string)).unwrap_or_else(|| "latest".into());
+        let tail = reference
+            .digest()
+            .map(str::to_string)
+            .or_else(|| reference.tag().map(str::to_string))
+            .unwrap_or_else(|| "latest".into());
         let url = self.inner.url(&format!("/v2/{}/manifests/{}", reference.repository(), tail));
         let accept = MANIFEST_TYPES.join(", ");
         let (bytes, _) = self.rt.block_on(self.inner.small(url, Some(&accept), MAX_MANIFEST, &what))?;
@@ -485,11 +515,14 @@ impl Remote {
         let mut out = Vec::new();
         loop {
             if !seen_urls.insert(url.clone()) || seen_urls.len() > MAX_PAGES {
-                return Err(ScanError::Format(format!("{what}: pagination loops (page {} requested again)", esc(url.as_str()))));
+                return Err(ScanError::Format(format!(
+                    "{what}: pagination loops (page {} requested again)",
+                    esc(url.as_str())
+                )));
             }
             let (body, next) = self.rt.block_on(self.inner.small(url.clone(), None, MAX_JSON, what))?;
-            let v: serde_json::Value = serde_json::from_slice(&body)
-                .map_err(|e| ScanError::Format(format!("{what}: not a listing: {e}")))?;
+            let v: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| ScanError::Format(format!("{what}: not a listing: {e}")))?;
             let page: Vec<String> = match v.get(key) {
                 None | Some(serde_json::Value::Null) => Vec::new(),
                 Some(a) => serde_json::from_value(a.clone())
@@ -545,7 +578,9 @@ impl Remote {
                 let from = (got > 0).then_some(got);
                 let failure = match inner.fetch(url.clone(), None, from, &what).await {
                     Ok(res) if from.is_some() && res.status() != StatusCode::PARTIAL_CONTENT => {
-                        let _ = tx.send(Err(fail("connection dropped and the registry does not resume downloads".into()))).await;
+                        let _ = tx
+                            .send(Err(fail("connection dropped and the registry does not resume downloads".into())))
+                            .await;
                         return;
                     }
                     Ok(res) => {
@@ -581,7 +616,11 @@ impl Remote {
                                 if let Some(h) = hasher {
                                     let actual = format!("sha512:{}", hex::encode(h.finalize()));
                                     if actual != digest {
-                                        let _ = tx.send(Err(fail(format!("digest mismatch: expected {digest}, content is {actual}")))).await;
+                                        let _ = tx
+                                            .send(Err(fail(format!(
+                                                "digest mismatch: expected {digest}, content is {actual}"
+                                            ))))
+                                            .await;
                                     }
                                 }
                                 return;
@@ -600,7 +639,8 @@ impl Remote {
                     Err(f) => f.error.to_string(),
                 };
                 if attempt >= inner.retries || Instant::now() >= inner.limits.deadline {
-                    let _ = tx.send(Err(fail(format!("download failed after {} attempts: {failure}", attempt + 1)))).await;
+                    let _ =
+                        tx.send(Err(fail(format!("download failed after {} attempts: {failure}", attempt + 1)))).await;
                     return;
                 }
                 tokio::time::sleep(backoff(attempt)).await;
