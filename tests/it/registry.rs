@@ -619,6 +619,8 @@ impl Hostile {
                         let mut b = [0u8; 1];
                         while !head.ends_with(b"\r\n\r\n") {
                             match c.read(&mut b) {
+                                // A TLS ClientHello: this registry speaks plain HTTP only.
+                                Ok(1) if head.is_empty() && b[0] == 0x16 => return,
                                 Ok(1) => head.push(b[0]),
                                 _ => return,
                             }
