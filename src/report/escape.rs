@@ -5,17 +5,15 @@
 use std::fmt::Write;
 
 /// For terminals and plain text: control characters (C0, DEL, C1) and Unicode line/bidi
-/// controls become visible escapes (`\x1b`, `\n`, `\u{202e}`); a backslash is doubled so an
-/// escape cannot be faked. Everything else is kept.
+/// controls become visible escapes (`\x1b`, `\n`, `\u{202e}`). Everything else is kept (a
+/// name that merely looks escaped stays visible text; it cannot move the cursor).
 pub fn text(s: &str) -> String {
     if !s.chars().any(needs_escape) {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c == '\\' {
-            out.push_str("\\\\");
-        } else if needs_escape(c) {
+        if needs_escape(c) {
             match c {
                 '\n' => out.push_str("\\n"),
                 '\r' => out.push_str("\\r"),
@@ -40,9 +38,9 @@ fn needs_escape(c: char) -> bool {
         || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// For a Markdown table cell: terminal escapes as in [`text`], then `|`, backticks and the
-/// characters Markdown or HTML would read as markup are backslash-escaped or replaced by
-/// entities, so a value stays inside its cell and cannot open code spans or links.
+/// For a Markdown table cell: terminal escapes as in [`text`] (so no newline ends the row),
+/// then `|` and backticks backslash-escaped and `<` as an entity, so a value stays inside its
+/// cell and cannot open code spans, HTML tags or comments.
 pub fn markdown(s: &str) -> String {
     let t = text(s);
     let mut out = String::with_capacity(t.len() + 8);
@@ -50,13 +48,7 @@ pub fn markdown(s: &str) -> String {
         match c {
             '|' => out.push_str("\\|"),
             '`' => out.push_str("\\`"),
-            '*' | '_' | '[' | ']' | '#' | '~' => {
-                out.push('\\');
-                out.push(c);
-            }
             '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
             c => out.push(c),
         }
     }
@@ -99,7 +91,6 @@ mod tests {
         let t = text(evil);
         assert!(!t.chars().any(|c| c.is_control()), "{t:?}");
         assert_eq!(t, "lib\\x1b[2K\\rpassed\\n|x`y\\x9b\\u{202e}.so");
-        assert_eq!(text("a\\x1b"), "a\\\\x1b");
         assert_eq!(text("plain/name.so"), "plain/name.so");
         let m = markdown(evil);
         assert!(!m.contains('\n') && !m.contains("|x") && !m.contains("`y"), "{m}");

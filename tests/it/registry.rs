@@ -940,3 +940,22 @@ fn sha512_digests_are_verified_and_unknown_algorithms_refused() {
     assert_eq!(odd.status.code(), Some(2));
     assert!(stderr(&odd).contains("cannot be verified"), "{}", stderr(&odd));
 }
+
+#[test]
+fn registry_error_bodies_reach_the_terminal_escaped() {
+    let reg = Hostile::start(|path| match path {
+        "/v2/" => ok("application/json", b"{}"),
+        _ => Reply::Full(500, vec![], b"\x1b[2K\rpassed: 0 errors\n\x1b]0;owned\x07".to_vec()),
+    });
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &format!("{}/e/img:1", reg.host()), "--quiet", "--no-cache"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+    assert!(err.contains("\\x1b[2K\\rpassed"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one error line: {err}");
+}
