@@ -959,3 +959,46 @@ fn registry_error_bodies_reach_the_terminal_escaped() {
     assert!(err.contains("\\x1b[2K\\rpassed"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "one error line: {err}");
 }
+
+#[test]
+fn a_token_realm_on_the_registrys_own_host_gets_the_credentials_and_its_token_is_used() {
+    let (manifest, config, layer, cd, ld) = tiny_image(sha256_of);
+    let port = Arc::new(std::sync::OnceLock::<u16>::new());
+    let p2 = port.clone();
+    let reg = Hostile::start(move |path| {
+        let realm = format!("http://127.0.0.1:{}/token", p2.get().unwrap());
+        let challenge = Reply::Full(
+            401,
+            vec![("WWW-Authenticate".into(), format!("Bearer realm=\"{realm}\",service=\"test\""))],
+            vec![],
+        );
+        match path {
+            p if p.starts_with("/token?") => ok("application/json", br#"{"token":"tok-123"}"#),
+            "/v2/" => challenge,
+            p if p.ends_with("/manifests/1") => ok(OCI_MANIFEST, &manifest),
+            p if p.ends_with(&format!("/blobs/{cd}")) => ok("application/octet-stream", &config),
+            p if p.ends_with(&format!("/blobs/{ld}")) => ok("application/octet-stream", &layer),
+            _ => Reply::Full(404, vec![], vec![]),
+        }
+    });
+    port.set(reg.port).unwrap();
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &format!("{}/tok/img:1", reg.host()), "--quiet", "--no-cache", "--format", "inventory"])
+        .args(["--username", "ci", "--password-stdin"])
+        .write_stdin("s3cret\n")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(o.status.code() != Some(2), "{}", stderr(&o));
+    let heads = reg.heads();
+    let token_req = heads.iter().find(|h| h.starts_with("GET /token?")).expect("a token request");
+    // Basic ci:s3cret, and the pull scope of the repository.
+    assert!(token_req.contains("Basic Y2k6czNjcmV0"), "{token_req}");
+    assert!(token_req.contains("scope=repository%3Atok%2Fimg%3Apull"), "{token_req}");
+    let pulls: Vec<&String> = heads.iter().filter(|h| h.contains("/manifests/") || h.contains("/blobs/")).collect();
+    assert!(!pulls.is_empty());
+    for h in pulls {
+        assert!(h.contains("Bearer tok-123") && !h.contains("Basic"), "{h}");
+    }
+}
