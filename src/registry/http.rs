@@ -100,6 +100,11 @@ impl Body {
         Ok(Body { res, limit, got: 0, lim, what: what.to_string(), window_start: Instant::now(), window_bytes: 0 })
     }
 
+    /// Time spent waiting for our own reader (a full pipe) is not the registry's stall.
+    pub fn paused(&mut self, d: Duration) {
+        self.window_start += d;
+    }
+
     pub async fn chunk(&mut self) -> Result<Option<bytes::Bytes>, BodyError> {
         let what = &self.what;
         let stall_end = self.window_start + self.lim.stall;

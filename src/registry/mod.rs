@@ -600,9 +600,11 @@ impl Remote {
                                     if let Some(h) = hasher.as_mut() {
                                         h.update(&b);
                                     }
+                                    let t = Instant::now();
                                     if tx.send(Ok(b)).await.is_err() {
                                         return;
                                     }
+                                    body.paused(t.elapsed());
                                 }
                                 Ok(None) => break,
                                 Err(e) => {
