@@ -56,7 +56,18 @@ impl Limits {
     }
 }
 
-fn deadline_error(what: &str) -> ScanError {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+pub fn deadline_error(what: &str) -> ScanError {
     ScanError::Format(format!("{what}: the registry deadline (--registry-deadline) passed before it finished"))
 }
 
@@ -111,7 +122,9 @@ impl Body {
         let wait = stall_end.min(self.lim.deadline).saturating_duration_since(Instant::now());
         let chunk = match tokio::time::timeout(wait, self.res.chunk()).await {
             Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(BodyError::Transport(esc(&e.to_string()))),
+            // The request's own timeout is the deadline: say so, not "error decoding".
+            Ok(Err(_)) if Instant::now() >= self.lim.deadline => return Err(BodyError::Fatal(deadline_error(what))),
+            Ok(Err(e)) => return Err(BodyError::Transport(esc(&error_chain(&e)))),
             Err(_) if Instant::now() >= self.lim.deadline => return Err(BodyError::Fatal(deadline_error(what))),
             Err(_) => {
                 return Err(BodyError::Fatal(ScanError::Format(format!(

@@ -215,23 +215,15 @@ struct Failure {
     transport: bool,
 }
 
-fn transport_failure(what: &str, e: &reqwest::Error) -> Failure {
-    let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&error_chain(e)) };
+fn transport_failure(what: &str, e: &reqwest::Error, deadline: Instant) -> Failure {
+    if Instant::now() >= deadline {
+        return Failure { error: http::deadline_error(what), transport: false };
+    }
+    let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&http::error_chain(e)) };
     Failure {
         error: ScanError::Format(format!("{what}: {msg}")),
         transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body(),
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -251,7 +243,7 @@ impl Inner {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let res = http::send(http::get(&self.http, self.url("/v2/"), None, None, None), self.limits, &what)
             .await
-            .map_err(|e| transport_failure(&what, &e))?;
+            .map_err(|e| transport_failure(&what, &e, self.limits.deadline))?;
         if res.status().is_success() {
             return Ok(None);
         }
@@ -304,8 +296,9 @@ impl Inner {
         }
         self.requests.fetch_add(1, Ordering::Relaxed);
         let twhat = format!("{what} token");
-        let res =
-            http::send(req, self.limits, &twhat).await.map_err(|e| transport_failure(&twhat, &e).error.to_string())?;
+        let res = http::send(req, self.limits, &twhat)
+            .await
+            .map_err(|e| transport_failure(&twhat, &e, self.limits.deadline).error.to_string())?;
         if !res.status().is_success() {
             return Err(http::status_error(res, self.limits, &twhat).await.to_string());
         }
@@ -351,7 +344,7 @@ impl Inner {
                     return Err(Failure { error: http::status_error(res, self.limits, what).await, transport: false });
                 }
                 Err(e) => {
-                    let f = transport_failure(what, &e);
+                    let f = transport_failure(what, &e, self.limits.deadline);
                     if !f.transport || Instant::now() >= self.limits.deadline {
                         return Err(f);
                     }
