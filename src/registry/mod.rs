@@ -36,7 +36,7 @@ const MANIFEST_TYPES: &[&str] = &[
 pub const MAX_MANIFEST: u64 = 4 << 20;
 /// Manifests and configs one scan may read (an index may list the same digest many times, and
 /// indexes may nest: a bound, not a depth, is what keeps the fan-out finite).
-pub const MAX_MANIFEST_READS: usize = 4096;
+pub const MAX_MANIFEST_READS: usize = 1024;
 
 #[derive(Clone)]
 pub struct RegistryOptions {
