@@ -90,9 +90,22 @@ pub struct RegistryArgs {
     /// by itself). Repeatable.
     #[arg(long)]
     pub insecure_registry: Vec<String>,
+    /// A host that may receive the registry credentials when a registry's token realm names it
+    /// (over HTTPS only; a realm on the registry's own host needs no flag). Repeatable; e.g.
+    /// `auth.docker.io` for Docker Hub with credentials.
+    #[arg(long, value_name = "HOST")]
+    pub allow_auth_host: Vec<String>,
     /// A PEM CA certificate to trust besides the system's. Repeatable.
     #[arg(long)]
     pub ca_cert: Vec<PathBuf>,
+    /// Seconds a registry may take to deliver 16 KiB of a response before the scan calls it
+    /// stalled (exit 2). Default: 60.
+    #[arg(long, value_name = "SECS")]
+    pub registry_stall_timeout: Option<u64>,
+    /// Seconds all registry requests for one image (or one registry listing) may take in all
+    /// (exit 2 when exceeded). Default: 3600.
+    #[arg(long, value_name = "SECS")]
+    pub registry_deadline: Option<u64>,
     /// Where layer analyses are cached (default: $XDG_CACHE_HOME/cudalint or ~/.cache/cudalint).
     #[arg(long, env = "CUDALINT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -112,6 +125,13 @@ impl RegistryArgs {
         }
         o.insecure = self.insecure_registry.clone();
         o.ca_certs = self.ca_cert.clone();
+        o.allow_auth_hosts = self.allow_auth_host.clone();
+        if let Some(s) = self.registry_stall_timeout {
+            o.stall_timeout = std::time::Duration::from_secs(s.max(1));
+        }
+        if let Some(s) = self.registry_deadline {
+            o.deadline = std::time::Duration::from_secs(s.max(1));
+        }
         if !self.no_cache {
             o.cache = self
                 .cache_dir

@@ -247,6 +247,7 @@ fn explain(a: ExplainArgs) -> ExitCode {
 
 /// The run itself failed: say why on stderr, exit 2 (never a partial "clean" result).
 fn fail(msg: &str) -> ExitCode {
-    eprintln!("cudalint: error: {msg}");
+    // Messages carry file names and registry answers: no control character reaches the terminal.
+    eprintln!("cudalint: error: {}", crate::report::escape::text(msg));
     ExitCode::from(2)
 }

@@ -169,7 +169,7 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
     let mut results = Vec::new();
     for image in images {
         if !a.read.quiet {
-            eprintln!("cudalint: scanning {image}");
+            eprintln!("cudalint: scanning {}", crate::report::escape::text(&image));
         }
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
         let result = match crate::registry::scan(&image, &opts, &opts.registry)

@@ -2,14 +2,14 @@
 //! split into shards deterministically, so many machines can share one registry.
 
 use std::cmp::Ordering;
+use std::time::Instant;
 
 use oci_client::Reference;
 use sha2::{Digest, Sha256};
 
 use super::{RegistryOptions, Remote};
 use crate::image::ScanError;
-
-const PAGE: usize = 1000;
+use crate::report::escape::text as esc;
 
 fn glob(patterns: &[String]) -> Result<Option<globset::GlobSet>, ScanError> {
     if patterns.is_empty() {
@@ -70,40 +70,19 @@ pub fn list(registry: &str, sel: &Selection, ro: &RegistryOptions) -> Result<Vec
     let repo_glob = glob(&sel.repos)?;
     let tag_glob = glob(&sel.tags)?;
     let probe = Reference::with_tag(registry.to_string(), "catalog".to_string(), "latest".to_string());
-    let remote = Remote::connect(probe.clone(), ro)?;
-    let mut repos: Vec<String> = Vec::new();
-    let mut last: Option<String> = None;
-    loop {
-        let page = remote.with_retries("catalog", || async {
-            remote.client.catalog(&probe, &remote.auth, Some(PAGE), last.as_deref()).await
-        })?;
-        let n = page.repositories.len();
-        last = page.repositories.last().cloned();
-        repos.extend(page.repositories);
-        if n < PAGE {
-            break;
-        }
-    }
+    // One deadline for the whole listing.
+    let deadline = Instant::now() + ro.deadline;
+    let remote = Remote::connect_scoped(probe, ro, "registry:catalog:*".into(), deadline)?;
+    let mut repos = remote.listing("/v2/_catalog", "repositories", "catalog")?;
     repos.retain(|r| repo_glob.as_ref().is_none_or(|g| g.is_match(r)));
     repos.sort();
     repos.dedup();
     let mut images = Vec::new();
     for repo in repos {
         let r = Reference::with_tag(registry.to_string(), repo.clone(), "latest".to_string());
-        let remote = Remote::connect(r.clone(), ro)?;
-        let mut tags: Vec<String> = Vec::new();
-        let mut last: Option<String> = None;
-        loop {
-            let page = remote.with_retries(&format!("tags of {repo}"), || async {
-                remote.client.list_tags(&r, &remote.auth, Some(PAGE), last.as_deref()).await
-            })?;
-            let n = page.tags.len();
-            last = page.tags.last().cloned();
-            tags.extend(page.tags);
-            if n < PAGE {
-                break;
-            }
-        }
+        let remote = Remote::connect_scoped(r, ro, format!("repository:{repo}:pull"), deadline)?;
+        let what = format!("tags of {}", esc(&repo));
+        let mut tags = remote.listing(&format!("/v2/{repo}/tags/list"), "tags", &what)?;
         tags.retain(|t| tag_glob.as_ref().is_none_or(|g| g.is_match(t)));
         tags.sort_by(|a, b| natural_cmp(a, b));
         tags.dedup();

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::escape::text as esc;
 use super::human_bytes;
 use crate::inspect::cubin::CubinInfo;
 use crate::inspect::fatbin::{Compression, EntryKind};
@@ -52,7 +53,7 @@ pub fn text(files: &[FileReport], errors: &[FileError]) -> String {
         file_text(&mut out, f, 0);
     }
     for e in errors {
-        let _ = writeln!(out, "{}: error: {}", e.path, e.message);
+        let _ = writeln!(out, "{}: error: {}", esc(&e.path), esc(&e.message));
     }
     out
 }
@@ -68,18 +69,24 @@ pub fn file_text(out: &mut String, f: &FileReport, depth: usize) {
         (FileFormat::Archive, _) => "ar archive".to_string(),
         (FileFormat::Other, _) => "no device code".to_string(),
     };
-    let _ = writeln!(out, "{pad}{}: {what}, {}", f.path, human_bytes(f.size));
+    let _ = writeln!(out, "{pad}{}: {what}, {}", esc(&f.path), human_bytes(f.size));
     let pad = "  ".repeat(depth + 1);
     if let Some(e) = &f.elf {
         if let Some(s) = &e.soname {
-            let _ = writeln!(out, "{pad}soname {s}");
+            let _ = writeln!(out, "{pad}soname {}", esc(s));
         }
         if !e.cuda_needed.is_empty() {
-            let _ = writeln!(out, "{pad}needs {}", e.cuda_needed.join(", "));
+            let _ = writeln!(out, "{pad}needs {}", esc(&e.cuda_needed.join(", ")));
         }
     }
     if let Some(c) = &f.cudart {
-        let _ = writeln!(out, "{pad}cudart {} ({}, from {})", c.version, c.linkage, c.source);
+        let _ = writeln!(
+            out,
+            "{pad}cudart {} ({}, from {})",
+            esc(&c.version.to_string()),
+            c.linkage,
+            esc(&c.source.to_string())
+        );
     }
     if let Some(c) = &f.cubin {
         let _ = writeln!(
@@ -101,7 +108,7 @@ pub fn file_text(out: &mut String, f: &FileReport, depth: usize) {
             "{pad}PTX ISA {}.{} .target {}{}, {} entr{}",
             p.version[0],
             p.version[1],
-            p.target,
+            esc(&p.target),
             if p.debug { ", debug" } else { "" },
             p.entry_count,
             if p.entry_count == 1 { "y" } else { "ies" }
@@ -118,7 +125,7 @@ pub fn file_text(out: &mut String, f: &FileReport, depth: usize) {
             out,
             "{pad}hidden cubin @{:#x}{}: {} {}, {}",
             h.offset,
-            h.section.as_ref().map(|s| format!(" in {s}")).unwrap_or_default(),
+            h.section.as_ref().map(|s| format!(" in {}", esc(s))).unwrap_or_default(),
             h.cubin.arch(),
             h.cubin.elf_type,
             kernels(h.cubin.kernel_count)
@@ -151,6 +158,7 @@ fn cubin_problems(out: &mut String, pad: &str, c: &CubinInfo) {
 }
 
 fn problem_text(out: &mut String, pad: &str, offset: Option<u64>, msg: &str) {
+    let msg = esc(msg);
     match offset {
         Some(o) => {
             let _ = writeln!(out, "{pad}problem @{o:#x}: {msg}");
@@ -164,7 +172,7 @@ fn problem_text(out: &mut String, pad: &str, offset: Option<u64>, msg: &str) {
 fn container_text(out: &mut String, c: &Container, pad: &str, label: &str) {
     let mut notes = Vec::new();
     if let Some(s) = &c.section {
-        notes.push(format!("in {s}"));
+        notes.push(format!("in {}", esc(s)));
     }
     if let Some(v) = c.wrapper_version {
         notes.push(format!("wrapper v{v}{}", if v == 2 { " (device-linked)" } else { "" }));
@@ -222,10 +230,10 @@ fn entry_text(out: &mut String, e: &Entry, pad: &str) {
         }
     }
     if let Some(o) = e.options.as_deref().map(str::trim).filter(|o| !o.is_empty()) {
-        cols.push(format!("options `{o}`"));
+        cols.push(format!("options `{}`", esc(o)));
     }
     if let Some(i) = &e.identifier {
-        cols.push(format!("ident `{}`", i.trim()));
+        cols.push(format!("ident `{}`", esc(i.trim())));
     }
     let _ = writeln!(out, "{pad}{}", cols.join("  "));
     for p in &e.problems {

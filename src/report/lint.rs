@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use serde_sarif::sarif;
 
+use super::escape::{self, text as esc};
 use crate::lint::rules::{Rule, Severity, markdown as rule_markdown};
 use crate::lint::{Finding, LintReport};
 
@@ -71,7 +72,7 @@ fn image_line(r: &LintReport) -> String {
     let i = &r.image;
     format!(
         "{} ({}{})",
-        i.name.as_deref().unwrap_or("(unnamed image)"),
+        esc(i.name.as_deref().unwrap_or("(unnamed image)")),
         i.source,
         i.platform.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
     )
@@ -83,7 +84,7 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
     if r.targets.is_empty() {
         let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
     } else {
-        let names: Vec<String> = r.targets.iter().map(|t| t.label()).collect();
+        let names: Vec<String> = r.targets.iter().map(|t| esc(&t.label())).collect();
         let _ = writeln!(out, "targets: {}", names.join("; "));
         out.push('\n');
         for h in &r.headlines {
@@ -92,13 +93,13 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
                 "runs-jit" => paint.wrap("33", "✓"),
                 _ => paint.wrap("32", "✓"),
             };
-            let _ = writeln!(out, "{painted} {}", h.text);
+            let _ = writeln!(out, "{painted} {}", esc(&h.text));
         }
     }
     if !r.matrix.is_empty() && !r.targets.is_empty() {
         out.push('\n');
-        let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", t.name, t.cc)).collect();
-        let first = r.matrix.iter().map(|m| width(&m.path)).max().unwrap_or(0).max(8);
+        let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", esc(&t.name), t.cc)).collect();
+        let first = r.matrix.iter().map(|m| width(&esc(&m.path))).max().unwrap_or(0).max(8);
         let widths: Vec<usize> = headers
             .iter()
             .enumerate()
@@ -111,7 +112,8 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
         for m in &r.matrix {
-            let mut line = pad(&m.path, m.path.clone(), first);
+            let path = esc(&m.path);
+            let mut line = pad(&path, path.clone(), first);
             for (c, w) in m.cells.iter().zip(&widths) {
                 line.push_str("  ");
                 line.push_str(&pad(&c.text, paint.cell(&c.class, &c.text), *w));
@@ -127,17 +129,17 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
     }
     for f in &r.findings {
         let at = match (&f.path, &f.target) {
-            (Some(p), Some(t)) => format!("{p} on {t}"),
-            (Some(p), None) => p.clone(),
-            (None, Some(t)) => format!("image on {t}"),
+            (Some(p), Some(t)) => format!("{} on {}", esc(p), esc(t)),
+            (Some(p), None) => esc(p),
+            (None, Some(t)) => format!("image on {}", esc(t)),
             (None, None) => "image".to_string(),
         };
         let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
-        let _ = writeln!(out, "        {}", f.message);
-        let _ = writeln!(out, "        {} {}", paint.dim("fix:"), f.fix);
+        let _ = writeln!(out, "        {}", esc(&f.message));
+        let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
     }
     for n in &r.notes {
-        let _ = writeln!(out, "{} {n}", paint.dim("note:"));
+        let _ = writeln!(out, "{} {}", paint.dim("note:"), esc(n));
     }
     out.push('\n');
     let _ = writeln!(out, "{}", summary_line(r));
@@ -169,8 +171,8 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
             .iter()
             .map(|m| {
                 [
-                    m.binary.clone(),
-                    m.module.clone(),
+                    esc(&m.binary),
+                    esc(&m.module),
                     if m.static_image.is_empty() {
                         m.static_result.clone()
                     } else {
@@ -201,9 +203,9 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
                 let _ = writeln!(
                     out,
                     "      launch {} {}{}",
-                    l.kernel,
+                    esc(&l.kernel),
                     l.status,
-                    if l.detail.is_empty() { String::new() } else { format!(": {}", l.detail) }
+                    if l.detail.is_empty() { String::new() } else { format!(": {}", esc(&l.detail)) }
                 );
             }
         }
@@ -212,11 +214,11 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
             *per_binary.entry(m.binary.as_str()).or_default() += m.jit_ms;
         }
         for (b, ms) in per_binary.iter().filter(|(_, ms)| **ms > 0.0) {
-            let _ = writeln!(out, "  JIT time {b}: {ms:.1} ms");
+            let _ = writeln!(out, "  JIT time {}: {ms:.1} ms", esc(b));
         }
     }
     for s in &d.skipped {
-        let _ = writeln!(out, "  not loaded: {} {}: {}", s.binary, s.module, s.reason);
+        let _ = writeln!(out, "  not loaded: {} {}: {}", esc(&s.binary), esc(&s.module), esc(&s.reason));
     }
 }
 
@@ -273,14 +275,17 @@ pub fn sarif(r: &LintReport, rules: &[Rule]) -> String {
                 .build()
         })
         .collect();
-    let image_uri = r.image.name.clone().unwrap_or_else(|| "image".to_string());
+    let image_uri = escape::uri_path(r.image.name.as_deref().unwrap_or("image"));
     let image_digest = r.image.manifest_digest.clone().or_else(|| r.image.config_digest.clone());
     let results: Vec<sarif::Result> = r
         .findings
         .iter()
         .map(|f| {
-            let uri =
-                f.path.as_deref().map(|p| p.trim_start_matches('/').to_string()).unwrap_or_else(|| image_uri.clone());
+            let uri = f
+                .path
+                .as_deref()
+                .map(|p| escape::uri_path(p.trim_start_matches('/')))
+                .unwrap_or_else(|| image_uri.clone());
             let loc = sarif::Location::builder()
                 .physical_location(
                     sarif::PhysicalLocation::builder()
@@ -337,13 +342,14 @@ pub fn junit(r: &LintReport) -> String {
     let mut by_case: BTreeMap<(String, String), Vec<&Finding>> = BTreeMap::new();
     let mut cases: Vec<(String, String)> = vec![("image".into(), String::new())];
     for m in &r.matrix {
-        cases.push((m.path.clone(), String::new()));
+        cases.push((esc(&m.path), String::new()));
         for t in &r.targets {
-            cases.push((m.path.clone(), t.name.clone()));
+            cases.push((esc(&m.path), esc(&t.name)));
         }
     }
     for f in &r.findings {
-        let key = (f.path.clone().unwrap_or_else(|| "image".into()), f.target.clone().unwrap_or_default());
+        let key =
+            (f.path.as_deref().map_or_else(|| "image".into(), esc), f.target.as_deref().map(esc).unwrap_or_default());
         if !cases.contains(&key) {
             cases.push(key.clone());
         }
@@ -364,7 +370,7 @@ pub fn junit(r: &LintReport) -> String {
             s.set_description(
                 failing
                     .iter()
-                    .map(|f| format!("{} {}: {}\nfix: {}", f.rule, f.name, f.message, f.fix))
+                    .map(|f| format!("{} {}: {}\nfix: {}", f.rule, f.name, esc(&f.message), esc(&f.fix)))
                     .collect::<Vec<_>>()
                     .join("\n"),
             );
@@ -376,7 +382,7 @@ pub fn junit(r: &LintReport) -> String {
         let lower: Vec<String> = findings
             .iter()
             .filter(|f| f.severity < r.fail_on)
-            .map(|f| format!("{} {}: {}", f.severity.as_str(), f.rule, f.message))
+            .map(|f| format!("{} {}: {}", f.severity.as_str(), f.rule, esc(&f.message)))
             .collect();
         if !lower.is_empty() {
             case.set_system_out(lower.join("\n"));
@@ -389,14 +395,14 @@ pub fn junit(r: &LintReport) -> String {
 }
 
 fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|")
+    escape::markdown(s)
 }
 
 /// Markdown for GitHub step summaries and pull-request comments.
 pub fn markdown(r: &LintReport) -> String {
     let mut out = String::new();
     let icon = if r.failed { "❌" } else { "✅" };
-    let _ = writeln!(out, "## {icon} cudalint: `{}`\n", image_line(r));
+    let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
     for h in &r.headlines {
         let mark = if h.verdict == "fails" { "❌" } else { "✅" };
         let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
@@ -416,7 +422,7 @@ pub fn markdown(r: &LintReport) -> String {
         }
         out.push('\n');
         for m in &r.matrix {
-            let _ = write!(out, "| `{}` |", m.path);
+            let _ = write!(out, "| {} |", escape::markdown_code(&m.path));
             for c in &m.cells {
                 let _ = write!(out, " {} |", md_escape(&c.text));
             }
@@ -438,10 +444,10 @@ pub fn markdown(r: &LintReport) -> String {
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "| {} | `{}` | {} | {} {} | {} | {} | {:.1} |",
+                "| {} | {} | {} | {} {} | {} | {} | {:.1} |",
                 md_escape(&gpu),
-                m.binary,
-                m.module,
+                escape::markdown_code(&m.binary),
+                md_escape(&m.module),
                 m.static_result,
                 m.static_image,
                 if m.driver.result == 0 {
@@ -459,8 +465,8 @@ pub fn markdown(r: &LintReport) -> String {
         let _ = writeln!(out, "| severity | rule | where | finding | fix |\n|---|---|---|---|---|");
         for f in &r.findings {
             let at = match (&f.path, &f.target) {
-                (Some(p), Some(t)) => format!("`{p}` on {t}"),
-                (Some(p), None) => format!("`{p}`"),
+                (Some(p), Some(t)) => format!("{} on {}", escape::markdown_code(p), md_escape(t)),
+                (Some(p), None) => escape::markdown_code(p),
                 (None, _) => "image".into(),
             };
             let _ = writeln!(
@@ -469,7 +475,7 @@ pub fn markdown(r: &LintReport) -> String {
                 f.severity.as_str(),
                 f.rule,
                 f.name,
-                md_escape(&at),
+                at,
                 md_escape(&f.message),
                 md_escape(&f.fix)
             );

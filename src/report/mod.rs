@@ -1,5 +1,6 @@
 //! Report sinks. `inspect` has a human listing and a JSON document (schema in docs/schema.md).
 
+pub mod escape;
 pub mod inspect;
 pub mod lint;
 pub mod scan;

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::escape::text as esc;
 use super::human_bytes;
 use super::inspect::file_text;
 use crate::image::ImageReport;
@@ -24,7 +25,7 @@ pub fn text(r: &ImageReport) -> String {
     let _ = writeln!(
         out,
         "image {} ({}{})",
-        i.name.as_deref().unwrap_or("(unnamed)"),
+        esc(i.name.as_deref().unwrap_or("(unnamed)")),
         i.source,
         i.platform.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
     );
@@ -38,7 +39,7 @@ pub fn text(r: &ImageReport) -> String {
         let _ = writeln!(
             out,
             "  layer {n} {} {} {}{}: {} files, {}",
-            short(&l.digest),
+            esc(short(&l.digest)),
             human_bytes(l.size),
             match l.compression {
                 Compression::None => "tar",
@@ -64,7 +65,7 @@ pub fn text(r: &ImageReport) -> String {
         out.push('\n');
         let mut head = String::new();
         if let Some(l) = &f.layer {
-            let _ = write!(head, " [layer {}]", short(l));
+            let _ = write!(head, " [layer {}]", esc(short(l)));
         }
         let mut body = String::new();
         file_text(&mut body, &f.file, 0);
@@ -74,17 +75,17 @@ pub fn text(r: &ImageReport) -> String {
             let _ = writeln!(out, "{first}{head}");
         }
         for h in &f.hardlinks {
-            let _ = writeln!(out, "  hard link {h}");
+            let _ = writeln!(out, "  hard link {}", esc(h));
         }
         for s in &f.symlinks {
-            let _ = writeln!(out, "  symlink {s}");
+            let _ = writeln!(out, "  symlink {}", esc(s));
         }
         for l in lines {
             let _ = writeln!(out, "{l}");
         }
     }
     for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
+        let _ = writeln!(out, "note: {}", esc(n));
     }
     out
 }

@@ -2,6 +2,7 @@
 
 mod cuobjdump;
 mod device;
+mod escaping;
 mod images;
 mod inspect_cli;
 mod inspect_fixtures;

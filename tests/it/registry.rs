@@ -579,3 +579,426 @@ fn an_image_that_fails_to_scan_is_reported_and_the_run_goes_on() {
     assert!(statuses.iter().any(|(i, st)| i.contains("good/img") && *st != "error"));
     let _ = fixture("libsm100f.so");
 }
+
+/// What the hostile registry answers to one request.
+#[derive(Clone)]
+enum Reply {
+    /// Status line, extra headers, body (sent with its Content-Length).
+    Full(u16, Vec<(String, String)>, Vec<u8>),
+    /// Headers (a Content-Length if given, else the body ends with the connection), then the
+    /// body one byte per second.
+    Trickle(Vec<(String, String)>, Vec<u8>),
+    /// Headers, then zeros until the client hangs up.
+    Endless(Vec<(String, String)>),
+}
+
+fn ok(ct: &str, body: &[u8]) -> Reply {
+    Reply::Full(200, vec![("Content-Type".into(), ct.into())], body.to_vec())
+}
+
+/// A registry that answers as `handler` says (by request path, query included); every request
+/// head is recorded. Plain HTTP on loopback; one thread per connection.
+struct Hostile {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Hostile {
+    fn start(handler: impl Fn(&str) -> Reply + Send + Sync + 'static) -> Hostile {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let (h2, handler) = (heads.clone(), Arc::new(handler));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let (heads, handler) = (h2.clone(), handler.clone());
+                std::thread::spawn(move || {
+                    loop {
+                        let mut head = Vec::new();
+                        let mut b = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n") {
+                            match c.read(&mut b) {
+                                // A TLS ClientHello: this registry speaks plain HTTP only.
+                                Ok(1) if head.is_empty() && b[0] == 0x16 => return,
+                                Ok(1) => head.push(b[0]),
+                                _ => return,
+                            }
+                        }
+                        let head = String::from_utf8_lossy(&head).into_owned();
+                        heads.lock().unwrap().push(head.clone());
+                        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                        let hdrs = |h: &[(String, String)], len: Option<usize>| {
+                            let mut s = String::new();
+                            for (k, v) in h {
+                                s.push_str(&format!("{k}: {v}\r\n"));
+                            }
+                            match len {
+                                Some(n) => s.push_str(&format!("Content-Length: {n}\r\n")),
+                                None => s.push_str("Connection: close\r\n"),
+                            }
+                            s
+                        };
+                        match handler(&path) {
+                            Reply::Full(code, h, body) => {
+                                let r = format!("HTTP/1.1 {code} X\r\n{}\r\n", hdrs(&h, Some(body.len())));
+                                if c.write_all(r.as_bytes()).and_then(|_| c.write_all(&body)).is_err() {
+                                    return;
+                                }
+                            }
+                            Reply::Trickle(h, body) => {
+                                let has_len = h.iter().any(|(k, _)| k.eq_ignore_ascii_case("content-length"));
+                                let mut s = String::from("HTTP/1.1 200 OK\r\n");
+                                for (k, v) in &h {
+                                    s.push_str(&format!("{k}: {v}\r\n"));
+                                }
+                                if !has_len {
+                                    s.push_str("Connection: close\r\n");
+                                }
+                                s.push_str("\r\n");
+                                let _ = c.write_all(s.as_bytes());
+                                for byte in body {
+                                    if c.write_all(&[byte]).is_err() {
+                                        return;
+                                    }
+                                    std::thread::sleep(Duration::from_secs(1));
+                                }
+                                return;
+                            }
+                            Reply::Endless(h) => {
+                                let r = format!("HTTP/1.1 200 OK\r\n{}\r\n", hdrs(&h, None));
+                                let _ = c.write_all(r.as_bytes());
+                                let zeros = vec![0u8; 65536];
+                                while c.write_all(&zeros).is_ok() {}
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Hostile { port, heads }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn cli_scan(spec: &str, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", spec, "--quiet", "--no-cache", "--format", "inventory"])
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+
+fn sha256_of(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)))
+}
+
+fn sha512_of(b: &[u8]) -> String {
+    use sha2::Digest as _;
+    format!("sha512:{}", hex::encode(sha2::Sha512::digest(b)))
+}
+
+/// A one-layer image (uncompressed tar holding a CUDA library) as registry documents:
+/// (manifest, config, layer), with blob digests made by `digest`.
+fn tiny_image(digest: fn(&[u8]) -> String) -> (Vec<u8>, Vec<u8>, Vec<u8>, String, String) {
+    let layer = tar(&[Ent::File("usr/lib/libsm90a.so", read_fixture("libsm90a.so"))]);
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [sha256_of(&layer)]},
+        "config": {}
+    }))
+    .unwrap();
+    let (cd, ld) = (digest(&config), digest(&layer));
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": layer.len()}]
+    }))
+    .unwrap();
+    (manifest, config, layer, cd, ld)
+}
+
+use sha2::Digest as _;
+
+#[test]
+fn credentials_never_go_to_a_token_realm_on_another_host() {
+    // The token service: records whatever reaches it.
+    let realm = Hostile::start(|_| Reply::Full(401, vec![], b"no".to_vec()));
+    let realm_url = format!("http://{}/token", realm.host());
+    let reg = Hostile::start(move |_| {
+        Reply::Full(
+            401,
+            vec![("WWW-Authenticate".into(), format!("Bearer realm=\"{realm_url}\",service=\"x\""))],
+            vec![],
+        )
+    });
+    let spec = format!("{}/app/img:1", reg.host());
+    let with_creds = |extra: &[&str]| {
+        Command::cargo_bin("cudalint")
+            .unwrap()
+            .args(["scan", &spec, "--quiet", "--no-cache", "--username", "ci", "--password-stdin"])
+            .args(extra)
+            .write_stdin("s3cret\n")
+            .output()
+            .unwrap()
+    };
+    let o = with_creds(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--allow-auth-host"), "{}", stderr(&o));
+    assert!(realm.heads().is_empty(), "nothing reached the foreign realm: {:?}", realm.heads());
+    // Allowed by name, but plain HTTP: still refused.
+    let o = with_creds(&["--allow-auth-host", &realm.host()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("only over HTTPS"), "{}", stderr(&o));
+    assert!(realm.heads().is_empty(), "{:?}", realm.heads());
+    // Anonymous: the realm is asked for a token, without any Authorization.
+    let o = cli_scan(&spec, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let heads = realm.heads();
+    assert!(!heads.is_empty(), "an anonymous token request is made");
+    assert!(heads.iter().all(|h| !h.to_ascii_lowercase().contains("authorization")), "{heads:?}");
+    assert!(reg.heads().iter().all(|h| !h.to_ascii_lowercase().contains("authorization")));
+}
+
+#[test]
+fn nested_indexes_are_fetched_once_each_and_their_fan_out_is_bounded() {
+    let (manifest, ..) = tiny_image(sha256_of);
+    // Four levels of indexes, each listing the next one 20 times.
+    let mut docs: Vec<(String, Vec<u8>)> = vec![(sha256_of(&manifest), manifest.clone())];
+    let mut child = (sha256_of(&manifest), OCI_MANIFEST, manifest.len());
+    for _ in 0..4 {
+        let entry = serde_json::json!({"mediaType": child.1, "digest": child.0, "size": child.2,
+            "platform": {"architecture": "amd64", "os": "linux"}});
+        let idx = serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX,
+            "manifests": vec![entry; 20]}))
+        .unwrap();
+        child = (sha256_of(&idx), OCI_INDEX, idx.len());
+        docs.push((child.0.clone(), idx));
+    }
+    let top = docs.last().unwrap().1.clone();
+    let reg = Hostile::start(move |path| {
+        if path == "/v2/" {
+            return ok("application/json", b"{}");
+        }
+        if path.ends_with("/manifests/1") {
+            return ok(OCI_INDEX, &top);
+        }
+        for (d, b) in &docs {
+            if path.ends_with(&format!("/manifests/{d}")) {
+                let ct = if b == &docs[0].1 { OCI_MANIFEST } else { OCI_INDEX };
+                return ok(ct, b);
+            }
+        }
+        Reply::Full(404, vec![], vec![])
+    });
+    let o = cli_scan(&format!("{}/n/img:1", reg.host()), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("fan out"), "{}", stderr(&o));
+    let manifest_gets = reg.heads().iter().filter(|h| h.contains("/manifests/")).count();
+    assert!(manifest_gets <= 6, "each index fetched once, not {manifest_gets} times");
+}
+
+#[test]
+fn oversized_endless_and_trickling_registries_end_in_exit_2() {
+    let (manifest, config, _layer, cd, ld) = tiny_image(sha256_of);
+    let (m2, c2, ld2) = (manifest.clone(), config.clone(), ld.clone());
+    let reg = Hostile::start(move |path| {
+        let json = |ct: &str| vec![("Content-Type".to_string(), ct.to_string())];
+        match path {
+            "/v2/" => ok("application/json", b"{}"),
+            // Announces 100 MB: refused before reading.
+            p if p.ends_with("/big/manifests/1") => {
+                Reply::Full(200, vec![("Content-Type".into(), OCI_MANIFEST.into())], vec![b' '; 5 << 20])
+            }
+            p if p.ends_with("/endless/manifests/1") => Reply::Endless(json(OCI_MANIFEST)),
+            p if p.ends_with("/slow/manifests/1") => Reply::Trickle(json(OCI_MANIFEST), m2.clone()),
+            p if p.ends_with("/manifests/1") => ok(OCI_MANIFEST, &m2),
+            p if p.ends_with(&format!("/blobs/{cd}")) => ok("application/octet-stream", &c2),
+            // The layer never ends.
+            p if p.ends_with(&format!("/blobs/{ld2}")) => Reply::Endless(vec![]),
+            _ => Reply::Full(404, vec![], vec![]),
+        }
+    });
+    let run = |repo: &str, extra: &[&str]| cli_scan(&format!("{}/{repo}:1", reg.host()), extra);
+    let o = run("x/big", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("announces 5242880 bytes"), "{}", stderr(&o));
+    let o = run("x/endless", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("sent more than"), "{}", stderr(&o));
+    let o = run("x/layer", &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(&ld) && stderr(&o).contains("sent more than"), "{}", stderr(&o));
+    let o = run("x/slow", &["--registry-stall-timeout", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("stalled"), "{}", stderr(&o));
+    let o = run("x/slow", &["--registry-stall-timeout", "600", "--registry-deadline", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("deadline"), "{}", stderr(&o));
+}
+
+#[test]
+fn catalog_pagination_that_makes_no_progress_is_an_error() {
+    let reg = Hostile::start(|path| {
+        let page = |next: &str| {
+            Reply::Full(
+                200,
+                vec![("Link".into(), format!("<{next}>; rel=\"next\""))],
+                br#"{"repositories":["a/one","b/two"]}"#.to_vec(),
+            )
+        };
+        match path {
+            "/v2/" => ok("application/json", b"{}"),
+            // The first registry's Link points back at the same page.
+            p if p.starts_with("/v2/_catalog?n=1000") && !p.contains("last") => {
+                page("/v2/_catalog?n=1000&last=b%2Ftwo")
+            }
+            // Then ever new URLs serving the same page again.
+            p if p.starts_with("/v2/_catalog") => page(&format!("{p}x")),
+            _ => Reply::Full(404, vec![], vec![]),
+        }
+    });
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--output-dir"])
+        .arg(out.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no progress"), "{}", stderr(&o));
+    assert!(reg.heads().len() < 10);
+    let looping = Hostile::start(|path| match path {
+        "/v2/" => ok("application/json", b"{}"),
+        p => Reply::Full(
+            200,
+            vec![("Link".into(), format!("<{p}>; rel=\"next\""))],
+            br#"{"repositories":["a"]}"#.to_vec(),
+        ),
+    });
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["registry", &looping.host(), "--quiet", "--no-cache", "--output-dir"])
+        .arg(out.path())
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("loops"), "{}", stderr(&o));
+}
+
+#[test]
+fn sha512_digests_are_verified_and_unknown_algorithms_refused() {
+    let (manifest, config, layer, cd, ld) = tiny_image(sha512_of);
+    let md = sha512_of(&manifest);
+    let mut bad_layer = layer.clone();
+    let n = bad_layer.len();
+    bad_layer[n - 1] ^= 1;
+    let odd = String::from_utf8(manifest.clone()).unwrap().replace(&ld, &format!("blake3:{}", &ld[7..71]));
+    let (m2, md2, ld2) = (manifest.clone(), md.clone(), ld.clone());
+    let reg = Hostile::start(move |path| match path {
+        "/v2/" => ok("application/json", b"{}"),
+        p if p.starts_with("/v2/odd/") && p.ends_with("/manifests/1") => ok(OCI_MANIFEST, odd.as_bytes()),
+        p if p.ends_with("/manifests/1") || p.ends_with(&format!("/manifests/{md2}")) => ok(OCI_MANIFEST, &m2),
+        p if p.ends_with(&format!("/blobs/{cd}")) => ok("application/octet-stream", &config),
+        p if p.starts_with("/v2/good/") && p.ends_with(&format!("/blobs/{ld2}")) => {
+            ok("application/octet-stream", &layer)
+        }
+        p if p.ends_with(&format!("/blobs/{ld2}")) => ok("application/octet-stream", &bad_layer),
+        _ => Reply::Full(404, vec![], vec![]),
+    });
+    let good = cli_scan(&format!("{}/good/img:1", reg.host()), &[]);
+    assert!(good.status.code() != Some(2), "{}", stderr(&good));
+    let inv: serde_json::Value = serde_json::from_slice(&good.stdout).unwrap();
+    assert!(inv["files"].as_array().unwrap().iter().any(|f| f["path"] == "/usr/lib/libsm90a.so"), "{inv}");
+    assert_eq!(inv["image"]["layers"][0]["verified"], true, "{inv}");
+    // By manifest digest (sha512) too.
+    let by_digest = cli_scan(&format!("{}/good/img@{md}", reg.host()), &[]);
+    assert!(by_digest.status.code() != Some(2), "{}", stderr(&by_digest));
+    let tampered = cli_scan(&format!("{}/bad/img:1", reg.host()), &[]);
+    assert_eq!(tampered.status.code(), Some(2));
+    assert!(stderr(&tampered).contains("digest mismatch") && stderr(&tampered).contains(&ld), "{}", stderr(&tampered));
+    let odd = cli_scan(&format!("{}/odd/img:1", reg.host()), &[]);
+    assert_eq!(odd.status.code(), Some(2));
+    assert!(stderr(&odd).contains("cannot be verified"), "{}", stderr(&odd));
+}
+
+#[test]
+fn registry_error_bodies_reach_the_terminal_escaped() {
+    let reg = Hostile::start(|path| match path {
+        "/v2/" => ok("application/json", b"{}"),
+        _ => Reply::Full(500, vec![], b"\x1b[2K\rpassed: 0 errors\n\x1b]0;owned\x07".to_vec()),
+    });
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &format!("{}/e/img:1", reg.host()), "--quiet", "--no-cache"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+    assert!(err.contains("\\x1b[2K\\rpassed"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one error line: {err}");
+}
+
+#[test]
+fn a_token_realm_on_the_registrys_own_host_gets_the_credentials_and_its_token_is_used() {
+    let (manifest, config, layer, cd, ld) = tiny_image(sha256_of);
+    let port = Arc::new(std::sync::OnceLock::<u16>::new());
+    let p2 = port.clone();
+    let reg = Hostile::start(move |path| {
+        let realm = format!("http://127.0.0.1:{}/token", p2.get().unwrap());
+        let challenge = Reply::Full(
+            401,
+            vec![("WWW-Authenticate".into(), format!("Bearer realm=\"{realm}\",service=\"test\""))],
+            vec![],
+        );
+        match path {
+            p if p.starts_with("/token?") => ok("application/json", br#"{"token":"tok-123"}"#),
+            "/v2/" => challenge,
+            p if p.ends_with("/manifests/1") => ok(OCI_MANIFEST, &manifest),
+            p if p.ends_with(&format!("/blobs/{cd}")) => ok("application/octet-stream", &config),
+            p if p.ends_with(&format!("/blobs/{ld}")) => ok("application/octet-stream", &layer),
+            _ => Reply::Full(404, vec![], vec![]),
+        }
+    });
+    port.set(reg.port).unwrap();
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &format!("{}/tok/img:1", reg.host()), "--quiet", "--no-cache", "--format", "inventory"])
+        .args(["--username", "ci", "--password-stdin"])
+        .write_stdin("s3cret\n")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(o.status.code() != Some(2), "{}", stderr(&o));
+    let heads = reg.heads();
+    let token_req = heads.iter().find(|h| h.starts_with("GET /token?")).expect("a token request");
+    // Basic ci:s3cret, and the pull scope of the repository.
+    assert!(token_req.contains("Basic Y2k6czNjcmV0"), "{token_req}");
+    assert!(token_req.contains("scope=repository%3Atok%2Fimg%3Apull"), "{token_req}");
+    let pulls: Vec<&String> = heads.iter().filter(|h| h.contains("/manifests/") || h.contains("/blobs/")).collect();
+    assert!(!pulls.is_empty());
+    for h in pulls {
+        assert!(h.contains("Bearer tok-123") && !h.contains("Basic"), "{h}");
+    }
+}
