@@ -139,7 +139,10 @@ pub struct Placement {
 
 impl Placement {
     pub fn of(pod: &Value, origin: &str) -> Result<Placement, String> {
-        let mut p = Placement { node_name: pod.get("nodeName").and_then(Value::as_str).map(String::from), ..Default::default() };
+        let mut p = Placement {
+            node_name: pod.get("nodeName").and_then(Value::as_str).map(String::from),
+            ..Default::default()
+        };
         if let Some(sel) = pod.get("nodeSelector").filter(|v| !v.is_null()) {
             let m = sel.as_object().ok_or_else(|| format!("{origin}: nodeSelector is not a map"))?;
             for (k, v) in m {
@@ -147,7 +150,8 @@ impl Placement {
                 p.node_selector.insert(k.clone(), v);
             }
         }
-        let terms = pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
+        let terms =
+            pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
         if let Some(t) = terms.filter(|t| !t.is_null()) {
             if !t.is_array() {
                 return Err(format!("{origin}: nodeSelectorTerms is not a list"));
@@ -251,8 +255,12 @@ mod tests {
 
     #[test]
     fn selector_and_affinity_operators() {
-        let h100 = node("h1", &[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"), ("nvidia.com/gpu.compute.major", "9")]);
-        let l4 = node("l1", &[("nvidia.com/gpu.product", "NVIDIA-L4"), ("nvidia.com/gpu.compute.major", "8"), ("spot", "yes")]);
+        let h100 =
+            node("h1", &[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"), ("nvidia.com/gpu.compute.major", "9")]);
+        let l4 = node(
+            "l1",
+            &[("nvidia.com/gpu.product", "NVIDIA-L4"), ("nvidia.com/gpu.compute.major", "8"), ("spot", "yes")],
+        );
         let check = |yaml: &str| -> (bool, bool) {
             let p = placement(yaml).unwrap();
             (p.matches(&h100).unwrap(), p.matches(&l4).unwrap())
@@ -265,18 +273,28 @@ mod tests {
                 "affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: {exprs}}}}}}}"
             )
         };
-        assert_eq!(check(&aff("[{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Gt, values: ['8']}]}]")), (true, false));
-        assert_eq!(check(&aff("[{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Lt, values: ['9']}]}]")), (false, true));
+        assert_eq!(
+            check(&aff("[{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Gt, values: ['8']}]}]")),
+            (true, false)
+        );
+        assert_eq!(
+            check(&aff("[{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Lt, values: ['9']}]}]")),
+            (false, true)
+        );
         assert_eq!(check(&aff("[{matchExpressions: [{key: spot, operator: DoesNotExist}]}]")), (true, false));
         assert_eq!(check(&aff("[{matchExpressions: [{key: spot, operator: Exists}]}]")), (false, true));
         assert_eq!(check(&aff("[{matchExpressions: [{key: spot, operator: NotIn, values: [yes]}]}]")), (true, false));
         // Terms are ORed, expressions within a term ANDed.
         assert_eq!(
-            check(&aff("[{matchExpressions: [{key: spot, operator: Exists}, {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3]}]}]")),
+            check(&aff(
+                "[{matchExpressions: [{key: spot, operator: Exists}, {key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-H100-80GB-HBM3]}]}]"
+            )),
             (false, false)
         );
         assert_eq!(
-            check(&aff("[{matchExpressions: [{key: spot, operator: Exists}]}, {matchFields: [{key: metadata.name, operator: In, values: [h1]}]}]")),
+            check(&aff(
+                "[{matchExpressions: [{key: spot, operator: Exists}]}, {matchFields: [{key: metadata.name, operator: In, values: [h1]}]}]"
+            )),
             (true, true)
         );
         assert_eq!(check(&aff("[{}]")), (false, false), "an empty term matches nothing");

@@ -115,7 +115,12 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
             return Err(format!("{origin}: object {} has no kind (not a Kubernetes manifest?)", i + 1));
         };
         let pod_ptr = match kind.as_str() {
-            "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "ReplicationController" | "Job"
+            "Deployment"
+            | "StatefulSet"
+            | "DaemonSet"
+            | "ReplicaSet"
+            | "ReplicationController"
+            | "Job"
             | "PodTemplate" => "/spec/template/spec",
             "CronJob" => "/spec/jobTemplate/spec/template/spec",
             "Pod" => "/spec",
@@ -172,7 +177,9 @@ pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, String> {
                 .get("image")
                 .and_then(Value::as_str)
                 .filter(|i| !i.trim().is_empty())
-                .ok_or_else(|| format!("{}: {}: container {name} requests {GPU_RESOURCE} but has no image", w.source, w.id()))?
+                .ok_or_else(|| {
+                    format!("{}: {}: container {name} requests {GPU_RESOURCE} but has no image", w.source, w.id())
+                })?
                 .trim()
                 .to_string();
             out.push(GpuContainer { name, init, image, gpus });
@@ -195,7 +202,10 @@ mod tests {
         assert_eq!(skipped, 1);
         assert_eq!(w.iter().map(Workload::id).collect::<Vec<_>>(), ["CronJob ml/nightly", "Pod p"]);
         let c = gpu_containers(&w[0]).unwrap();
-        assert_eq!(c, [GpuContainer { name: "train".into(), init: false, image: "reg/train:1".into(), gpus: "2".into() }]);
+        assert_eq!(
+            c,
+            [GpuContainer { name: "train".into(), init: false, image: "reg/train:1".into(), gpus: "2".into() }]
+        );
         let c = gpu_containers(&w[1]).unwrap();
         assert_eq!(c.len(), 1, "a zero GPU limit is no GPU");
         assert!(c[0].init && c[0].gpus == "1");

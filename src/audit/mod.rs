@@ -229,7 +229,8 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
     }
 
     // Scan each distinct image once.
-    let distinct: BTreeSet<&str> = workloads.iter().flat_map(|(_, _, cs)| cs.iter().map(|c| c.image.as_str())).collect();
+    let distinct: BTreeSet<&str> =
+        workloads.iter().flat_map(|(_, _, cs)| cs.iter().map(|c| c.image.as_str())).collect();
     let mut images = Vec::new();
     let mut scanned: BTreeMap<String, ImageReport> = BTreeMap::new();
     for image in distinct {
@@ -304,8 +305,12 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
                         pr.reason = Some(format!("image not scanned: {}", scan_error.clone().unwrap_or_default()));
                     }
                     (Some(l), Some(_)) => {
-                        pr.findings = l.findings.iter().filter(|f| f.target.as_deref() == Some(&pool.name)).cloned().collect();
-                        let jit = l.matrix.iter().any(|row| row.cells.iter().any(|c| c.target == pool.name && c.class == "jit"))
+                        pr.findings =
+                            l.findings.iter().filter(|f| f.target.as_deref() == Some(&pool.name)).cloned().collect();
+                        let jit = l
+                            .matrix
+                            .iter()
+                            .any(|row| row.cells.iter().any(|c| c.target == pool.name && c.class == "jit"))
                             || pr.findings.iter().any(|f| f.name == "ptx-jit-only");
                         pr.verdict = if pr.findings.iter().any(|f| f.severity == Severity::Error) {
                             "fails"

@@ -59,13 +59,7 @@ pub fn summary_line(r: &AuditReport) -> String {
 }
 
 fn container_line(c: &AuditContainer) -> String {
-    format!(
-        "{}{} {}  ({} GPU)",
-        if c.init { "init container " } else { "container " },
-        c.name,
-        c.image,
-        c.gpus
-    )
+    format!("{}{} {}  ({} GPU)", if c.init { "init container " } else { "container " }, c.name, c.image, c.gpus)
 }
 
 pub fn text(r: &AuditReport, paint: lint_report::Paint) -> String {
@@ -93,7 +87,11 @@ pub fn text(r: &AuditReport, paint: lint_report::Paint) -> String {
                 let _ = writeln!(out, "  {}  {}: {e}", i.image, p("1;31", "NOT SCANNED"));
             }
             None => {
-                let via = if i.scanned == format!("docker://{}", i.image) { String::new() } else { format!(" (as {})", i.scanned) };
+                let via = if i.scanned == format!("docker://{}", i.image) {
+                    String::new()
+                } else {
+                    format!(" (as {})", i.scanned)
+                };
                 let _ = writeln!(out, "  {}{via}", i.image);
             }
         }
@@ -174,7 +172,9 @@ pub fn sarif(r: &AuditReport, rules: &[Rule]) -> String {
         log = serde_json::json!({
             "$schema": serde_sarif::sarif::SCHEMA_URL, "version": "2.1.0",
         });
-        runs.push(serde_json::json!({"tool": {"driver": {"name": "cudalint", "version": r.tool.version}}, "results": []}));
+        runs.push(
+            serde_json::json!({"tool": {"driver": {"name": "cudalint", "version": r.tool.version}}, "results": []}),
+        );
     }
     log["runs"] = serde_json::Value::Array(runs);
     let mut s = serde_json::to_string_pretty(&log).expect("serializes");
@@ -210,7 +210,11 @@ pub fn junit(r: &AuditReport) -> String {
                     let mut s = TestCaseStatus::non_success(kind);
                     s.set_message(verdict.clone());
                     let mut d: Vec<String> = reason.into_iter().collect();
-                    d.extend(failing.iter().map(|f| format!("{} {} {}: {}\nfix: {}", f.rule, f.name, where_(f), f.message, f.fix)));
+                    d.extend(
+                        failing
+                            .iter()
+                            .map(|f| format!("{} {} {}: {}\nfix: {}", f.rule, f.name, where_(f), f.message, f.fix)),
+                    );
                     s.set_description(d.join("\n"));
                     s
                 } else {
