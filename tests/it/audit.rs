@@ -36,7 +36,9 @@ fn cudalint() -> Command {
 
 /// (workload, container, [(pool's GPU, verdict, [rules])]) of a JSON report, and the container
 /// verdicts.
-type Verdicts = Vec<(String, String, String, Vec<(String, String, Vec<String>)>)>;
+type PoolVerdict = (String, String, Vec<String>);
+type Verdict = (String, String, String, Vec<PoolVerdict>);
+type Verdicts = Vec<Verdict>;
 
 fn verdicts(report: &Value) -> Verdicts {
     let mut out = Vec::new();
@@ -69,12 +71,7 @@ fn verdicts(report: &Value) -> Verdicts {
     out
 }
 
-fn v(
-    w: &str,
-    c: &str,
-    verdict: &str,
-    pools: &[(&str, &str, &[&str])],
-) -> (String, String, String, Vec<(String, String, Vec<String>)>) {
+fn v(w: &str, c: &str, verdict: &str, pools: &[(&str, &str, &[&str])]) -> Verdict {
     (
         w.into(),
         c.into(),
