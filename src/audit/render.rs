@@ -65,7 +65,7 @@ fn container_line(c: &AuditContainer) -> String {
 pub fn text(r: &AuditReport, paint: lint_report::Paint) -> String {
     let p = |code: &str, s: &str| if paint.0 { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() };
     let verdict = |v: &str| {
-        let s = format!("{v:<6}");
+        let s = format!("{v:<8}");
         match v {
             "runs" => p("32", &s),
             "runs-jit" => p("33", &s),

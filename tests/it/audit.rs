@@ -217,9 +217,40 @@ fn local_images_every_workload_kind_and_pool() {
     let failing: usize =
         expected().iter().map(|e| e.3.iter().filter(|p| p.1 == "fails").count() + usize::from(e.3.is_empty())).sum();
     assert_eq!(junit.matches("<failure").count(), failing);
+    let xsd = std::process::Command::new(crate::scan::which("xmllint"))
+        .args(["--noout", "--schema"])
+        .arg(root().join("tests/schemas/junit.xsd"))
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut xsd.stdin.as_ref().unwrap(), junit.as_bytes()).unwrap();
+    let out = xsd.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // SARIF: one run per linted image and pool set, valid SARIF 2.1.0 (the schema as reports.rs
+    // reads it), every error-level result one of the pool findings above.
     let sarif: Value = serde_json::from_slice(&run("sarif", false).stdout).unwrap();
-    let results: usize = sarif["runs"].as_array().unwrap().iter().map(|r| r["results"].as_array().unwrap().len()).sum();
-    assert!(results >= 6, "{sarif}");
+    let text = std::fs::read_to_string(root().join("tests/schemas/sarif-schema-2.1.0.json")).unwrap();
+    let text = text.replace(r#"[a-zA-Z]{2}]?$"#, r#"[a-zA-Z]{2}\\]?$"#);
+    let validator = jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&sarif).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let mut errors: Vec<String> = sarif["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["results"].as_array().unwrap())
+        .filter(|r| r["level"] == "error")
+        .map(|r| r["ruleId"].as_str().unwrap().to_string())
+        .collect();
+    errors.sort();
+    // One lint per image and pool set: blackwell on the three pools (CL001 x3), llm-hopper on
+    // A10G (CL001), multi-arch on all pools and on L4 alone (CL005 x2); the two llm-hopper
+    // workloads on H100 share one clean lint.
+    assert_eq!(errors, ["CL001", "CL001", "CL001", "CL001", "CL005", "CL005"]);
 }
 
 #[test]
@@ -389,4 +420,42 @@ fn fail_closed_unscannable_image_unlabelled_pool_and_bad_manifests() {
     let o = run(&one, &cpu, &ok_map);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no GPU nodes"));
+}
+
+#[test]
+fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
+    let d = tempfile::tempdir().unwrap();
+    // lz4.fatbin: sm_80 SASS and compute_80 PTX (CUDA 12.9): native on 8.6 and 8.9, JIT on 9.0.
+    let img = Image::new(vec![(tar(&[Ent::File("opt/k/lz4.fatbin", read_fixture("lz4.fatbin"))]), Comp::Zstd)]);
+    let layout = d.path().join("img");
+    oci_layout(&layout, &[&img]);
+    let m = d.path().join("d.yaml");
+    std::fs::write(
+        &m,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: k, namespace: ml}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: k, image: reg.invalid/k:1, resources: {requests: {nvidia.com/gpu: 1}}}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        cudalint()
+            .arg("audit")
+            .arg(&m)
+            .arg("--nodes")
+            .arg(k8s("nodes.json"))
+            .args(["--quiet", "--no-cache", "--format", "json", "--image"])
+            .arg(format!("reg.invalid/k:1=oci:{}", layout.display()))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let r = json_of(&o.stdout);
+    let vs = verdicts(&r);
+    let pools: Vec<(&str, &str)> = vs[0].3.iter().map(|p| (p.0.as_str(), p.1.as_str())).collect();
+    assert_eq!(pools, [(A10G, "runs"), (H100, "runs-jit"), (L4, "runs")], "{vs:?}");
+    assert_eq!(vs[0].3[1].2, ["CL003"]);
+    assert_eq!(vs[0].2, "runs");
+    assert_eq!(o.status.code(), Some(0), "a warning does not fail the default gate");
+    // The JIT warning fails the gate when asked to.
+    let o = run(&["--fail-on", "warning"]);
+    assert_eq!(o.status.code(), Some(1));
 }
