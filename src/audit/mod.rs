@@ -133,7 +133,8 @@ fn expand(paths: &[String]) -> Result<Vec<String>, String> {
                 for e in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
                     let e = e.map_err(|e| format!("{}: {e}", d.display()))?;
                     let f = e.path();
-                    if f.is_dir() {
+                    // Symlinked directories are not followed (no cycles).
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
                         stack.push(f);
                     } else if f.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json") {
                         files.push(f.display().to_string());
