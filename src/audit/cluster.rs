@@ -18,6 +18,16 @@ const L_COUNT: &str = "nvidia.com/gpu.count";
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
+    /// `spec.taints` with effect NoSchedule or NoExecute (PreferNoSchedule does not keep a pod
+    /// off).
+    pub taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: String,
 }
 
 /// Nodes with the same GPU, compute capability and driver.
@@ -115,7 +125,15 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), String
             nodes: Vec::new(),
         });
         pool.nodes.push(name.clone());
-        out.push(Node { name, labels });
+        let mut taints = Vec::new();
+        for t in n.pointer("/spec/taints").and_then(Value::as_array).into_iter().flatten() {
+            let field = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let effect = field("effect");
+            if effect == "NoSchedule" || effect == "NoExecute" {
+                taints.push(Taint { key: field("key"), value: field("value"), effect });
+            }
+        }
+        out.push(Node { name, labels, taints });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     let mut pools: Vec<Pool> = pools.into_values().collect();
@@ -135,6 +153,9 @@ pub struct Placement {
     /// `requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`, as written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub required_affinity: Option<Value>,
+    /// As written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Value>,
 }
 
 impl Placement {
@@ -158,19 +179,50 @@ impl Placement {
             }
             p.required_affinity = Some(t.clone());
             // Checked once here, so matching cannot fail later.
-            let probe = Node { name: String::new(), labels: BTreeMap::new() };
+            let probe = Node { name: String::new(), labels: BTreeMap::new(), taints: Vec::new() };
             p.matches(&probe).map_err(|e| format!("{origin}: {e}"))?;
         }
+        if let Some(t) = pod.get("tolerations").filter(|v| !v.is_null()) {
+            p.tolerations = t.as_array().ok_or_else(|| format!("{origin}: tolerations is not a list"))?.clone();
+        }
         Ok(p)
+    }
+
+    /// A toleration of the pod, or the one the ExtendedResourceToleration admission plugin adds
+    /// to every pod that requests `nvidia.com/gpu` (GKE enables it; GPU node pools there are
+    /// tainted `nvidia.com/gpu`).
+    fn tolerates(&self, t: &Taint) -> bool {
+        if t.key == super::manifest::GPU_RESOURCE && t.effect == "NoSchedule" {
+            return true;
+        }
+        self.tolerations.iter().any(|x| {
+            let f = |k: &str| x.get(k).and_then(Value::as_str).unwrap_or("");
+            let effect_ok = f("effect").is_empty() || f("effect") == t.effect;
+            let key_ok = match f("operator") {
+                "Exists" => f("key").is_empty() || f("key") == t.key,
+                // Equal is the default operator.
+                _ => f("key") == t.key && f("value") == t.value,
+            };
+            effect_ok && key_ok
+        })
     }
 
     pub fn unconstrained(&self) -> bool {
         self.node_name.is_none() && self.node_selector.is_empty() && self.required_affinity.is_none()
     }
 
-    /// The pod may be scheduled on the node (as far as labels and name decide).
+    /// The pod may be scheduled on the node (as far as name, labels and taints decide).
     pub fn matches(&self, node: &Node) -> Result<bool, String> {
         if self.node_name.as_ref().is_some_and(|n| n != &node.name) {
+            return Ok(false);
+        }
+        // A pod bound by nodeName skips the scheduler: only NoExecute taints keep it off.
+        let untolerated = node
+            .taints
+            .iter()
+            .filter(|t| self.node_name.is_none() || t.effect == "NoExecute")
+            .any(|t| !self.tolerates(t));
+        if untolerated {
             return Ok(false);
         }
         if !self.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v)) {
@@ -245,7 +297,11 @@ mod tests {
     use super::*;
 
     fn node(name: &str, labels: &[(&str, &str)]) -> Node {
-        Node { name: name.into(), labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect() }
+        Node {
+            name: name.into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            taints: Vec::new(),
+        }
     }
 
     fn placement(yaml: &str) -> Result<Placement, String> {
@@ -302,6 +358,31 @@ mod tests {
         assert!(e.contains("p.yaml") && e.contains("Near"), "{e}");
         let e = placement(&aff("[{matchExpressions: [{key: a, operator: Gt, values: ['1', '2']}]}]")).unwrap_err();
         assert!(e.contains("exactly one"), "{e}");
+    }
+
+    #[test]
+    fn taints_and_tolerations() {
+        let mut n = node("h1", &[]);
+        let taint = |k: &str, v: &str, e: &str| Taint { key: k.into(), value: v.into(), effect: e.into() };
+        n.taints = vec![taint("nvidia.com/gpu", "present", "NoSchedule"), taint("dedicated", "llm", "NoSchedule")];
+        let ok = |yaml: &str| placement(yaml).unwrap().matches(&n).unwrap();
+        // The GPU taint is tolerated implicitly; the other one is not.
+        assert!(!ok("{}"));
+        assert!(ok("tolerations: [{key: dedicated, operator: Equal, value: llm, effect: NoSchedule}]"));
+        assert!(ok("tolerations: [{key: dedicated, value: llm}]"), "Equal is the default, any effect");
+        assert!(!ok("tolerations: [{key: dedicated, value: other}]"));
+        assert!(!ok("tolerations: [{key: dedicated, operator: Exists, effect: NoExecute}]"));
+        assert!(ok("tolerations: [{operator: Exists}]"), "an empty key with Exists tolerates everything");
+        // nodeName bypasses the scheduler: NoSchedule does not apply, NoExecute does.
+        assert!(ok("nodeName: h1"));
+        n.taints.push(taint("maintenance", "", "NoExecute"));
+        assert!(!placement("nodeName: h1").unwrap().matches(&n).unwrap());
+        assert!(
+            placement("{nodeName: h1, tolerations: [{key: maintenance, operator: Exists}]}")
+                .unwrap()
+                .matches(&n)
+                .unwrap()
+        );
     }
 
     #[test]

@@ -98,26 +98,38 @@ pub fn text(r: &AuditReport, paint: lint_report::Paint) -> String {
     }
     for wl in &r.workloads {
         let _ = writeln!(out, "\n{}  ({})", wl.id(), wl.source);
-        if wl.placement.unconstrained() {
-            let _ = writeln!(out, "  placement: any GPU node");
-        } else {
-            let mut parts = Vec::new();
-            if let Some(n) = &wl.placement.node_name {
-                parts.push(format!("nodeName {n}"));
-            }
-            if !wl.placement.node_selector.is_empty() {
-                let s: Vec<String> = wl.placement.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                parts.push(format!("nodeSelector {}", s.join(",")));
-            }
-            if wl.placement.required_affinity.is_some() {
-                parts.push("required node affinity".into());
-            }
-            let _ = writeln!(out, "  placement: {}", parts.join("; "));
+        let mut parts = Vec::new();
+        if let Some(n) = &wl.placement.node_name {
+            parts.push(format!("nodeName {n}"));
         }
+        if !wl.placement.node_selector.is_empty() {
+            let s: Vec<String> = wl.placement.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            parts.push(format!("nodeSelector {}", s.join(",")));
+        }
+        if wl.placement.required_affinity.is_some() {
+            parts.push("required node affinity".into());
+        }
+        if !wl.placement.tolerations.is_empty() {
+            let keys: Vec<&str> = wl
+                .placement
+                .tolerations
+                .iter()
+                .map(|t| t.get("key").and_then(serde_json::Value::as_str).filter(|k| !k.is_empty()).unwrap_or("*"))
+                .collect();
+            parts.push(format!("tolerates {}", keys.join(",")));
+        }
+        if wl.placement.unconstrained() {
+            parts.insert(0, "no nodeSelector or node affinity".into());
+        }
+        let _ = writeln!(out, "  placement: {}", parts.join("; "));
         for c in &wl.containers {
             let _ = writeln!(out, "  {}", container_line(c));
             if c.pools.is_empty() {
-                let _ = writeln!(out, "    {} no GPU pool matches its placement", verdict("unschedulable"));
+                let _ = writeln!(
+                    out,
+                    "    {} no GPU node matches its placement (nodeName, nodeSelector, affinity, taints)",
+                    verdict("unschedulable")
+                );
             }
             for pr in &c.pools {
                 let _ = writeln!(out, "    {} {}  [{}]", verdict(&pr.verdict), pr.pool, pr.nodes.join(", "));

@@ -49,8 +49,9 @@ pub enum Command {
     /// report per image, a summary, exit 2 if any image could not be scanned.
     Registry(Box<registry::RegistryScanArgs>),
     /// Pre-deploy audit for Kubernetes: for each container of the workload manifests that requests
-    /// nvidia.com/gpu, the GPU node pools (from `kubectl get nodes -o json`) its nodeSelector and
-    /// required node affinity allow, and whether its image runs on each. Each image is scanned
+    /// nvidia.com/gpu, the GPU node pools (from `kubectl get nodes -o json`) its nodeName,
+    /// nodeSelector, required node affinity and tolerations allow, and whether its image runs on
+    /// each. Each image is scanned
     /// once. Exit 1 when a container fails on a pool, fits no GPU pool or has a finding at
     /// --fail-on; 2 when an image could not be scanned or a pool could not be judged.
     Audit(Box<audit::AuditArgs>),

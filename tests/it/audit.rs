@@ -93,21 +93,17 @@ const L4: &str = "NVIDIA-L4";
 /// CUDA 13.5 runtime linked into multi-arch (read with --deep).
 fn expected() -> Verdicts {
     vec![
-        // Helm chart: affinity In [H100, A10G].
-        v(
-            "Deployment release-triton-inference-server",
-            "triton-inference-server",
-            "runs",
-            &[(A10G, "runs", &[]), (H100, "runs", &[])],
-        ),
+        // Helm chart: affinity In [H100, A10G], but the H100 nodes are tainted dedicated=llm.
+        v("Deployment release-triton-inference-server", "triton-inference-server", "runs", &[(A10G, "runs", &[])]),
         // kubectl List: no constraint, Blackwell-only code.
         v(
             "Deployment vision",
             "vision",
             "fails",
-            &[(A10G, "fails", &["CL001"]), (H100, "fails", &["CL001"]), (L4, "fails", &["CL001"])],
+            // Not H100: it does not tolerate dedicated=llm.
+            &[(A10G, "fails", &["CL001"]), (L4, "fails", &["CL001"])],
         ),
-        // nodeSelector on the node group label.
+        // nodeSelector on the node group label, and it tolerates dedicated=llm.
         v("Deployment ranker", "ranker", "runs", &[(H100, "runs", &[])]),
         v("Deployment embedder", "embedder", "runs", &[(A10G, "runs", &[])]),
         // Gt 8 on the compute major.
@@ -247,10 +243,10 @@ fn local_images_every_workload_kind_and_pool() {
         .map(|r| r["ruleId"].as_str().unwrap().to_string())
         .collect();
     errors.sort();
-    // One lint per image and pool set: blackwell on the three pools (CL001 x3), llm-hopper on
-    // A10G (CL001), multi-arch on all pools and on L4 alone (CL005 x2); the two llm-hopper
-    // workloads on H100 share one clean lint.
-    assert_eq!(errors, ["CL001", "CL001", "CL001", "CL001", "CL005", "CL005"]);
+    // One lint per image and pool set: blackwell on A10G and L4 (CL001 x2), llm-hopper on A10G
+    // (CL001), multi-arch on all pools and on L4 alone (CL005 x2); the two llm-hopper workloads
+    // on H100 share one clean lint.
+    assert_eq!(errors, ["CL001", "CL001", "CL001", "CL005", "CL005"]);
 }
 
 #[test]
@@ -432,7 +428,7 @@ fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     let m = d.path().join("d.yaml");
     std::fs::write(
         &m,
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: k, namespace: ml}\nspec:\n  template:\n    spec:\n      containers:\n      - {name: k, image: reg.invalid/k:1, resources: {requests: {nvidia.com/gpu: 1}}}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: k, namespace: ml}\nspec:\n  template:\n    spec:\n      tolerations: [{key: dedicated, operator: Exists}]\n      containers:\n      - {name: k, image: reg.invalid/k:1, resources: {requests: {nvidia.com/gpu: 1}}}\n",
     )
     .unwrap();
     let run = |extra: &[&str]| {
