@@ -211,17 +211,19 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
     }
 
     // Where each workload may land: (pool index, matching nodes).
+    let by_name: BTreeMap<&str, &cluster::Node> = nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let pool_nodes: Vec<Vec<&cluster::Node>> =
+        pools.iter().map(|p| p.nodes.iter().filter_map(|n| by_name.get(n.as_str()).copied()).collect()).collect();
     let mut landing: Vec<Vec<(usize, Vec<String>)>> = Vec::new();
     for (_, placement, _) in &workloads {
         let mut per_pool = Vec::new();
-        for (i, p) in pools.iter().enumerate() {
+        for (i, members) in pool_nodes.iter().enumerate() {
             let mut matching = Vec::new();
-            for n in nodes.iter().filter(|n| p.nodes.contains(&n.name)) {
+            for n in members {
                 if placement.matches(n)? {
                     matching.push(n.name.clone());
                 }
             }
-            matching.dedup();
             if !matching.is_empty() {
                 per_pool.push((i, matching));
             }
