@@ -4,6 +4,7 @@
 //! The data's journey, one module per stage: [`input`] (bytes from files and streams) ->
 //! [`inspect`] (ELF, fatbin, cubin, PTX, archives) -> reports.
 
+pub mod audit;
 pub mod cache;
 pub mod cli;
 pub mod cuda;

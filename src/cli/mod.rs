@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::inspect::{InspectOptions, inspect_paths};
 use crate::report;
 
+pub mod audit;
 pub mod gate;
 pub mod registry;
 pub mod scan;
@@ -47,6 +48,13 @@ pub enum Command {
     /// Scan the images of a registry (its catalog, filtered, optionally one shard of it): one
     /// report per image, a summary, exit 2 if any image could not be scanned.
     Registry(Box<registry::RegistryScanArgs>),
+    /// Pre-deploy audit for Kubernetes: for each container of the workload manifests that requests
+    /// nvidia.com/gpu, the GPU node pools (from `kubectl get nodes -o json`) its nodeName,
+    /// nodeSelector, required node affinity and tolerations allow, and whether its image runs on
+    /// each. Each image is scanned
+    /// once. Exit 1 when a container fails on a pool, fits no GPU pool or has a finding at
+    /// --fail-on; 2 when an image could not be scanned or a pool could not be judged.
+    Audit(Box<audit::AuditArgs>),
     /// Merge the summary.json files of sharded `registry` runs.
     Merge(registry::MergeArgs),
     /// The layer cache.
@@ -132,6 +140,7 @@ pub fn main() -> ExitCode {
                 Err(e) => fail(&e),
             }
         }
+        Command::Audit(a) => audit::run(*a).unwrap_or_else(|e| fail(&e)),
         Command::Merge(a) => registry::merge(a).unwrap_or_else(|e| fail(&e)),
         Command::Cache(CacheCommand::Clean { cache_dir }) => {
             let Some(dir) = cache_dir.or_else(crate::cache::default_dir) else {

@@ -1,5 +1,6 @@
 //! One integration test binary (faster to build than one per file), a module per area.
 
+mod audit;
 mod cuobjdump;
 mod device;
 mod escaping;

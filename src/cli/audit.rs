@@ -1,0 +1,113 @@
+//! `cudalint audit`: Kubernetes manifests and nodes in, a verdict per workload, container and
+//! GPU node pool out.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::ValueEnum;
+
+use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
+use super::scan::Color;
+use super::write_stdout;
+use crate::audit::{self, AuditInput, render};
+
+#[derive(clap::Args, Debug)]
+pub struct AuditArgs {
+    /// Workload manifests: multi-document YAML (`helm template` output, `kubectl get -o yaml`) or
+    /// JSON (`kubectl get -o json`, `List` kinds included); a directory is read for *.yaml,
+    /// *.yml and *.json; `-` is standard input. Deployment, StatefulSet, DaemonSet, ReplicaSet,
+    /// Job, CronJob and Pod are audited; other kinds are skipped.
+    #[arg(required = true)]
+    pub manifests: Vec<String>,
+    /// The cluster's nodes: `kubectl get nodes -o json` (GPU feature discovery labels). Repeatable.
+    #[arg(long, required = true)]
+    pub nodes: Vec<String>,
+    /// Scan SPEC for the image written REF in the manifests (a local archive or OCI layout, a
+    /// mirror: `--image nvcr.io/nvidia/tritonserver:25.01-py3=oci:./triton`). Repeatable.
+    /// Unmapped references are pulled from their registry.
+    #[arg(long = "image", value_name = "REF=SPEC")]
+    pub image_map: Vec<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format; repeat for several, each paired in order with an --output (text, json,
+    /// sarif, junit, markdown).
+    #[arg(long, value_enum)]
+    pub format: Vec<AuditFormat>,
+    /// Where each --format goes, in order (the rest go to standard output).
+    #[arg(long, short)]
+    pub output: Vec<PathBuf>,
+    /// Colours in text output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditFormat {
+    Text,
+    Json,
+    Sarif,
+    Junit,
+    Markdown,
+}
+
+pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
+    // The pools are the targets: none come from the command line or the config file.
+    let mut gate = Gate::load(&TargetArgs::default(), &a.policy)?;
+    gate.targets.clear();
+    let formats = if a.format.is_empty() { vec![AuditFormat::Text] } else { a.format.clone() };
+    if a.output.len() > formats.len() {
+        return Err("more --output than --format".into());
+    }
+    if formats.len() - a.output.len() > 1 {
+        return Err("only one --format can go to standard output; give each other one an --output".into());
+    }
+    let mut input = AuditInput { manifests: a.manifests.clone(), nodes: a.nodes.clone(), ..Default::default() };
+    for m in &a.image_map {
+        let (from, to) = m
+            .split_once('=')
+            .filter(|(f, t)| !f.is_empty() && !t.is_empty())
+            .ok_or_else(|| format!("--image {m:?}: expected REF=SPEC"))?;
+        input.image_map.insert(from.to_string(), to.to_string());
+    }
+    let opts = scan_options(&a.read, &a.registry)?;
+    let fail_on = gate.fail_on;
+    let cell = std::cell::RefCell::new(gate);
+    let judge = |inv: &crate::image::ImageReport, targets| {
+        let mut g = cell.borrow_mut();
+        g.targets = targets;
+        g.judge(inv)
+    };
+    let report = audit::run(&input, &opts, &judge, fail_on)?;
+    let gate = cell.into_inner();
+    for (i, f) in formats.iter().enumerate() {
+        let dest = a.output.get(i);
+        let color = match a.color {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        };
+        let text = match f {
+            AuditFormat::Text => render::text(&report, crate::report::lint::Paint(color)),
+            AuditFormat::Json => render::json(&report),
+            AuditFormat::Sarif => render::sarif(&report, &gate.rules),
+            AuditFormat::Junit => render::junit(&report),
+            AuditFormat::Markdown => render::markdown(&report),
+        };
+        match dest {
+            Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
+            None => write_stdout(&text),
+        }
+    }
+    Ok(if report.incomplete {
+        ExitCode::from(2)
+    } else if report.failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,457 @@
+//! `cudalint audit` on the manifests in fixtures/k8s (one of each workload kind, a Helm-rendered
+//! GPU inference server, a `kubectl get -o json` List) and a three-pool cluster's nodes, against
+//! real images: local (OCI layout, docker-archive) and in a loopback registry.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::images::{Comp, Ent, Image, docker_archive_legacy, oci_layout, tar, tar_dir};
+use crate::registry::{Proxy, Registry};
+use crate::util::{read_fixture, root};
+
+fn k8s(p: &str) -> PathBuf {
+    root().join("fixtures/k8s").join(p)
+}
+
+/// The three images the manifests name, sharing a base layer (a host library without CUDA), as
+/// images built from one base do: `multi-arch` (sm_75..sm_90 + compute_90, static CUDA 13.5
+/// runtime), `llm-hopper` (sm_90a only), `blackwell-kernels` (sm_100f, sm_103a).
+fn images() -> Vec<(&'static str, Image)> {
+    let base = tar(&[Ent::File("usr/lib/x86_64-linux-gnu/libplain.so", read_fixture("libplain.so"))]);
+    let one = |path: &'static str, fixture: &str| {
+        Image::new(vec![(base.clone(), Comp::Gzip), (tar(&[Ent::File(path, read_fixture(fixture))]), Comp::Gzip)])
+    };
+    vec![
+        ("ml/multi-arch:1.4.0", one("opt/app/lib/libmulti.so", "libmulti.so")),
+        ("ml/llm-hopper:2.0", one("opt/llm/lib/libsm90a.so", "libsm90a.so")),
+        ("ml/blackwell-kernels:0.9", one("opt/vision/libsm100f.so", "libsm100f.so")),
+    ]
+}
+
+fn cudalint() -> Command {
+    Command::cargo_bin("cudalint").unwrap()
+}
+
+/// (workload, container, [(pool's GPU, verdict, [rules])]) of a JSON report, and the container
+/// verdicts.
+type PoolVerdict = (String, String, Vec<String>);
+type Verdict = (String, String, String, Vec<PoolVerdict>);
+type Verdicts = Vec<Verdict>;
+
+fn verdicts(report: &Value) -> Verdicts {
+    let mut out = Vec::new();
+    for w in report["workloads"].as_array().unwrap() {
+        let id = format!("{} {}", w["kind"].as_str().unwrap(), w["name"].as_str().unwrap());
+        for c in w["containers"].as_array().unwrap() {
+            let pools = c["pools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| {
+                    let gpu = p["pool"].as_str().unwrap().split(',').next().unwrap().to_string();
+                    let rules = p["findings"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|f| f["rule"].as_str().unwrap().to_string())
+                        .collect();
+                    (gpu, p["verdict"].as_str().unwrap().to_string(), rules)
+                })
+                .collect();
+            out.push((
+                id.clone(),
+                c["name"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+                pools,
+            ));
+        }
+    }
+    out
+}
+
+fn v(w: &str, c: &str, verdict: &str, pools: &[(&str, &str, &[&str])]) -> Verdict {
+    (
+        w.into(),
+        c.into(),
+        verdict.into(),
+        pools
+            .iter()
+            .map(|(p, v, r)| (p.to_string(), v.to_string(), r.iter().map(|x| x.to_string()).collect()))
+            .collect(),
+    )
+}
+
+const A10G: &str = "NVIDIA-A10G";
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+const L4: &str = "NVIDIA-L4";
+
+/// What the cluster in fixtures/k8s/nodes.json makes of the manifests: each line follows from
+/// the placement rules and the device code (sm_90a runs on 9.0 only; sm_86 SASS runs on 8.6 and
+/// 8.9; sm_100f on none of them) and the L4 pool's driver 535 (CUDA 12.2) being older than the
+/// CUDA 13.5 runtime linked into multi-arch (read with --deep).
+fn expected() -> Verdicts {
+    vec![
+        // Helm chart: affinity In [H100, A10G], but the H100 nodes are tainted dedicated=llm.
+        v("Deployment release-triton-inference-server", "triton-inference-server", "runs", &[(A10G, "runs", &[])]),
+        // kubectl List: no constraint, Blackwell-only code.
+        v(
+            "Deployment vision",
+            "vision",
+            "fails",
+            // Not H100: it does not tolerate dedicated=llm.
+            &[(A10G, "fails", &["CL001"]), (L4, "fails", &["CL001"])],
+        ),
+        // nodeSelector on the node group label, and it tolerates dedicated=llm.
+        v("Deployment ranker", "ranker", "runs", &[(H100, "runs", &[])]),
+        v("Deployment embedder", "embedder", "runs", &[(A10G, "runs", &[])]),
+        // Gt 8 on the compute major.
+        v("StatefulSet llm", "server", "runs", &[(H100, "runs", &[])]),
+        v(
+            "DaemonSet gpu-burn-check",
+            "check",
+            "fails",
+            &[(A10G, "runs", &[]), (H100, "runs", &[]), (L4, "fails", &["CL005"])],
+        ),
+        // In [A10G, L4] AND NotIn the L4 node group: A10G only; the init container is audited.
+        v("Job warmup", "warm-cache", "fails", &[(A10G, "fails", &["CL001"])]),
+        v("CronJob nightly-eval", "eval", "unschedulable", &[]),
+        v("Pod debug-l4", "shell", "fails", &[(L4, "fails", &["CL005"])]),
+    ]
+}
+
+fn manifests() -> [PathBuf; 3] {
+    ["helm-triton.yaml", "kubectl-deployments.json", "workloads.yaml"].map(|f| k8s(&format!("manifests/{f}")))
+}
+
+fn json_of(stdout: &[u8]) -> Value {
+    serde_json::from_slice(stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(stdout)))
+}
+
+#[test]
+fn local_images_every_workload_kind_and_pool() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    // multi-arch as an OCI layout, llm-hopper as `docker save` output, blackwell as an oci-archive.
+    let multi = d.path().join("multi");
+    oci_layout(&multi, &[&imgs[0].1]);
+    let hopper = d.path().join("hopper.tar");
+    std::fs::write(&hopper, docker_archive_legacy(&imgs[1].1, "ml/llm-hopper:2.0")).unwrap();
+    let bw_dir = d.path().join("bw");
+    oci_layout(&bw_dir, &[&imgs[2].1]);
+    let bw = d.path().join("bw.tar");
+    std::fs::write(&bw, tar_dir(&bw_dir)).unwrap();
+    let map = [
+        format!("registry.example.com/ml/multi-arch:1.4.0=oci:{}", multi.display()),
+        format!("registry.example.com/ml/triton-server:25.01-py3=oci:{}", multi.display()),
+        format!("registry.example.com/ml/llm-hopper:2.0=docker-archive:{}", hopper.display()),
+        format!("registry.example.com/ml/blackwell-kernels:0.9=oci-archive:{}", bw.display()),
+    ];
+    let run = |format: &str, dir_input: bool| {
+        let mut c = cudalint();
+        c.arg("audit");
+        if dir_input {
+            c.arg(k8s("manifests"));
+        } else {
+            c.args(manifests());
+        }
+        c.arg("--nodes").arg(k8s("nodes.json")).args(["--deep", "--quiet", "--no-cache", "--format", format]);
+        for m in &map {
+            c.arg("--image").arg(m);
+        }
+        c.output().unwrap()
+    };
+    let o = run("json", false);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    assert_eq!(verdicts(&r), expected());
+    assert_eq!(r["workloads_without_gpu"], 1, "the CPU-only pod");
+    // Namespace; the chart's ServiceAccount, ConfigMap, Service and HPA.
+    assert_eq!(r["other_objects"], 5);
+    assert_eq!(r["failed"], true);
+    assert_eq!(r["incomplete"], false);
+    // Three pools, by GPU and driver; GFD's newer driver-version labels read on the H100 nodes.
+    let pools: Vec<(&str, usize)> = r["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["nodes"].as_array().unwrap().len()))
+        .collect();
+    assert_eq!(
+        pools,
+        [
+            ("NVIDIA-A10G, driver 580.65.06", 2),
+            ("NVIDIA-H100-80GB-HBM3, driver 580.65.06", 2),
+            ("NVIDIA-L4, driver 535.104.05", 1)
+        ]
+    );
+    // Four image references, the CPU-only ones never scanned.
+    let imgs_seen: Vec<&str> = r["images"].as_array().unwrap().iter().map(|i| i["image"].as_str().unwrap()).collect();
+    assert_eq!(imgs_seen.len(), 4);
+    assert!(imgs_seen.iter().all(|i| i.starts_with("registry.example.com/ml/")), "{imgs_seen:?}");
+    // A directory reads the same manifests.
+    let o2 = run("json", true);
+    assert_eq!(verdicts(&json_of(&o2.stdout)), expected());
+
+    // The text report, temp paths redacted.
+    let t = run("text", false);
+    let text = String::from_utf8(t.stdout).unwrap().replace(&d.path().display().to_string(), "[TMP]");
+    let text = text.replace(&root().display().to_string(), "[ROOT]");
+    insta::assert_snapshot!("audit_text_three_pools", text);
+
+    // Markdown and JUnit carry one row / test case per container and pool.
+    let cases: usize = expected().iter().map(|e| e.3.len().max(1)).sum();
+    let md = String::from_utf8(run("markdown", false).stdout).unwrap();
+    let verdict_rows = md
+        .lines()
+        .filter(|l| l.split('|').nth(5).is_some_and(|v| ["runs", "fails", "unschedulable"].contains(&v.trim())))
+        .count();
+    assert_eq!(verdict_rows, cases, "{md}");
+    let junit = String::from_utf8(run("junit", false).stdout).unwrap();
+    assert_eq!(junit.matches("<testcase ").count(), cases);
+    let failing: usize =
+        expected().iter().map(|e| e.3.iter().filter(|p| p.1 == "fails").count() + usize::from(e.3.is_empty())).sum();
+    assert_eq!(junit.matches("<failure").count(), failing);
+    let xsd = std::process::Command::new(crate::scan::which("xmllint"))
+        .args(["--noout", "--schema"])
+        .arg(root().join("tests/schemas/junit.xsd"))
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut xsd.stdin.as_ref().unwrap(), junit.as_bytes()).unwrap();
+    let out = xsd.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // SARIF: one run per linted image and pool set, valid SARIF 2.1.0 (the schema as reports.rs
+    // reads it), every error-level result one of the pool findings above.
+    let sarif: Value = serde_json::from_slice(&run("sarif", false).stdout).unwrap();
+    let text = std::fs::read_to_string(root().join("tests/schemas/sarif-schema-2.1.0.json")).unwrap();
+    let text = text.replace(r#"[a-zA-Z]{2}]?$"#, r#"[a-zA-Z]{2}\\]?$"#);
+    let validator = jsonschema::validator_for(&serde_json::from_str(&text).unwrap()).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&sarif).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let mut errors: Vec<String> = sarif["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["results"].as_array().unwrap())
+        .filter(|r| r["level"] == "error")
+        .map(|r| r["ruleId"].as_str().unwrap().to_string())
+        .collect();
+    errors.sort();
+    // One lint per image and pool set: blackwell on A10G and L4 (CL001 x2), llm-hopper on A10G
+    // (CL001), multi-arch on all pools and on L4 alone (CL005 x2); the two llm-hopper workloads
+    // on H100 share one clean lint.
+    assert_eq!(errors, ["CL001", "CL001", "CL001", "CL005", "CL005"]);
+}
+
+#[test]
+fn loopback_registry_each_image_pulled_once_with_a_shared_cache() {
+    let reg = Registry::start(false, None);
+    let imgs = images();
+    for (name, img) in &imgs {
+        let layout = tempfile::tempdir().unwrap();
+        oci_layout(layout.path(), &[img]);
+        reg.push(layout.path(), name, None);
+    }
+    // The triton chart's image is the multi-arch one under another name.
+    let layout = tempfile::tempdir().unwrap();
+    oci_layout(layout.path(), &[&imgs[0].1]);
+    reg.push(layout.path(), "ml/triton-server:25.01-py3", None);
+    let proxy = Proxy::start(reg.port);
+    // The manifests as they are, the registry host pointed at the loopback one.
+    let d = tempfile::tempdir().unwrap();
+    let mut args: Vec<PathBuf> = Vec::new();
+    for m in manifests() {
+        let text = std::fs::read_to_string(&m).unwrap().replace("registry.example.com", &proxy.host());
+        let p = d.path().join(m.file_name().unwrap());
+        std::fs::write(&p, text).unwrap();
+        args.push(p);
+    }
+    let cache = d.path().join("cache");
+    let o = cudalint()
+        .arg("audit")
+        .args(&args)
+        .arg("--nodes")
+        .arg(k8s("nodes.json"))
+        .args(["--deep", "--quiet", "--format", "json", "--cache-dir"])
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    assert_eq!(verdicts(&r), expected());
+    for i in r["images"].as_array().unwrap() {
+        assert!(i["error"].is_null(), "{i}");
+        assert!(i["manifest_digest"].as_str().unwrap().starts_with("sha256:"), "{i}");
+    }
+    // Each image's manifest fetched once although several workloads use it, and the base layer
+    // the images share downloaded once: the cache is shared across images.
+    let reqs = proxy.requests.lock().unwrap().clone();
+    for (name, _) in &imgs {
+        let (repo, tag) = name.split_once(':').unwrap();
+        let gets =
+            reqs.iter().filter(|q| q.starts_with("GET ") && q.contains(&format!("/v2/{repo}/manifests/{tag}"))).count();
+        assert_eq!(gets, 1, "{name}: {reqs:#?}");
+    }
+    // skopeo may recompress layers on push: the registry's digests are read back from it.
+    let mut layers = std::collections::BTreeSet::new();
+    for (name, _) in &imgs {
+        let o = cudalint::image::ScanOptions { progress: false, ..Default::default() };
+        let r = cudalint::image::scan(&format!("{}/{name}", reg.host()), &o).unwrap();
+        layers.extend(r.image.layers.iter().map(|l| l.digest.clone()));
+    }
+    assert_eq!(layers.len(), 1 + imgs.len(), "one shared base layer and one layer per image");
+    for l in &layers {
+        assert_eq!(proxy.blob_gets(l), 1, "{l}: {reqs:#?}");
+    }
+}
+
+#[test]
+fn fail_closed_unscannable_image_unlabelled_pool_and_bad_manifests() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let multi = d.path().join("multi");
+    oci_layout(&multi, &[&imgs[0].1]);
+    let deploy = |image: &str, extra: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app}}\nspec:\n  template:\n    spec:\n{extra}      containers:\n      - name: c\n        image: {image}\n        resources: {{limits: {{nvidia.com/gpu: 1}}}}\n"
+        )
+    };
+    let write = |name: &str, text: &str| -> PathBuf {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let run = |manifest: &Path, nodes: &Path, maps: &[String]| {
+        let mut c = cudalint();
+        c.arg("audit").arg(manifest).arg("--nodes").arg(nodes).args(["--quiet", "--no-cache", "--format", "json"]);
+        for m in maps {
+            c.arg("--image").arg(m);
+        }
+        c.output().unwrap()
+    };
+    let nodes = k8s("nodes.json");
+    // An image that cannot be read: exit 2, its container unknown, the others still judged.
+    let two = write(
+        "two.yaml",
+        &format!(
+            "{}---\n{}",
+            deploy("reg.invalid/missing:1", ""),
+            deploy("reg.invalid/ok:1", "").replace("name: app", "name: other")
+        ),
+    );
+    let missing = d.path().join("nonexistent");
+    let o = run(
+        &two,
+        &nodes,
+        &[
+            format!("reg.invalid/missing:1=oci:{}", missing.display()),
+            format!("reg.invalid/ok:1=oci:{}", multi.display()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    assert_eq!(r["incomplete"], true);
+    let vs = verdicts(&r);
+    assert_eq!(vs[0].2, "unknown");
+    assert!(vs[0].3.iter().all(|p| p.1 == "unknown"));
+    assert_eq!(vs[1].2, "runs", "{vs:?}");
+    let err = r["images"][0]["error"].as_str().unwrap();
+    assert!(err.contains("nonexistent"), "{err}");
+
+    // A GPU node without GPU feature discovery labels: a pool that cannot be judged.
+    let mut n: Value = serde_json::from_slice(&std::fs::read(&nodes).unwrap()).unwrap();
+    let labels = n["items"][4]["metadata"]["labels"].as_object_mut().unwrap();
+    labels.retain(|k, _| !k.starts_with("nvidia.com/"));
+    let unlabelled = write("nodes-unlabelled.json", &n.to_string());
+    let one = write("one.yaml", &deploy("reg.invalid/ok:1", ""));
+    let ok_map = [format!("reg.invalid/ok:1=oci:{}", multi.display())];
+    let o = run(&one, &unlabelled, &ok_map);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    let unknown: Vec<&str> = r["workloads"][0]["containers"][0]["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["verdict"] == "unknown")
+        .map(|p| p["pool"].as_str().unwrap())
+        .collect();
+    assert_eq!(unknown, ["GPU (no GPU feature discovery labels)"]);
+    // ... but a workload kept off that pool is judged.
+    let pinned = write(
+        "pinned.yaml",
+        &deploy("reg.invalid/ok:1", "      nodeSelector: {nvidia.com/gpu.product: NVIDIA-A10G}\n"),
+    );
+    let o = run(&pinned, &unlabelled, &ok_map);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // Bad input: exit 2 and a message naming the file, before any image is read.
+    for (name, text, says) in [
+        ("broken.yaml", "kind: Deployment\nmetadata: {name: x\n", "broken.yaml: document 1"),
+        ("nospec.yaml", "kind: Deployment\nmetadata: {name: x}\nspec: {}\n", "no pod spec"),
+        (
+            "badop.yaml",
+            &deploy(
+                "reg.invalid/ok:1",
+                "      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: a, operator: Near}]}]}}}\n",
+            ),
+            "unknown operator \"Near\"",
+        ),
+    ] {
+        let p = write(name, text);
+        let o = run(&p, &nodes, &ok_map);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+        assert!(o.stdout.is_empty(), "no partial report for {name}");
+    }
+    // Nodes without any GPU: refused.
+    let cpu =
+        write("cpu-nodes.json", r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"n","labels":{}}}]}"#);
+    let o = run(&one, &cpu, &ok_map);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no GPU nodes"));
+}
+
+#[test]
+fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
+    let d = tempfile::tempdir().unwrap();
+    // lz4.fatbin: sm_80 SASS and compute_80 PTX (CUDA 12.9): native on 8.6 and 8.9, JIT on 9.0.
+    let img = Image::new(vec![(tar(&[Ent::File("opt/k/lz4.fatbin", read_fixture("lz4.fatbin"))]), Comp::Zstd)]);
+    let layout = d.path().join("img");
+    oci_layout(&layout, &[&img]);
+    let m = d.path().join("d.yaml");
+    std::fs::write(
+        &m,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: k, namespace: ml}\nspec:\n  template:\n    spec:\n      tolerations: [{key: dedicated, operator: Exists}]\n      containers:\n      - {name: k, image: reg.invalid/k:1, resources: {requests: {nvidia.com/gpu: 1}}}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        cudalint()
+            .arg("audit")
+            .arg(&m)
+            .arg("--nodes")
+            .arg(k8s("nodes.json"))
+            .args(["--quiet", "--no-cache", "--format", "json", "--image"])
+            .arg(format!("reg.invalid/k:1=oci:{}", layout.display()))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let r = json_of(&o.stdout);
+    let vs = verdicts(&r);
+    let pools: Vec<(&str, &str)> = vs[0].3.iter().map(|p| (p.0.as_str(), p.1.as_str())).collect();
+    assert_eq!(pools, [(A10G, "runs"), (H100, "runs-jit"), (L4, "runs")], "{vs:?}");
+    assert_eq!(vs[0].3[1].2, ["CL003"]);
+    assert_eq!(vs[0].2, "runs");
+    assert_eq!(o.status.code(), Some(0), "a warning does not fail the default gate");
+    // The JIT warning fails the gate when asked to.
+    let o = run(&["--fail-on", "warning"]);
+    assert_eq!(o.status.code(), Some(1));
+}
