@@ -122,7 +122,17 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
     let mut out = Vec::new();
     for node in nodes {
         let labels = node.pointer("/metadata/labels").unwrap_or(node);
-        let get = |k: &str| labels.get(k).and_then(|x| x.as_str());
+        // Newer GPU feature discovery writes `cuda.driver-version.{major,minor,revision}`
+        // beside (and eventually instead of) `cuda.driver.{major,minor,rev}`.
+        let get = |k: &str| {
+            let newer = match k {
+                L_DRV_MAJOR => Some("nvidia.com/cuda.driver-version.major"),
+                L_DRV_MINOR => Some("nvidia.com/cuda.driver-version.minor"),
+                L_DRV_REV => Some("nvidia.com/cuda.driver-version.revision"),
+                _ => None,
+            };
+            labels.get(k).or_else(|| newer.and_then(|n| labels.get(n))).and_then(|x| x.as_str())
+        };
         let (Some(ma), Some(mi)) = (get(L_MAJOR), get(L_MINOR)) else { continue };
         let cc = Cc {
             major: ma.parse().map_err(|_| format!("bad {L_MAJOR}"))?,
@@ -177,6 +187,11 @@ mod tests {
         let t = from_nodes(&nodes).unwrap();
         assert_eq!(t[0].name, "gpu-a (NVIDIA A10G)");
         assert_eq!(t[0].driver.as_ref().unwrap().to_string(), "535.104.05");
+        let newer = serde_json::json!([{"metadata": {"name": "gpu-b", "labels": {
+            "nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
+            "nvidia.com/cuda.driver-version.major": "580", "nvidia.com/cuda.driver-version.minor": "65",
+            "nvidia.com/cuda.driver-version.revision": "06"}}}]);
+        assert_eq!(from_nodes(&newer).unwrap()[0].driver.as_ref().unwrap().to_string(), "580.65.06");
         assert_eq!(
             arch("sm_100f").unwrap().iter().map(|t| t.cc.to_string()).collect::<Vec<_>>(),
             ["10.0", "10.3", "10.7"]
