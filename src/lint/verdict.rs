@@ -63,6 +63,21 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
                 needed.entry(n.clone()).or_default().insert(who);
             }
         }
+        // Registered device code goes through the CUDA runtime it was built with (linked
+        // statically by nvcc's default, or needed by name): its toolkit names that runtime's
+        // major even when a lean scan did not read the runtime's own version.
+        let registered = b.counted().any(|m| m.loading == super::facts::Loading::Registered);
+        let names_runtime = b.facts.cuda_needed.iter().any(|n| n.starts_with("libcudart.so."));
+        if b.facts.cudart.is_none()
+            && !names_runtime
+            && registered
+            && let Some(t) = CudaVersion::parse(&b.facts.toolkit)
+        {
+            by_major
+                .entry(t.major)
+                .or_default()
+                .push(format!("device code built with CUDA {t} registered by {}", b.facts.path));
+        }
         if let Some(c) = &b.facts.cudart {
             let what = if c.linkage == "static" {
                 format!("static CUDA runtime {} in {}", c.version, b.facts.path)

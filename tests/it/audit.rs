@@ -362,7 +362,10 @@ fn fail_closed_unscannable_image_unlabelled_pool_and_bad_manifests() {
     let vs = verdicts(&r);
     assert_eq!(vs[0].2, "unknown");
     assert!(vs[0].3.iter().all(|p| p.1 == "unknown"));
-    assert_eq!(vs[1].2, "runs", "{vs:?}");
+    // Judged: its CUDA 13 code runs on the A10G pool (580) and not on the L4 pool (535), which a
+    // lean scan now says from the toolkit of its registered code (CL005).
+    assert_eq!(vs[1].2, "fails", "{vs:?}");
+    assert_eq!(vs[1].3.iter().map(|p| p.1.as_str()).collect::<Vec<_>>(), ["runs", "fails"], "{vs:?}");
     let err = r["images"][0]["error"].as_str().unwrap();
     assert!(err.contains("nonexistent"), "{err}");
 
