@@ -54,9 +54,7 @@ pub enum Command {
     Cache(CacheCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `cudalint completions bash > /etc/bash_completion.d/cudalint`.
-    Completions {
-        shell: clap_complete::Shell,
-    },
+    Completions { shell: clap_complete::Shell },
     /// Print the man page (roff), e.g. `cudalint man > /usr/local/share/man/man1/cudalint.1`.
     Man,
     /// Internal: loads modules (--load) or launches a module's kernels in an isolated process

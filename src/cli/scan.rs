@@ -206,5 +206,7 @@ fn read_sbom(p: &std::path::Path) -> Result<String, String> {
     if meta.len() > MAX_SBOM {
         return Err(format!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len()));
     }
-    std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    report::cyclonedx::check(&text, &p.display().to_string())?;
+    Ok(text)
 }

@@ -274,17 +274,7 @@ pub fn enrich(
     report: &LintReport,
     inventory: &ImageReport,
 ) -> Result<(String, EnrichStats), String> {
-    let doc: Value = serde_json::from_str(input).map_err(|e| format!("{origin}: not JSON: {e}"))?;
-    if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
-        return Err(format!("{origin}: not a CycloneDX SBOM (no \"bomFormat\": \"CycloneDX\")"));
-    }
-    let spec = doc.get("specVersion").and_then(Value::as_str).unwrap_or("");
-    if !matches!(spec, "1.4" | "1.5" | "1.6") {
-        return Err(format!("{origin}: CycloneDX specVersion {spec:?}; cudalint enriches 1.4 to 1.6"));
-    }
-    if input.contains("\"cudalint:") {
-        return Err(format!("{origin}: already carries cudalint: properties; enrich the SBOM as its tool wrote it"));
-    }
+    check(input, origin)?;
     let b = input.as_bytes();
     let root = skip_ws(b, 0);
     let top = members(b, root)?;
@@ -354,6 +344,22 @@ pub fn enrich(
         out.insert_str(at, &text);
     }
     Ok((out, stats))
+}
+
+/// Refuses what `enrich` cannot work on: not JSON, not CycloneDX 1.4 to 1.6, already enriched.
+pub fn check(input: &str, origin: &str) -> Result<(), String> {
+    let doc: Value = serde_json::from_str(input).map_err(|e| format!("{origin}: not JSON: {e}"))?;
+    if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
+        return Err(format!("{origin}: not a CycloneDX SBOM (no \"bomFormat\": \"CycloneDX\")"));
+    }
+    let spec = doc.get("specVersion").and_then(Value::as_str).unwrap_or("");
+    if !matches!(spec, "1.4" | "1.5" | "1.6") {
+        return Err(format!("{origin}: CycloneDX specVersion {spec:?}; cudalint enriches 1.4 to 1.6"));
+    }
+    if input.contains("\"cudalint:") {
+        return Err(format!("{origin}: already carries cudalint: properties; enrich the SBOM as its tool wrote it"));
+    }
+    Ok(())
 }
 
 /// A component of the input, with the byte offsets where properties go.

@@ -75,11 +75,9 @@ pub fn html(r: &LintReport) -> String {
     );
     let _ = writeln!(o, "<h1>cudalint: <code>{}</code></h1>", esc(&name));
     let mut meta = vec![format!("source {}", r.image.source)];
-    for (k, v) in [
-        ("platform", &r.image.platform),
-        ("manifest", &r.image.manifest_digest),
-        ("config", &r.image.config_digest),
-    ] {
+    for (k, v) in
+        [("platform", &r.image.platform), ("manifest", &r.image.manifest_digest), ("config", &r.image.config_digest)]
+    {
         if let Some(v) = v {
             meta.push(format!("{k} <code>{}</code>", esc(v)));
         }
@@ -121,7 +119,13 @@ pub fn html(r: &LintReport) -> String {
     } else {
         o.push_str("<table id=\"matrix\">\n<thead><tr><th>binary</th><th>layer</th><th>package</th>");
         for t in &r.targets {
-            let _ = write!(o, "<th data-target=\"{}\">{} <span class=\"muted\">({})</span></th>", esc(&t.name), esc(&t.name), t.cc);
+            let _ = write!(
+                o,
+                "<th data-target=\"{}\">{} <span class=\"muted\">({})</span></th>",
+                esc(&t.name),
+                esc(&t.name),
+                t.cc
+            );
         }
         o.push_str("</tr></thead>\n<tbody>\n");
         for m in &r.matrix {
@@ -130,7 +134,14 @@ pub fn html(r: &LintReport) -> String {
             let _ = write!(o, "<td><code title=\"{}\">{}</code></td>", esc(&layer), esc(&short(&layer)));
             match &m.package {
                 Some(p) => {
-                    let _ = write!(o, "<td title=\"{}\">{} {} ({})</td>", esc(&p.purl), esc(&p.name), esc(&p.version), esc(&p.manager));
+                    let _ = write!(
+                        o,
+                        "<td title=\"{}\">{} {} ({})</td>",
+                        esc(&p.purl),
+                        esc(&p.name),
+                        esc(&p.version),
+                        esc(&p.manager)
+                    );
                 }
                 None => o.push_str("<td class=\"muted\">—</td>"),
             }

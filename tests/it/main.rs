@@ -1,11 +1,14 @@
 //! One integration test binary (faster to build than one per file), a module per area.
 
 mod cuobjdump;
+mod cyclonedx;
 mod device;
+mod html;
 mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod install;
 mod registry;
 mod reports;
 mod rules;
