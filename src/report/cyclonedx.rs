@@ -338,7 +338,7 @@ pub fn enrich(
             }
         }
     }
-    edits.sort_by(|a, b| b.0.cmp(&a.0));
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
     let mut out = input.to_string();
     for (at, text) in edits {
         out.insert_str(at, &text);
