@@ -51,7 +51,8 @@ fn style() -> String {
          .fail{color:#cf222e}.pass{color:#1a7f37}.runs{color:#1a7f37}.runs-jit{color:#9a6700}\
          .fails{color:#cf222e}.sev-error{color:#cf222e;font-weight:bold}.sev-warning{color:#9a6700}\
          .legend span{display:inline-block;padding:2px 8px;margin-right:6px}\
-         pre{white-space:pre-wrap;margin:0}.muted{color:#656d76}",
+         pre{white-space:pre-wrap;margin:0}.muted{color:#656d76}\
+         td.some{outline:2px dashed #cf222e;outline-offset:-3px}",
     );
     for (class, bg, fg) in CLASS_COLOURS {
         let _ = write!(s, ".{}{{background:{bg};color:{fg}}}", css_class(class));
@@ -148,8 +149,10 @@ pub fn html(r: &LintReport) -> String {
             for c in &m.cells {
                 let _ = write!(
                     o,
-                    "<td class=\"cell {}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
+                    "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
                     css_class(&c.class),
+                    // Some modules run there, some do not: marked whatever the class.
+                    if c.result == "some" { " some" } else { "" },
                     esc(&c.target),
                     esc(&c.class),
                     m.modules,

@@ -1,6 +1,7 @@
 //! The HTML report in a real headless Chromium (Debian's `chromium`): every binary and target is
-//! in the grid, each cell's computed colour is its verdict class's colour (which also proves the
-//! page's own strict CSP admits its style), and a screenshot is written under target/.
+//! in the grid, each cell's computed colour is its verdict class's colour and partial cells are
+//! outlined (which also proves the page's own strict CSP admits its style), and a screenshot is
+//! written under target/.
 
 use std::path::{Path, PathBuf};
 
@@ -77,7 +78,8 @@ document.getElementById('f').addEventListener('load', () => {{
   const d = document.getElementById('f').contentDocument;
   const cells = [...d.querySelectorAll('#matrix td.cell')].map(td => ({{
     path: td.parentElement.dataset.path, target: td.dataset.target, class: td.dataset.class,
-    title: td.title, bg: getComputedStyle(td).backgroundColor }}));
+    title: td.title, bg: getComputedStyle(td).backgroundColor,
+    outline: getComputedStyle(td).outlineStyle }}));
   const targets = [...d.querySelectorAll('#matrix th[data-target]')].map(th => th.dataset.target);
   const rows = [...d.querySelectorAll('#matrix tbody tr')].map(tr => tr.dataset.path);
   const findings = d.querySelectorAll('#findings tbody tr').length;
@@ -136,10 +138,21 @@ fn report_renders_in_chromium_with_the_verdict_colours() {
                 "module count on hover: {}",
                 got["title"]
             );
+            let partial = c["result"] == "some";
+            assert_eq!(
+                got["outline"] == "dashed",
+                partial,
+                "{} on {}: only some modules run",
+                row["path"],
+                c["target"]
+            );
             classes.insert(class.to_string());
+            if partial {
+                classes.insert("partial".into());
+            }
         }
     }
-    for want in ["native", "jit", "none"] {
+    for want in ["native", "jit", "none", "partial"] {
         assert!(classes.contains(want), "the case should show a {want} cell: {classes:?}");
     }
 
