@@ -60,6 +60,11 @@ pub enum Command {
     /// The layer cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
+    /// `cudalint completions bash > /etc/bash_completion.d/cudalint`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff), e.g. `cudalint man > /usr/local/share/man/man1/cudalint.1`.
+    Man,
     /// Internal: loads modules (--load) or launches a module's kernels in an isolated process
     /// (used by --on-device and --launch).
     #[command(hide = true)]
@@ -142,6 +147,22 @@ pub fn main() -> ExitCode {
         }
         Command::Audit(a) => audit::run(*a).unwrap_or_else(|e| fail(&e)),
         Command::Merge(a) => registry::merge(a).unwrap_or_else(|e| fail(&e)),
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "cudalint", &mut out);
+            write_stdout(&String::from_utf8_lossy(&out));
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            match clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out) {
+                Ok(()) => {
+                    write_stdout(&String::from_utf8_lossy(&out));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&format!("rendering the man page: {e}")),
+            }
+        }
         Command::Cache(CacheCommand::Clean { cache_dir }) => {
             let Some(dir) = cache_dir.or_else(crate::cache::default_dir) else {
                 return fail("no cache directory (set --cache-dir or HOME)");

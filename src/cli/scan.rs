@@ -25,9 +25,15 @@ pub struct ScanArgs {
     #[arg(long)]
     pub write_baseline: Option<PathBuf>,
     /// Output format; repeat for several, each paired in order with an --output (text, json,
-    /// sarif, junit, markdown; `inventory` is the scan's file listing as JSON, `listing` as text).
+    /// sarif, junit, markdown, html, cyclonedx; `inventory` is the scan's file listing as JSON,
+    /// `listing` as text).
     #[arg(long, value_enum)]
     pub format: Vec<ScanFormat>,
+    /// A CycloneDX JSON SBOM of this image (from Syft, Trivy, ...): `--format cyclonedx` writes it
+    /// with cudalint's properties added to the binaries it lists and the binaries it misses added
+    /// (the default format when no --format is given).
+    #[arg(long, value_name = "FILE.cdx.json")]
+    pub enrich: Option<PathBuf>,
     /// Where each --format goes, in order (the rest go to standard output).
     #[arg(long, short)]
     pub output: Vec<PathBuf>,
@@ -71,6 +77,8 @@ pub enum ScanFormat {
     Sarif,
     Junit,
     Markdown,
+    Html,
+    Cyclonedx,
     Inventory,
     Listing,
 }
@@ -84,7 +92,16 @@ pub enum Color {
 
 pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
     let mut gate = Gate::load(&a.targets, &a.policy)?;
-    let formats = if a.format.is_empty() { vec![ScanFormat::Text] } else { a.format.clone() };
+    let default = if a.enrich.is_some() { ScanFormat::Cyclonedx } else { ScanFormat::Text };
+    let formats = if a.format.is_empty() { vec![default] } else { a.format.clone() };
+    if a.enrich.is_some() && !formats.contains(&ScanFormat::Cyclonedx) {
+        return Err("--enrich writes the enriched SBOM as --format cyclonedx; add that format".into());
+    }
+    // Read before the scan: a missing SBOM fails first.
+    let enrich = match &a.enrich {
+        Some(p) => Some((p, read_sbom(p)?)),
+        None => None,
+    };
     if a.output.len() > formats.len() {
         return Err("more --output than --format".into());
     }
@@ -157,6 +174,19 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
             ScanFormat::Sarif => report::lint::sarif(&report, &gate.rules),
             ScanFormat::Junit => report::lint::junit(&report),
             ScanFormat::Markdown => report::lint::markdown(&report),
+            ScanFormat::Html => report::html::html(&report),
+            ScanFormat::Cyclonedx => match &enrich {
+                Some((p, text)) => {
+                    let origin = p.display().to_string();
+                    let (out, n) = report::cyclonedx::enrich(text, &origin, &report, &inventory)?;
+                    eprintln!(
+                        "cudalint: {origin}: enriched {} components, added {} binaries with device code",
+                        n.enriched, n.added
+                    );
+                    out
+                }
+                None => report::cyclonedx::bom(&report, &inventory),
+            },
             ScanFormat::Inventory => report::scan::json(&inventory),
             ScanFormat::Listing => report::scan::text(&inventory),
         };
@@ -166,4 +196,17 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
         }
     }
     Ok(if report.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.
+const MAX_SBOM: u64 = 1 << 30;
+
+fn read_sbom(p: &std::path::Path) -> Result<String, String> {
+    let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    if meta.len() > MAX_SBOM {
+        return Err(format!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len()));
+    }
+    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    report::cyclonedx::check(&text, &p.display().to_string())?;
+    Ok(text)
 }

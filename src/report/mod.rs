@@ -1,6 +1,8 @@
 //! Report sinks. `inspect` has a human listing and a JSON document (schema in docs/schema.md).
 
 pub mod escape;
+pub mod cyclonedx;
+pub mod html;
 pub mod inspect;
 pub mod lint;
 pub mod scan;

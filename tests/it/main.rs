@@ -2,12 +2,15 @@
 
 mod audit;
 mod cuobjdump;
+mod cyclonedx;
 mod device;
 mod escaping;
+mod html;
 mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod install;
 mod registry;
 mod reports;
 mod rules;

@@ -1,0 +1,535 @@
+//! CycloneDX 1.6 SBOM (`--format cyclonedx`) and enrichment of an SBOM another tool wrote
+//! (`--enrich FILE`): every binary with device code is a `file` component carrying its CUDA
+//! facts as `cudalint:` properties (namespace documented in README "CycloneDX SBOM").
+//!
+//! Enrichment edits the input's text in place (inserting properties and components) so that
+//! everything else in it stays byte for byte as the other tool wrote it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cuda::{CudaVersion, tables};
+use crate::image::ImageReport;
+use crate::lint::facts::{self, Binary};
+use crate::lint::{LintReport, MatrixRow, Package};
+
+/// One binary with device code, as the SBOM describes it.
+struct Item<'a> {
+    binary: Binary,
+    row: Option<&'a MatrixRow>,
+    sha256: Option<String>,
+}
+
+fn prop(name: &str, value: impl Into<String>) -> Value {
+    json!({ "name": name, "value": value.into() })
+}
+
+fn join(v: &[String]) -> String {
+    v.join(",")
+}
+
+/// The `cudalint:` properties of one binary, in a fixed order.
+fn binary_properties(it: &Item, report: &LintReport) -> Vec<Value> {
+    let f = &it.binary.facts;
+    let mut p = vec![prop("cudalint:kind", &f.kind)];
+    if !f.layer.is_empty() {
+        p.push(prop("cudalint:layer", &f.layer));
+    }
+    if let Some(pkg) = it.row.and_then(|r| r.package.as_ref()) {
+        p.push(prop("cudalint:package", &pkg.purl));
+    }
+    p.push(prop("cudalint:modules", it.binary.modules.len().to_string()));
+    p.push(prop("cudalint:sass-archs", join(&f.sass)));
+    p.push(prop("cudalint:ptx-archs", join(&f.ptx)));
+    if !f.ptx_isa.is_empty() {
+        p.push(prop("cudalint:ptx-isa", &f.ptx_isa));
+    }
+    if !f.toolkit.is_empty() {
+        p.push(prop("cudalint:cuda-toolkit", &f.toolkit));
+    }
+    if let Some(rt) = &f.cudart {
+        p.push(prop("cudalint:cuda-runtime", &rt.version));
+        p.push(prop("cudalint:cuda-runtime-linkage", &rt.linkage));
+        if let Some((floor, _)) = tables::minor_compat_floor(rt.major) {
+            p.push(prop("cudalint:min-driver", floor));
+        }
+    }
+    if !f.ptx.is_empty()
+        && let Some(c) = CudaVersion::parse(&f.toolkit)
+    {
+        p.push(prop("cudalint:min-driver-for-ptx", tables::driver_for(c)));
+    }
+    if let Some(row) = it.row {
+        for c in &row.cells {
+            p.push(prop(&format!("cudalint:target:{}", c.target), format!("{}: {}", c.class, c.text)));
+        }
+    } else {
+        for t in &report.targets {
+            p.push(prop(&format!("cudalint:target:{}", t.name), "n/a: not loaded at run time"));
+        }
+    }
+    p
+}
+
+fn file_ref(path: &str) -> String {
+    format!("cudalint:file:{path}")
+}
+
+fn file_component(it: &Item, report: &LintReport) -> Value {
+    let mut c = json!({
+        "type": "file",
+        "bom-ref": file_ref(&it.binary.facts.path),
+        "name": it.binary.facts.path,
+        "properties": binary_properties(it, report),
+    });
+    if let Some(h) = &it.sha256 {
+        c["hashes"] = json!([{ "alg": "SHA-256", "content": h }]);
+    }
+    c
+}
+
+/// The binaries with device code, sorted by path, with their matrix rows and hashes.
+fn items<'a>(report: &'a LintReport, inventory: &ImageReport) -> Vec<Item<'a>> {
+    let hashes = disk_hashes(inventory);
+    let mut v: Vec<Item> = inventory
+        .files
+        .iter()
+        .map(facts::binary)
+        .filter(|b| !b.modules.is_empty() || !b.facts.sass.is_empty() || !b.facts.ptx.is_empty())
+        .map(|binary| Item {
+            row: report.matrix.iter().find(|r| r.path == binary.facts.path),
+            sha256: hashes.get(&binary.facts.path).cloned(),
+            binary,
+        })
+        .collect();
+    v.sort_by(|a, b| a.binary.facts.path.cmp(&b.binary.facts.path));
+    v
+}
+
+/// SHA-256 of each file, where its bytes can still be read: a `dir` or `file` scan reads the
+/// local filesystem. Image archives and registries are read in one streaming pass that keeps no
+/// file bytes, so their files get no hash. A file whose size changed since the scan gets none.
+fn disk_hashes(inventory: &ImageReport) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(name) = &inventory.image.name else { return out };
+    for f in &inventory.files {
+        let disk = match inventory.image.source {
+            "dir" => std::path::Path::new(name).join(f.file.path.trim_start_matches('/')),
+            "file" => std::path::PathBuf::from(name),
+            _ => return out,
+        };
+        if let Some(h) = sha256_file(&disk, f.file.size) {
+            out.insert(f.file.path.clone(), h);
+        }
+    }
+    out
+}
+
+fn sha256_file(p: &std::path::Path, size: u64) -> Option<String> {
+    let mut file = std::fs::File::open(p).ok()?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = file.read(&mut buf).ok()?;
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+        if n > size {
+            return None;
+        }
+        h.update(&buf[..k]);
+    }
+    (n == size).then(|| hex::encode(h.finalize()))
+}
+
+fn image_component(report: &LintReport, inventory: &ImageReport) -> Value {
+    let img = &report.image;
+    let mut props = vec![prop("cudalint:source", img.source)];
+    if let Some(p) = &img.platform {
+        props.push(prop("cudalint:platform", p));
+    }
+    if let Some(d) = &img.manifest_digest {
+        props.push(prop("cudalint:manifest-digest", d));
+    }
+    if let Some(d) = &img.config_digest {
+        props.push(prop("cudalint:config-digest", d));
+    }
+    for (i, l) in inventory.image.layers.iter().enumerate() {
+        props.push(prop(&format!("cudalint:layer:{i}"), &l.digest));
+    }
+    for h in &report.headlines {
+        props.push(prop(&format!("cudalint:verdict:{}", h.target), format!("{}: {}", h.verdict, h.text)));
+    }
+    props.push(prop("cudalint:findings", report.findings.len().to_string()));
+    props.push(prop("cudalint:gate", if report.failed { "fail" } else { "pass" }));
+    let mut c = json!({
+        "type": "container",
+        "bom-ref": "cudalint:image",
+        "name": img.name.clone().unwrap_or_else(|| "image".into()),
+        "properties": props,
+    });
+    let digest = img.manifest_digest.as_ref().or(img.config_digest.as_ref());
+    if let Some(d) = digest {
+        c["version"] = json!(d);
+        if let Some(hex) = d.strip_prefix("sha256:") {
+            c["hashes"] = json!([{ "alg": "SHA-256", "content": hex }]);
+        }
+    }
+    c
+}
+
+/// A deterministic `urn:uuid:` (UUID version 5 layout over SHA-256) from the document's content:
+/// the same scan gives the same serial number.
+fn serial(body: &Value) -> String {
+    let h = Sha256::digest(body.to_string());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[..16]);
+    b[6] = (b[6] & 0x0f) | 0x50;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let x = hex::encode(b);
+    format!("urn:uuid:{}-{}-{}-{}-{}", &x[..8], &x[8..12], &x[12..16], &x[16..20], &x[20..])
+}
+
+fn tool() -> Value {
+    json!({ "components": [{
+        "type": "application",
+        "name": env!("CARGO_PKG_NAME"),
+        "version": env!("CARGO_PKG_VERSION"),
+    }]})
+}
+
+/// The SBOM of a scan: the image as the root component, each owning package (pypi, deb, conda)
+/// a `library` component with its purl and, nested in it, its binaries with device code; the
+/// binaries no package owns are top-level `file` components.
+pub fn bom(report: &LintReport, inventory: &ImageReport) -> String {
+    let items = items(report, inventory);
+    let mut packages: BTreeMap<&Package, Vec<Value>> = BTreeMap::new();
+    let mut components = Vec::new();
+    for it in &items {
+        let c = file_component(it, report);
+        match it.row.and_then(|r| r.package.as_ref()) {
+            Some(p) => packages.entry(p).or_default().push(c),
+            None => components.push(c),
+        }
+    }
+    let mut top_refs: Vec<String> = items
+        .iter()
+        .filter(|i| i.row.and_then(|r| r.package.as_ref()).is_none())
+        .map(|i| file_ref(&i.binary.facts.path))
+        .collect();
+    for (p, files) in packages {
+        top_refs.push(p.purl.clone());
+        components.push(json!({
+            "type": "library",
+            "bom-ref": p.purl,
+            "name": p.name,
+            "version": p.version,
+            "purl": p.purl,
+            "properties": [prop("cudalint:package-manager", &p.manager)],
+            "components": files,
+        }));
+    }
+    components.sort_by(|a, b| a["bom-ref"].as_str().cmp(&b["bom-ref"].as_str()));
+    top_refs.sort();
+    let mut doc = json!({
+        "$schema": "http://cyclonedx.org/schema/bom-1.6.schema.json",
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "version": 1,
+        "metadata": {
+            "tools": tool(),
+            "component": image_component(report, inventory),
+        },
+        "components": components,
+        "dependencies": [{ "ref": "cudalint:image", "dependsOn": top_refs }],
+    });
+    doc["serialNumber"] = json!(serial(&doc));
+    let mut s = serde_json::to_string_pretty(&doc).expect("serializes");
+    s.push('\n');
+    s
+}
+
+/// What `--enrich` did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EnrichStats {
+    /// Components of the input that got `cudalint:` properties.
+    pub enriched: usize,
+    /// Binaries the input did not list, added as `file` components.
+    pub added: usize,
+}
+
+/// Adds the `cudalint:` properties to an SBOM (CycloneDX JSON, as Syft or Trivy write it) of the
+/// scanned image. A binary matches a `file` component (anywhere in the component tree) with the
+/// same path (with or without the leading `/`) whose SHA-256, when both sides know one, is the
+/// same; a binary nothing matches is added as a top-level `file` component. Everything else in
+/// `input` is kept byte for byte. Errors name `origin`.
+pub fn enrich(
+    input: &str,
+    origin: &str,
+    report: &LintReport,
+    inventory: &ImageReport,
+) -> Result<(String, EnrichStats), String> {
+    check(input, origin)?;
+    let b = input.as_bytes();
+    let root = skip_ws(b, 0);
+    let top = members(b, root)?;
+    let mut comps: Vec<Comp> = Vec::new();
+    let mut top_components: Option<(usize, usize)> = None;
+    for (k, s, e) in &top {
+        if k == "components" {
+            top_components = Some((*s, *e));
+            collect_components(b, *s, &mut comps, 0)?;
+        }
+    }
+
+    let items = items(report, inventory);
+    let mut edits: Vec<(usize, String)> = Vec::new();
+    let mut taken: BTreeSet<usize> = BTreeSet::new();
+    let mut stats = EnrichStats::default();
+    let mut added: Vec<String> = Vec::new();
+    for it in &items {
+        let path = it.binary.facts.path.trim_start_matches('/');
+        let found = comps.iter().enumerate().find(|(i, c)| {
+            !taken.contains(i)
+                && c.kind == "file"
+                && c.name.trim_start_matches('/') == path
+                && match (&c.sha256, &it.sha256) {
+                    (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+                    _ => true,
+                }
+        });
+        let props: Vec<String> = binary_properties(it, report).iter().map(Value::to_string).collect();
+        match found {
+            Some((i, c)) => {
+                taken.insert(i);
+                stats.enriched += 1;
+                edits.push(match c.properties {
+                    Some((at, true)) => (at, format!(",{}", props.join(","))),
+                    Some((at, false)) => (at, props.join(",")),
+                    None => (c.after_last, format!("{}\"properties\":[{}]", c.sep, props.join(","))),
+                });
+            }
+            None => {
+                stats.added += 1;
+                added.push(file_component(it, report).to_string());
+            }
+        }
+    }
+    if !added.is_empty() {
+        match top_components {
+            Some((s, e)) => {
+                let list = items_of(b, s)?;
+                match list.last() {
+                    Some(&(_, last)) => edits.push((last, format!(",{}", added.join(",")))),
+                    None => edits.push((e - 1, added.join(","))),
+                }
+            }
+            None => {
+                let (at, sep) = match top.last() {
+                    Some(&(_, _, e)) => (e, ","),
+                    None => (root + 1, ""),
+                };
+                edits.push((at, format!("{sep}\"components\":[{}]", added.join(","))));
+            }
+        }
+    }
+    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
+    let mut out = input.to_string();
+    for (at, text) in edits {
+        out.insert_str(at, &text);
+    }
+    Ok((out, stats))
+}
+
+/// Refuses what `enrich` cannot work on: not JSON, not CycloneDX 1.4 to 1.6, already enriched.
+pub fn check(input: &str, origin: &str) -> Result<(), String> {
+    let doc: Value = serde_json::from_str(input).map_err(|e| format!("{origin}: not JSON: {e}"))?;
+    if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
+        return Err(format!("{origin}: not a CycloneDX SBOM (no \"bomFormat\": \"CycloneDX\")"));
+    }
+    let spec = doc.get("specVersion").and_then(Value::as_str).unwrap_or("");
+    if !matches!(spec, "1.4" | "1.5" | "1.6") {
+        return Err(format!("{origin}: CycloneDX specVersion {spec:?}; cudalint enriches 1.4 to 1.6"));
+    }
+    if input.contains("\"cudalint:") {
+        return Err(format!("{origin}: already carries cudalint: properties; enrich the SBOM as its tool wrote it"));
+    }
+    Ok(())
+}
+
+/// A component of the input, with the byte offsets where properties go.
+struct Comp {
+    kind: String,
+    name: String,
+    sha256: Option<String>,
+    /// Where a property goes in an existing `properties` array, and whether it has items.
+    properties: Option<(usize, bool)>,
+    /// End of the object's last member (where a `properties` member goes), and the separator.
+    after_last: usize,
+    sep: &'static str,
+}
+
+/// Components are nested at most this deep (a hostile input cannot exhaust the stack).
+const MAX_DEPTH: usize = 64;
+
+fn collect_components(b: &[u8], array: usize, out: &mut Vec<Comp>, depth: usize) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Err("components nested too deeply".into());
+    }
+    if b.get(array) != Some(&b'[') {
+        return Err("\"components\" is not an array".into());
+    }
+    for (s, e) in items_of(b, array)? {
+        if b[s] != b'{' {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&b[s..e]).map_err(|e| e.to_string())?;
+        let ms = members(b, s)?;
+        let properties = ms.iter().find(|m| m.0 == "properties").map(|&(_, ps, _)| -> Result<_, String> {
+            let list = items_of(b, ps)?;
+            Ok(match list.last() {
+                Some(&(_, last)) => (last, true),
+                None => (ps + 1, false),
+            })
+        });
+        let properties = properties.transpose()?;
+        let (after_last, sep) = match ms.last() {
+            Some(&(_, _, e)) => (e, ","),
+            None => (s + 1, ""),
+        };
+        let sha256 = v.get("hashes").and_then(Value::as_array).and_then(|hs| {
+            hs.iter().find(|h| h["alg"] == "SHA-256").and_then(|h| h["content"].as_str()).map(String::from)
+        });
+        out.push(Comp {
+            kind: v.get("type").and_then(Value::as_str).unwrap_or("").to_string(),
+            name: v.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            sha256,
+            properties,
+            after_last,
+            sep,
+        });
+        if let Some(&(_, cs, _)) = ms.iter().find(|m| m.0 == "components") {
+            collect_components(b, cs, out, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
+// A span scanner over text serde_json has already accepted: it finds where values start and end
+// so the input can be edited without re-serializing it.
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+        i += 1;
+    }
+    i
+}
+
+/// End (exclusive) of the value starting at `i`.
+fn value_end(b: &[u8], i: usize) -> Result<usize, String> {
+    let mut depth = 0usize;
+    let mut j = i;
+    loop {
+        let c = *b.get(j).ok_or("truncated JSON")?;
+        match c {
+            b'"' => {
+                j += 1;
+                while *b.get(j).ok_or("truncated JSON")? != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                j += 1;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                j += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.checked_sub(1).ok_or("unbalanced JSON")?;
+                j += 1;
+            }
+            _ if depth == 0 => {
+                // A number or literal at the top of this value.
+                while j < b.len() && !matches!(b[j], b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
+                    j += 1;
+                }
+                return Ok(j);
+            }
+            _ => j += 1,
+        }
+        if depth == 0 {
+            return Ok(j);
+        }
+    }
+}
+
+/// Members of the object at `i` (`{`): key, value start, value end.
+fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, String> {
+    if b.get(i) != Some(&b'{') {
+        return Err("expected a JSON object".into());
+    }
+    let mut out = Vec::new();
+    let mut j = skip_ws(b, i + 1);
+    if b.get(j) == Some(&b'}') {
+        return Ok(out);
+    }
+    loop {
+        let ke = value_end(b, j)?;
+        let key: String = serde_json::from_slice(&b[j..ke]).map_err(|e| e.to_string())?;
+        j = skip_ws(b, ke);
+        j = skip_ws(b, j + 1); // ':'
+        let ve = value_end(b, j)?;
+        out.push((key, j, ve));
+        j = skip_ws(b, ve);
+        match b.get(j) {
+            Some(b',') => j = skip_ws(b, j + 1),
+            Some(b'}') => return Ok(out),
+            _ => return Err("malformed JSON object".into()),
+        }
+    }
+}
+
+/// Items of the array at `i` (`[`): start, end.
+fn items_of(b: &[u8], i: usize) -> Result<Vec<(usize, usize)>, String> {
+    if b.get(i) != Some(&b'[') {
+        return Err("expected a JSON array".into());
+    }
+    let mut out = Vec::new();
+    let mut j = skip_ws(b, i + 1);
+    if b.get(j) == Some(&b']') {
+        return Ok(out);
+    }
+    loop {
+        let e = value_end(b, j)?;
+        out.push((j, e));
+        j = skip_ws(b, e);
+        match b.get(j) {
+            Some(b',') => j = skip_ws(b, j + 1),
+            Some(b']') => return Ok(out),
+            _ => return Err("malformed JSON array".into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_of_nested_values() {
+        let s = br#" { "a" : [1, {"b": "x\"]"}, []] , "c": -2.5e3, "d": {} } "#;
+        let root = skip_ws(s, 0);
+        let m = members(s, root).unwrap();
+        let keys: Vec<&str> = m.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(keys, ["a", "c", "d"]);
+        assert_eq!(&s[m[1].1..m[1].2], b"-2.5e3");
+        let items = items_of(s, m[0].1).unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(&s[items[1].0..items[1].1], br#"{"b": "x\"]"}"#);
+        assert!(members(s, m[2].1).unwrap().is_empty());
+    }
+}

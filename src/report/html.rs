@@ -1,0 +1,226 @@
+//! One self-contained HTML page (`--format html`): per-target headlines, the coverage matrix as a
+//! colour-coded grid, the findings with their fixes, and where each binary came from.
+//!
+//! No scripts and no external assets; the only style is one `<style>` element allowed by hash in
+//! the page's own Content-Security-Policy, so the page renders the same offline and under a
+//! strict CSP. Module counts show on hover (`title`).
+
+use std::fmt::Write;
+
+use base64::Engine as _;
+use sha2::{Digest, Sha256};
+
+use crate::lint::LintReport;
+
+/// The verdict classes of matrix cells and their colours (background, text).
+pub const CLASS_COLOURS: [(&str, &str, &str); 5] = [
+    ("native", "#2da44e", "#ffffff"),
+    ("jit", "#d4a72c", "#1f2328"),
+    ("arch-gated", "#e16f24", "#ffffff"),
+    ("none", "#cf222e", "#ffffff"),
+    ("n/a", "#d0d7de", "#1f2328"),
+];
+
+/// CSS class for a verdict class (`n/a` is not a valid class name).
+pub fn css_class(class: &str) -> String {
+    format!("v-{}", class.replace('/', ""))
+}
+
+fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+fn style() -> String {
+    let mut s = String::from(
+        "body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#1f2328}\
+         h1{font-size:1.4em}code,pre{font-family:ui-monospace,monospace}\
+         table{border-collapse:collapse;margin:1em 0}\
+         th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}\
+         th{background:#f6f8fa}td.cell{text-align:center;white-space:nowrap}\
+         .fail{color:#cf222e}.pass{color:#1a7f37}.runs{color:#1a7f37}.runs-jit{color:#9a6700}\
+         .fails{color:#cf222e}.sev-error{color:#cf222e;font-weight:bold}.sev-warning{color:#9a6700}\
+         .legend span{display:inline-block;padding:2px 8px;margin-right:6px}\
+         pre{white-space:pre-wrap;margin:0}.muted{color:#656d76}\
+         td.some{outline:2px dashed #cf222e;outline-offset:-3px}",
+    );
+    for (class, bg, fg) in CLASS_COLOURS {
+        let _ = write!(s, ".{}{{background:{bg};color:{fg}}}", css_class(class));
+    }
+    s
+}
+
+/// The page. Deterministic: the same report gives the same bytes.
+pub fn html(r: &LintReport) -> String {
+    let css = style();
+    let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(css.as_bytes()));
+    let name = r.image.name.clone().unwrap_or_else(|| "image".into());
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'sha256-{hash}'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>cudalint: {}</title>\n<style>{css}</style>\n</head>\n<body>\n",
+        esc(&name)
+    );
+    let _ = writeln!(o, "<h1>cudalint: <code>{}</code></h1>", esc(&name));
+    let mut meta = vec![format!("source {}", r.image.source)];
+    for (k, v) in
+        [("platform", &r.image.platform), ("manifest", &r.image.manifest_digest), ("config", &r.image.config_digest)]
+    {
+        if let Some(v) = v {
+            meta.push(format!("{k} <code>{}</code>", esc(v)));
+        }
+    }
+    let _ = writeln!(o, "<p class=\"muted\">{} · cudalint {}</p>", meta.join(" · "), esc(r.tool.version));
+    let errors = r.findings.iter().filter(|f| f.severity.as_str() == "error").count();
+    let _ = writeln!(
+        o,
+        "<p id=\"gate\" class=\"{}\"><strong>{}</strong>: {} findings ({} errors), failing at {}</p>",
+        if r.failed { "fail" } else { "pass" },
+        if r.failed { "gate fails" } else { "gate passes" },
+        r.findings.len(),
+        errors,
+        r.fail_on.as_str()
+    );
+
+    if !r.headlines.is_empty() {
+        o.push_str("<h2>Targets</h2>\n<ul id=\"headlines\">\n");
+        for h in &r.headlines {
+            let _ = writeln!(
+                o,
+                "<li class=\"{}\" data-target=\"{}\" data-verdict=\"{}\">{}</li>",
+                esc(&h.verdict),
+                esc(&h.target),
+                esc(&h.verdict),
+                esc(&h.text)
+            );
+        }
+        o.push_str("</ul>\n");
+    }
+
+    o.push_str("<h2>Coverage</h2>\n<p class=\"legend\">");
+    for (class, _, _) in CLASS_COLOURS {
+        let _ = write!(o, "<span class=\"{}\">{}</span>", css_class(class), esc(class));
+    }
+    o.push_str("</p>\n");
+    if r.matrix.is_empty() {
+        o.push_str("<p id=\"no-matrix\">No binary with device code that is loaded at run time.</p>\n");
+    } else {
+        o.push_str("<table id=\"matrix\">\n<thead><tr><th>binary</th><th>layer</th><th>package</th>");
+        for t in &r.targets {
+            let _ = write!(
+                o,
+                "<th data-target=\"{}\">{} <span class=\"muted\">({})</span></th>",
+                esc(&t.name),
+                esc(&t.name),
+                t.cc
+            );
+        }
+        o.push_str("</tr></thead>\n<tbody>\n");
+        for m in &r.matrix {
+            let _ = write!(o, "<tr data-path=\"{}\"><td><code>{}</code></td>", esc(&m.path), esc(&m.path));
+            let layer = if m.layer.is_empty() { "—".to_string() } else { m.layer.clone() };
+            let _ = write!(o, "<td><code title=\"{}\">{}</code></td>", esc(&layer), esc(&short(&layer)));
+            match &m.package {
+                Some(p) => {
+                    let _ = write!(
+                        o,
+                        "<td title=\"{}\">{} {} ({})</td>",
+                        esc(&p.purl),
+                        esc(&p.name),
+                        esc(&p.version),
+                        esc(&p.manager)
+                    );
+                }
+                None => o.push_str("<td class=\"muted\">—</td>"),
+            }
+            for c in &m.cells {
+                let _ = write!(
+                    o,
+                    "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
+                    css_class(&c.class),
+                    // Some modules run there, some do not: marked whatever the class.
+                    if c.result == "some" { " some" } else { "" },
+                    esc(&c.target),
+                    esc(&c.class),
+                    m.modules,
+                    esc(&c.result),
+                    esc(&c.target),
+                    esc(&c.text)
+                );
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</tbody>\n</table>\n");
+    }
+
+    let _ = writeln!(o, "<h2>Findings ({})</h2>", r.findings.len());
+    if !r.findings.is_empty() {
+        o.push_str(
+            "<table id=\"findings\">\n<thead><tr><th>severity</th><th>rule</th><th>where</th><th>finding</th><th>fix</th></tr></thead>\n<tbody>\n",
+        );
+        for f in &r.findings {
+            let mut at = Vec::new();
+            if let Some(p) = &f.path {
+                at.push(format!("<code>{}</code>", esc(p)));
+            }
+            if let Some(t) = &f.target {
+                at.push(format!("on {}", esc(t)));
+            }
+            let _ = writeln!(
+                o,
+                "<tr data-rule=\"{}\"><td class=\"sev-{}\">{}</td><td>{} <span class=\"muted\">{}</span></td><td>{}</td><td>{}</td><td><pre>{}</pre></td></tr>",
+                esc(&f.rule),
+                f.severity.as_str(),
+                f.severity.as_str(),
+                esc(&f.rule),
+                esc(&f.name),
+                if at.is_empty() { "image".to_string() } else { at.join(" ") },
+                esc(&f.message),
+                esc(&f.fix)
+            );
+        }
+        o.push_str("</tbody>\n</table>\n");
+    }
+    if !r.notes.is_empty() {
+        o.push_str("<h2>Notes</h2>\n<ul id=\"notes\">\n");
+        for n in &r.notes {
+            let _ = writeln!(o, "<li>{}</li>", esc(n));
+        }
+        o.push_str("</ul>\n");
+    }
+    o.push_str("</body>\n</html>\n");
+    o
+}
+
+/// `sha256:0123456789ab…` for a table cell (the whole digest is in the hover text).
+fn short(digest: &str) -> String {
+    match digest.strip_prefix("sha256:") {
+        Some(h) if h.len() > 12 => format!("sha256:{}…", &h[..12]),
+        _ => digest.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(css_class("n/a"), "v-na");
+        assert_eq!(short("sha256:0123456789abcdef"), "sha256:0123456789ab…");
+    }
+}
