@@ -1,7 +1,7 @@
 //! Report sinks. `inspect` has a human listing and a JSON document (schema in docs/schema.md).
 
-pub mod escape;
 pub mod cyclonedx;
+pub mod escape;
 pub mod html;
 pub mod inspect;
 pub mod lint;

@@ -14,9 +14,21 @@ pub fn json(r: &ImageReport) -> String {
     s
 }
 
+/// The first 12 characters of a digest (a layer "digest" may be an archive path, not hex: cut
+/// on a character boundary).
 pub fn short(d: &str) -> &str {
     let hex = d.strip_prefix("sha256:").unwrap_or(d);
-    &hex[..hex.len().min(12)]
+    let end = hex.char_indices().nth(12).map_or(hex.len(), |(i, _)| i);
+    &hex[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_cuts_on_a_character_boundary() {
+        assert_eq!(super::short("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(super::short("layer/ééééééééééééé.tar"), "layer/éééééé");
+    }
 }
 
 pub fn text(r: &ImageReport) -> String {
