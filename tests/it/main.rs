@@ -17,3 +17,4 @@ mod rules;
 mod scan;
 mod util;
 mod verdicts;
+mod wheels;
