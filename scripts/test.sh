@@ -3,6 +3,7 @@
 # (only where missing), then runs every test. Usage: scripts/test.sh [cargo test args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+"$(dirname "$0")/fetch-test-wheels.sh" >/dev/null
 "$(dirname "$0")/install-test-deps.sh" skopeo docker-registry openssl xmllint:libxml2-utils chromium \
   groff:groff-base
 # The wheel test (tests/it/install.rs) builds with maturin and installs into a venv.

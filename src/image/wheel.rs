@@ -26,6 +26,16 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             continue;
         }
         let Ok((name, _)) = normalize(member.name().as_bytes()) else { continue };
+        // The wheel's own record (`*.dist-info/RECORD`) ties its files to the package.
+        if let Some(kind) = crate::packages::record_kind(&name)
+            && member.size() <= crate::packages::MAX_METADATA
+        {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut member, &mut text)
+                .map_err(|e| ScanError::Format(format!("{}: {name}: {e}", path.display())))?;
+            s.packages.read(kind, &name, &String::from_utf8_lossy(&text));
+            continue;
+        }
         let len = member.size();
         s.stats.files += 1;
         s.stats.file_bytes += len;
