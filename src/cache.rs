@@ -61,7 +61,7 @@ impl LayerCache {
         let parsed = zstd::decode_all(&bytes[..])
             .ok()
             .and_then(|json| serde_json::from_slice::<Entry>(&json).ok())
-            .filter(|e| e.schema == SCHEMA && e.analyzer == analyzer() && e.digest == digest);
+            .filter(|e| e.schema == SCHEMA && e.analyzer == analyzer() && e.digest == digest && e.layer.info.verified);
         if parsed.is_none() {
             // Corrupt or foreign: drop it, the layer is analysed again.
             let _ = std::fs::remove_file(&p);
@@ -69,7 +69,13 @@ impl LayerCache {
         parsed.map(|e| e.layer)
     }
 
+    /// Stores `layer` only if its bytes were verified against `digest`: an analysis of bytes
+    /// read under `--verify never` may not be those of the genuine blob, and a later scan would
+    /// trust it (cache poisoning).
     pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<()> {
+        if !layer.info.verified || layer.info.digest != digest {
+            return Ok(());
+        }
         let p = self.path(digest, variant);
         let dir = p.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;

@@ -298,18 +298,61 @@ struct DirStore {
     root: std::path::PathBuf,
 }
 
-impl Store for DirStore {
-    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
-        let p = self.root.join(key);
-        let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
-        if meta.len() > MAX_JSON {
+/// Opens `key` (`blobs/sha256/...`, `index.json`) inside an OCI layout without following any
+/// symbolic link (a blob linked to a host file, a FIFO or `/dev/zero` is refused, and opening
+/// never blocks): every component is checked, the last opened with `O_NOFOLLOW` and must be a
+/// regular file.
+pub fn open_in_layout(root: &Path, key: &str) -> Result<(File, u64), ScanError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let shown = root.join(key);
+    let refuse = |why: &str| ScanError::Format(format!("{}: {why}", shown.display()));
+    let parts: Vec<&str> = key.split('/').collect();
+    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
+        return Err(refuse("not a plain path inside the layout"));
+    }
+    let mut p = root.to_path_buf();
+    for c in &parts[..parts.len() - 1] {
+        p.push(c);
+        let m = std::fs::symlink_metadata(&p).map_err(|e| ScanError::io(&p, e))?;
+        if !m.is_dir() {
             return Err(ScanError::Format(format!(
-                "{}: {} bytes, more than a manifest can be",
-                p.display(),
-                meta.len()
+                "{}: not a directory (links inside an OCI layout are not followed)",
+                p.display()
             )));
         }
-        std::fs::read(&p).map_err(|e| ScanError::io(&p, e))
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&shown)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refuse("a symbolic link (links inside an OCI layout are not followed)"),
+            _ => ScanError::io(&shown, e),
+        })?;
+    let m = f.metadata().map_err(|e| ScanError::io(&shown, e))?;
+    if !m.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    if m.nlink() == 0 {
+        return Err(refuse("removed while being read"));
+    }
+    Ok((f, m.len()))
+}
+
+impl Store for DirStore {
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+        let (f, len) = open_in_layout(&self.root, key)?;
+        let p = self.root.join(key);
+        if len > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: {len} bytes, more than a manifest can be", p.display())));
+        }
+        let mut v = Vec::with_capacity(len as usize);
+        // Bounded even if the file grows while it is read.
+        f.take(MAX_JSON + 1).read_to_end(&mut v).map_err(|e| ScanError::io(&p, e))?;
+        if v.len() as u64 > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: more than a manifest can be", p.display())));
+        }
+        Ok(v)
     }
 }
 
@@ -326,10 +369,8 @@ pub fn scan_layout_dir(
         .layers
         .iter()
         .map(|l| {
-            let p = dir.join(&l.key);
-            let f = File::open(&p)
-                .map_err(|e| ScanError::Layer { layer: l.id(), message: format!("{}: {e}", p.display()) })?;
-            let len = f.metadata().map_err(|e| ScanError::io(&p, e))?.len();
+            let (f, len) =
+                open_in_layout(dir, &l.key).map_err(|e| ScanError::Layer { layer: l.id(), message: e.to_string() })?;
             Ok((l.clone(), f, len))
         })
         .collect::<Result<_, ScanError>>()?;
