@@ -2,6 +2,7 @@
 
 mod cuobjdump;
 mod device;
+mod fail_closed;
 mod images;
 mod inspect_cli;
 mod inspect_fixtures;
