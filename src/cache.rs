@@ -107,3 +107,50 @@ impl LayerCache {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{AnalyzedLayer, LayerInfo};
+    use crate::layer::analyze::LayerSummary;
+    use crate::layer::decode::Compression;
+
+    fn layer(digest: &str, verified: bool) -> AnalyzedLayer {
+        AnalyzedLayer {
+            info: LayerInfo {
+                digest: digest.into(),
+                diff_id: None,
+                size: 1,
+                compression: Compression::Gzip,
+                verified,
+                stats: Default::default(),
+            },
+            summary: LayerSummary::default(),
+        }
+    }
+
+    /// A `--verify never` analysis (of bytes that may not be the blob's) is never stored, so a
+    /// later verifying scan cannot trust it; a verified one is, under its own digest only.
+    #[test]
+    fn only_verified_analyses_are_cached() {
+        let d = tempfile::tempdir().unwrap();
+        let c = LayerCache::new(d.path().to_path_buf());
+        let digest = format!("sha256:{}", "a".repeat(64));
+        c.put(&digest, "v", &layer(&digest, false)).unwrap();
+        assert!(c.get(&digest, "v").is_none());
+        assert!(!d.path().join("layers").exists() || std::fs::read_dir(d.path().join("layers")).unwrap().count() == 0);
+        let other = format!("sha256:{}", "b".repeat(64));
+        c.put(&digest, "v", &layer(&other, true)).unwrap();
+        assert!(c.get(&digest, "v").is_none(), "stored under a digest it was not verified against");
+        c.put(&digest, "v", &layer(&digest, true)).unwrap();
+        assert!(c.get(&digest, "v").is_some_and(|l| l.info.verified));
+        assert!(c.get(&digest, "w").is_none());
+        // An entry written unverified by an older version is not trusted either.
+        let p = c.path(&digest, "u");
+        let entry =
+            Entry { schema: SCHEMA.into(), analyzer: analyzer(), digest: digest.clone(), layer: layer(&digest, false) };
+        std::fs::write(&p, zstd::encode_all(&serde_json::to_vec(&entry).unwrap()[..], 3).unwrap()).unwrap();
+        assert!(c.get(&digest, "u").is_none());
+        assert!(!p.exists(), "dropped");
+    }
+}
