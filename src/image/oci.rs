@@ -413,6 +413,49 @@ fn collect_manifests(
     Ok(())
 }
 
+/// Fuzzing harness (fuzz/fuzz_targets/oci.rs, and the unit test below): `data` is split at
+/// `\n--\n` into documents; the first is `index.json` and `manifest.json`, every one is also a
+/// blob under its own sha256 (and sha512) digest, so inputs can name each other. Both resolvers
+/// run over it; any error is fine, a panic or an unbounded walk is not. Returns how many of the
+/// four resolutions succeeded.
+#[doc(hidden)]
+pub fn fuzz_resolve(data: &[u8]) -> usize {
+    struct Docs(std::collections::HashMap<String, Vec<u8>>);
+    impl Store for Docs {
+        fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+            self.0.get(key).cloned().ok_or_else(|| ScanError::Format(format!("no {key}")))
+        }
+    }
+    let mut docs = std::collections::HashMap::new();
+    let mut parts = Vec::new();
+    let mut rest = data;
+    while let Some(i) = rest.windows(4).position(|w| w == b"\n--\n") {
+        parts.push(&rest[..i]);
+        rest = &rest[i + 4..];
+    }
+    parts.push(rest);
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            docs.insert("index.json".to_string(), p.to_vec());
+            docs.insert("manifest.json".to_string(), p.to_vec());
+        }
+        docs.insert(format!("blobs/sha256/{}", hex::encode(Sha256::digest(p))), p.to_vec());
+        docs.insert(format!("blobs/sha512/{}", hex::encode(Sha512::digest(p))), p.to_vec());
+        docs.insert(format!("{}.json", hex::encode(Sha256::digest(p))), p.to_vec());
+    }
+    let mut store = Docs(docs);
+    let host = Platform { os: "linux".into(), arch: "amd64".into(), variant: None };
+    [
+        resolve_oci(&mut store, None, &host).is_ok(),
+        resolve_oci(&mut store, Some("latest"), &host).is_ok(),
+        resolve_docker_archive(&mut store, None).is_ok(),
+        resolve_docker_archive(&mut store, Some("@1")).is_ok(),
+    ]
+    .into_iter()
+    .filter(|&ok| ok)
+    .count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,5 +472,34 @@ mod tests {
             Some(format!("sha256:{}", "a".repeat(64)))
         );
         assert_eq!(digest_from_name("abc/layer.tar"), None);
+    }
+
+    /// The fuzz harness on a valid nested layout and on damage of it: errors, never panics.
+    #[test]
+    fn fuzz_harness_on_seeds() {
+        let config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{}","size":{}}},"layers":[]}}"#,
+            sha256(config),
+            config.len()
+        );
+        let inner = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{}","size":{}}}]}}"#,
+            sha256(manifest.as_bytes()),
+            manifest.len()
+        );
+        let top = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{}","size":{}}}]}}"#,
+            sha256(inner.as_bytes()),
+            inner.len()
+        );
+        let seed = [top.as_bytes(), inner.as_bytes(), manifest.as_bytes(), &config[..]].join(&b"\n--\n"[..]);
+        assert_eq!(fuzz_resolve(&seed), 1, "the seed resolves as an OCI layout");
+        for cut in (0..seed.len()).step_by(7) {
+            fuzz_resolve(&seed[..cut]);
+            let mut flipped = seed.clone();
+            flipped[cut] ^= 0x20;
+            fuzz_resolve(&flipped);
+        }
     }
 }
