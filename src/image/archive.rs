@@ -120,10 +120,7 @@ pub fn scan_file(
     }
     let mut head = [0u8; 4];
     let n = head.len().min(len as usize);
-    FileInput::new(&file, 0, len)
-        .read_at(0, &mut head[..n])
-        .expect("seekable")
-        .map_err(|e| ScanError::io(path, e))?;
+    FileInput::new(&file, 0, len).read_at(0, &mut head[..n]).expect("seekable").map_err(|e| ScanError::io(path, e))?;
     let compression = decode::sniff(&head[..n]);
     if compression != Compression::None {
         // `docker save img | gzip`: one pass through the decompressor, as from standard input.

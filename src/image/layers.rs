@@ -127,8 +127,7 @@ pub fn stream<R: Read + ?Sized>(
             LayerError::Io(e) => corrupt(&e),
         })?;
         let blob_digest = blob.finish();
-        let tar_digest =
-            tar_hashed.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
+        let tar_digest = tar_hashed.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
 }

@@ -74,14 +74,13 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
                     continue;
                 }
                 s.stats.inspected += 1;
-                match inspect_path(&e.path(), &image_path, meta.len(), opts).map_err(|err| unreadable(&e.path(), err))? {
-                    Some(report) => {
-                        if meta.nlink() > 1 {
-                            by_inode.insert(key, s.files.len());
-                        }
-                        s.files.push(LayerFile { paths: vec![image_path], report });
+                let found =
+                    inspect_path(&e.path(), &image_path, meta.len(), opts).map_err(|err| unreadable(&e.path(), err))?;
+                if let Some(report) = found {
+                    if meta.nlink() > 1 {
+                        by_inode.insert(key, s.files.len());
                     }
-                    None => {}
+                    s.files.push(LayerFile { paths: vec![image_path], report });
                 }
             }
         }

@@ -75,11 +75,7 @@ fn compressed_docker_save_output_is_read() {
         for spec in [p.display().to_string(), format!("docker-archive:{}", p.display())] {
             let r = run(&spec);
             assert_eq!(r.image.source, "docker-archive", "{spec}");
-            assert_eq!(
-                serde_json::to_value(&r.files).unwrap(),
-                serde_json::to_value(&want.files).unwrap(),
-                "{spec}"
-            );
+            assert_eq!(serde_json::to_value(&r.files).unwrap(), serde_json::to_value(&want.files).unwrap(), "{spec}");
             assert!(r.image.layers.iter().all(|l| l.verified), "{spec}");
         }
         let o = cli(&["scan", "-", "--quiet", "--format", "inventory"], Some(packed.clone()));
@@ -392,15 +388,19 @@ fn nested_indexes_are_deduped_and_bounded() {
         (digest, size) = write_json(l, &serde_json::json!({"schemaVersion": 2, "manifests": vec![child; 50]}));
     }
     let write_top = |m: Vec<serde_json::Value>| {
-        std::fs::write(l.join("index.json"), serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "manifests": m})).unwrap())
-            .unwrap()
+        std::fs::write(
+            l.join("index.json"),
+            serde_json::to_vec(&serde_json::json!({"schemaVersion": 2, "manifests": m})).unwrap(),
+        )
+        .unwrap()
     };
     write_top(vec![index_desc(&digest, size); 50]);
     let spec = format!("oci:{}", l.display());
     assert_eq!(paths(&run(&spec)), ["/lib/libsm90a.so"]);
     // Deeper than the bound.
     for _ in 0..2 {
-        (digest, size) = write_json(l, &serde_json::json!({"schemaVersion": 2, "manifests": [index_desc(&digest, size)]}));
+        (digest, size) =
+            write_json(l, &serde_json::json!({"schemaVersion": 2, "manifests": [index_desc(&digest, size)]}));
     }
     write_top(vec![index_desc(&digest, size)]);
     exit2(&spec, &["nested more than 4 deep"]);
