@@ -167,7 +167,7 @@ fn is_root() -> bool {
 /// Whether the unprivileged user really cannot read `p` (the test's premise, checked).
 fn premise_unreadable(p: &Path) {
     let mut c = if is_root() {
-        let mut c = std::process::Command::new("setpriv");
+        let mut c = std::process::Command::new(crate::scan::which("setpriv"));
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "cat"]);
         c
     } else {
@@ -320,7 +320,7 @@ fn oci_layout_links_are_never_followed_and_content_never_echoed() {
     }
     // A FIFO (must not hang: cli() has a timeout) and /dev/zero (must not read forever).
     let fifo = d.path().join("fifo");
-    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(std::process::Command::new(crate::scan::which("mkfifo")).arg(&fifo).status().unwrap().success());
     for (i, target) in [fifo.as_path(), Path::new("/dev/zero")].into_iter().enumerate() {
         for which in 0..3 {
             let l = d.path().join(format!("special{i}-{which}"));
@@ -337,7 +337,9 @@ fn oci_layout_links_are_never_followed_and_content_never_echoed() {
     exit2(&format!("oci:{}", l.display()), &["not a directory"]);
     // A FIFO in place (not a link): refused without blocking.
     let l = d.path().join("fifo-in-place");
-    layout_with(&l, 0, |p| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success()));
+    layout_with(&l, 0, |p| {
+        assert!(std::process::Command::new(crate::scan::which("mkfifo")).arg(p).status().unwrap().success())
+    });
     exit2(&format!("oci:{}", l.display()), &["not a regular file"]);
     // A non-JSON blob with the right name: the error says where, never what it holds.
     let l = d.path().join("text");
