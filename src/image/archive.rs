@@ -186,18 +186,22 @@ impl Store for MemStore {
     }
 }
 
-/// Standard input: an image archive, plain or compressed (sniffed from its first bytes).
-pub fn scan_stdin(platform: &Platform, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
-    let mut stdin = std::io::stdin().lock();
+/// Standard input or a pipe: an image archive, plain or compressed (sniffed from its first bytes).
+pub fn scan_reader<R: Read>(
+    mut reader: R,
+    label: &str,
+    platform: &Platform,
+    opts: &ScanOptions,
+) -> Result<ImageReport, ScanError> {
     let mut head = [0u8; 4];
-    let n = crate::layer::pipe::read_full_dyn(&mut stdin, &mut head).map_err(|e| ScanError::io("-", e))?;
+    let n = crate::layer::pipe::read_full_dyn(&mut reader, &mut head).map_err(|e| ScanError::io(label, e))?;
     if n == 0 {
-        return Err(ScanError::Format("standard input: empty: no image archive was given".into()));
+        return Err(ScanError::Format(format!("{label}: empty: no image archive was given")));
     }
     let compression = decode::sniff(&head[..n]);
-    let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(stdin));
-    let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io("-", e))?;
-    scan_stream(dec, "standard input", compression, None, None, platform, opts)
+    let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
+    let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(label, e))?;
+    scan_stream(dec, label, compression, None, None, platform, opts)
 }
 
 /// An image archive on a byte stream (`docker save img | cudalint scan -`): every blob is

@@ -77,6 +77,8 @@ impl Default for ScanOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Stdin,
+    /// A named pipe or character device (`<(docker save img)`): read once, as standard input.
+    Pipe(PathBuf),
     DockerArchive(PathBuf, Option<String>),
     OciArchive(PathBuf, Option<String>),
     /// A tarball whose layout is decided by what it contains.
@@ -163,6 +165,10 @@ impl Source {
         };
         if meta.is_dir() {
             return Ok(if p.join("oci-layout").exists() { Source::OciLayout(p, None) } else { Source::Dir(p) });
+        }
+        if !meta.is_file() {
+            // Its first bytes cannot be read twice (sniffed, then read again).
+            return Ok(Source::Pipe(p));
         }
         let head = read_head(&p)?;
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -351,7 +357,11 @@ pub fn assemble(
 pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     match Source::parse(spec)? {
-        Source::Stdin => archive::scan_stdin(&platform, opts),
+        Source::Stdin => archive::scan_reader(std::io::stdin().lock(), "standard input", &platform, opts),
+        Source::Pipe(p) => {
+            let f = std::fs::File::open(&p).map_err(|e| ScanError::io(&p, e))?;
+            archive::scan_reader(f, &p.display().to_string(), &platform, opts)
+        }
         Source::DockerArchive(p, r) => {
             archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts)
         }

@@ -81,6 +81,18 @@ fn compressed_docker_save_output_is_read() {
         let o = cli(&["scan", "-", "--quiet", "--format", "inventory"], Some(packed.clone()));
         assert_eq!(o.code, Some(0), "{ext} on stdin: {}", o.stderr);
         assert!(o.stdout.contains("/lib/libsm90a.so"), "{}", o.stdout);
+        // A named pipe (`<(docker save img | gzip)`): read once, not sniffed and reopened.
+        let fifo = d.path().join(format!("pipe-{ext}"));
+        assert!(std::process::Command::new(crate::scan::which("mkfifo")).arg(&fifo).status().unwrap().success());
+        let writer = {
+            let (fifo, packed) = (fifo.clone(), packed.clone());
+            std::thread::spawn(move || std::fs::write(fifo, packed))
+        };
+        let o = cli(&["scan", fifo.to_str().unwrap(), "--quiet", "--format", "inventory"], None);
+        // (Checked before joining: a scan that never opened the pipe leaves the writer blocked.)
+        assert_eq!(o.code, Some(0), "{ext} through a pipe: {}", o.stderr);
+        writer.join().unwrap().unwrap();
+        assert!(o.stdout.contains("/lib/libsm90a.so"), "{}", o.stdout);
         // Cut in half: the decompressor or the tar walk fails, never "no CUDA here".
         let cut = d.path().join(format!("cut.{ext}"));
         std::fs::write(&cut, &packed[..packed.len() / 2]).unwrap();
