@@ -61,7 +61,7 @@ impl LayerCache {
         let parsed = zstd::decode_all(&bytes[..])
             .ok()
             .and_then(|json| serde_json::from_slice::<Entry>(&json).ok())
-            .filter(|e| e.schema == SCHEMA && e.analyzer == analyzer() && e.digest == digest);
+            .filter(|e| e.schema == SCHEMA && e.analyzer == analyzer() && e.digest == digest && e.layer.info.verified);
         if parsed.is_none() {
             // Corrupt or foreign: drop it, the layer is analysed again.
             let _ = std::fs::remove_file(&p);
@@ -69,7 +69,13 @@ impl LayerCache {
         parsed.map(|e| e.layer)
     }
 
+    /// Stores `layer` only if its bytes were verified against `digest`: an analysis of bytes
+    /// read under `--verify never` may not be those of the genuine blob, and a later scan would
+    /// trust it (cache poisoning).
     pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<()> {
+        if !layer.info.verified || layer.info.digest != digest {
+            return Ok(());
+        }
         let p = self.path(digest, variant);
         let dir = p.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;
@@ -99,5 +105,52 @@ impl LayerCache {
             Err(e) => return Err(e),
         }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{AnalyzedLayer, LayerInfo};
+    use crate::layer::analyze::LayerSummary;
+    use crate::layer::decode::Compression;
+
+    fn layer(digest: &str, verified: bool) -> AnalyzedLayer {
+        AnalyzedLayer {
+            info: LayerInfo {
+                digest: digest.into(),
+                diff_id: None,
+                size: 1,
+                compression: Compression::Gzip,
+                verified,
+                stats: Default::default(),
+            },
+            summary: LayerSummary::default(),
+        }
+    }
+
+    /// A `--verify never` analysis (of bytes that may not be the blob's) is never stored, so a
+    /// later verifying scan cannot trust it; a verified one is, under its own digest only.
+    #[test]
+    fn only_verified_analyses_are_cached() {
+        let d = tempfile::tempdir().unwrap();
+        let c = LayerCache::new(d.path().to_path_buf());
+        let digest = format!("sha256:{}", "a".repeat(64));
+        c.put(&digest, "v", &layer(&digest, false)).unwrap();
+        assert!(c.get(&digest, "v").is_none());
+        assert!(!d.path().join("layers").exists() || std::fs::read_dir(d.path().join("layers")).unwrap().count() == 0);
+        let other = format!("sha256:{}", "b".repeat(64));
+        c.put(&digest, "v", &layer(&other, true)).unwrap();
+        assert!(c.get(&digest, "v").is_none(), "stored under a digest it was not verified against");
+        c.put(&digest, "v", &layer(&digest, true)).unwrap();
+        assert!(c.get(&digest, "v").is_some_and(|l| l.info.verified));
+        assert!(c.get(&digest, "w").is_none());
+        // An entry written unverified by an older version is not trusted either.
+        let p = c.path(&digest, "u");
+        let entry =
+            Entry { schema: SCHEMA.into(), analyzer: analyzer(), digest: digest.clone(), layer: layer(&digest, false) };
+        std::fs::write(&p, zstd::encode_all(&serde_json::to_vec(&entry).unwrap()[..], 3).unwrap()).unwrap();
+        assert!(c.get(&digest, "u").is_none());
+        assert!(!p.exists(), "dropped");
     }
 }

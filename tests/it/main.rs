@@ -5,6 +5,7 @@ mod cuobjdump;
 mod cyclonedx;
 mod device;
 mod escaping;
+mod fail_closed;
 mod html;
 mod images;
 mod inspect_cli;
