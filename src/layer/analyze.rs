@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::path::{self, escape, file_name, hash, join, normalize, parent};
 use super::sparse::SparseInput;
-use super::tar::{Kind, TarError, TarWalker};
+use super::tar::{Kind, TarEntry, TarError, TarWalker};
 use crate::input::{Input, SubInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, InspectOptions, Sniffed, inspect_sniffed, sniff};
@@ -105,20 +105,10 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
                 if e.size < MIN_CANDIDATE {
                     continue;
                 }
-                let mut sub: Box<dyn Input + '_> = match &e.sparse {
-                    Some(map) => Box::new(SparseInput::new(walker.input(), e.data_offset, map, e.size)?),
-                    None => Box::new(SubInput::new(walker.input(), e.data_offset, e.size)?),
-                };
-                let sub = &mut *sub;
-                let mut head = [0u8; HEAD];
-                let n = read_full(sub, &mut head)?;
+                let report = inspect_entry(walker.input(), &e, &p, opts, &mut s.stats)
+                    // Name the file: a read that fails inside it is not a bad header.
+                    .map_err(|err| io::Error::new(err.kind(), format!("{p}: {err}")))?;
                 let named = is_cuda_library(file_name(&p));
-                let report = if sniff(&head[..n], &p) != Sniffed::Other {
-                    s.stats.inspected += 1;
-                    inspect_sniffed(&head[..n], sub, &p, opts, 0)?
-                } else {
-                    FileReport::new(p.clone(), e.size, FileFormat::Other)
-                };
                 if report.cuda_relevant() || named {
                     by_path.insert(p.clone(), s.files.len());
                     s.files.push(LayerFile { paths: vec![p], report });
@@ -133,6 +123,29 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
     }
     s.finish();
     Ok(s)
+}
+
+/// Inspects one file entry (read through its sparse map when it has one).
+fn inspect_entry(
+    input: &mut dyn Input,
+    e: &TarEntry,
+    p: &str,
+    opts: &InspectOptions,
+    stats: &mut LayerStats,
+) -> io::Result<FileReport> {
+    let mut sub: Box<dyn Input + '_> = match &e.sparse {
+        Some(map) => Box::new(SparseInput::new(input, e.data_offset, map, e.size)?),
+        None => Box::new(SubInput::new(input, e.data_offset, e.size)?),
+    };
+    let sub = &mut *sub;
+    let mut head = [0u8; HEAD];
+    let n = read_full(sub, &mut head)?;
+    Ok(if sniff(&head[..n], p) != Sniffed::Other {
+        stats.inspected += 1;
+        inspect_sniffed(&head[..n], sub, p, opts, 0)?
+    } else {
+        FileReport::new(p.to_string(), e.size, FileFormat::Other)
+    })
 }
 
 fn entry_key(p: &str, nondir: bool) -> u128 {

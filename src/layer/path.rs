@@ -123,7 +123,8 @@ mod tests {
         assert_eq!(escape(b"a\xff\xfe/b"), "a\\xff\\xfe/b");
         assert_eq!(escape(b"a\\xff"), "a\\x5cxff");
         // Names that only differ in invalid UTF-8 (or in a literal `\xff`) stay distinct.
-        let names: [&[u8]; 5] = [b"lib\xff.so", b"lib\xfe.so", b"lib\xef\xbf\xbd.so", b"lib\\xff.so", b"lib\\x5cxff.so"];
+        let names: [&[u8]; 5] =
+            [b"lib\xff.so", b"lib\xfe.so", b"lib\xef\xbf\xbd.so", b"lib\\xff.so", b"lib\\x5cxff.so"];
         let escaped: std::collections::BTreeSet<_> = names.iter().map(|n| escape(n)).collect();
         assert_eq!(escaped.len(), names.len());
         assert_eq!(normalize(b"./d/\xff/../x").unwrap().0, "/d/x");

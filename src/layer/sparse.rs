@@ -97,7 +97,9 @@ impl Input for SparseInput<'_> {
             match self.locate(pos).copied() {
                 Some((r, at)) if r.offset <= pos => {
                     let k = rest.min(usize::try_from(r.offset + r.len - pos).unwrap_or(usize::MAX));
-                    if let Some(Err(e)) = self.parent.read_at(self.start + at + (pos - r.offset), &mut buf[done..done + k]) {
+                    if let Some(Err(e)) =
+                        self.parent.read_at(self.start + at + (pos - r.offset), &mut buf[done..done + k])
+                    {
                         return Some(Err(e));
                     }
                     done += k;

@@ -13,6 +13,7 @@ use std::io;
 
 use tar::{EntryType, GnuSparseHeader, Header, PaxExtensions};
 
+use super::path::escape;
 use crate::input::{Input, read_full};
 
 const BLOCK: u64 = 512;
@@ -155,6 +156,17 @@ impl<'a> TarWalker<'a> {
                 .checked_mul(BLOCK)
                 .and_then(|padded| data.checked_add(padded))
                 .ok_or_else(|| TarError::Corrupt { offset: at, message: format!("entry size {size} overflows") })?;
+            // A seekable input knows its length: an entry running past it is cut off (a stream
+            // finds out when the skip over the data comes up short).
+            if next > self.input.len() {
+                return Err(TarError::Corrupt {
+                    offset: at,
+                    message: format!(
+                        "entry {:?} is cut off: the archive ends inside its data",
+                        escape(&h.path_bytes())
+                    ),
+                });
+            }
             self.next = next;
             let et = h.entry_type();
             if et.is_gnu_longname() {
@@ -214,7 +226,14 @@ impl<'a> TarWalker<'a> {
                     self.pax_sparse_map(p, data, size).map_err(|e| bad(e.to_string()))?
                 };
                 data += skip;
-                let stored = size.checked_sub(skip).ok_or_else(|| bad("sparse map larger than the entry".into()))?;
+                let stored = if kind == Kind::Sparse {
+                    // Old GNU extension blocks come before the data and outside its size.
+                    self.next = self.next.checked_add(skip).ok_or_else(|| bad("sparse map overflows".into()))?;
+                    size
+                } else {
+                    // A PAX 1.0 map is part of the entry's data.
+                    size.checked_sub(skip).ok_or_else(|| bad("sparse map larger than the entry".into()))?
+                };
                 check_map(&map, stored, real).map_err(bad)?;
                 kind = Kind::Sparse;
                 size = real;
@@ -293,7 +312,8 @@ impl<'a> TarWalker<'a> {
                     if at - data >= size.min(MAX_METADATA) {
                         return Err("sparse map cut off or too large".into());
                     }
-                    let b = self.read_block(at).map_err(|e| e.to_string())?.ok_or("archive ends inside a sparse map")?;
+                    let b =
+                        self.read_block(at).map_err(|e| e.to_string())?.ok_or("archive ends inside a sparse map")?;
                     text.extend_from_slice(&b);
                     at += BLOCK;
                     let lines: Vec<&[u8]> = text.split(|&c| c == b'\n').collect();
@@ -331,9 +351,7 @@ impl<'a> TarWalker<'a> {
                     let e = e.map_err(|e| e.to_string())?;
                     match e.key_bytes() {
                         b"GNU.sparse.offset" if nums.len() % 2 == 0 => nums.push(num(e.value_bytes(), "offset")?),
-                        b"GNU.sparse.numbytes" if nums.len() % 2 == 1 => {
-                            nums.push(num(e.value_bytes(), "length")?)
-                        }
+                        b"GNU.sparse.numbytes" if nums.len() % 2 == 1 => nums.push(num(e.value_bytes(), "length")?),
                         b"GNU.sparse.offset" | b"GNU.sparse.numbytes" => {
                             return Err("sparse offset and numbytes records out of order".into());
                         }
@@ -395,7 +413,11 @@ fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
 
 /// The last value recorded for `key` (later records override earlier ones), as raw bytes.
 fn pax_bytes<'p>(pax: &'p [u8], key: &str) -> Option<&'p [u8]> {
-    PaxExtensions::new(pax).filter_map(Result::ok).filter(|e| e.key_bytes() == key.as_bytes()).last().map(|e| e.value_bytes())
+    PaxExtensions::new(pax)
+        .filter_map(Result::ok)
+        .filter(|e| e.key_bytes() == key.as_bytes())
+        .last()
+        .map(|e| e.value_bytes())
 }
 
 fn verify_checksum(block: &[u8; 512], at: u64) -> Result<(), TarError> {

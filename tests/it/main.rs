@@ -6,6 +6,7 @@ mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod layer_tar;
 mod registry;
 mod reports;
 mod rules;
