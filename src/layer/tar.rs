@@ -298,7 +298,7 @@ impl<'a> TarWalker<'a> {
         let major = pax_bytes(pax, "GNU.sparse.major").map(|v| num(v, "version")).transpose()?;
         let minor = pax_bytes(pax, "GNU.sparse.minor").map(|v| num(v, "version")).transpose()?;
         let pairs = |nums: Vec<u64>| -> Result<Vec<Region>, String> {
-            if nums.len() % 2 != 0 || nums.len() / 2 > MAX_REGIONS {
+            if !nums.len().is_multiple_of(2) || nums.len() / 2 > MAX_REGIONS {
                 return Err("bad sparse map".into());
             }
             Ok(nums.chunks(2).map(|c| Region { offset: c[0], len: c[1] }).collect())
@@ -350,8 +350,12 @@ impl<'a> TarWalker<'a> {
                 for e in PaxExtensions::new(pax) {
                     let e = e.map_err(|e| e.to_string())?;
                     match e.key_bytes() {
-                        b"GNU.sparse.offset" if nums.len() % 2 == 0 => nums.push(num(e.value_bytes(), "offset")?),
-                        b"GNU.sparse.numbytes" if nums.len() % 2 == 1 => nums.push(num(e.value_bytes(), "length")?),
+                        b"GNU.sparse.offset" if nums.len().is_multiple_of(2) => {
+                            nums.push(num(e.value_bytes(), "offset")?)
+                        }
+                        b"GNU.sparse.numbytes" if !nums.len().is_multiple_of(2) => {
+                            nums.push(num(e.value_bytes(), "length")?)
+                        }
                         b"GNU.sparse.offset" | b"GNU.sparse.numbytes" => {
                             return Err("sparse offset and numbytes records out of order".into());
                         }
