@@ -1,10 +1,19 @@
 //! A GNU sparse file read as GNU tar extracts it: its stored regions at their offsets, zeros
 //! in the holes between them.
+//!
+//! Holes are free to store, so a few bytes of tar can claim a file of exabytes. Reading with
+//! seeks only touches what the inspector asks for, but a forward read (a streamed layer) hands
+//! out every zero: past [`MAX_HOLE_READ`] of them the read fails (the scan stops, exit 2) rather
+//! than running for days. Sparse files that are not inspected (`lastlog` and other data files
+//! with huge holes) are never read and cost nothing.
 
 use std::io;
 
 use super::tar::Region;
 use crate::input::Input;
+
+/// Zeros a forward read may hand out from holes.
+pub const MAX_HOLE_READ: u64 = 4 << 30;
 
 pub struct SparseInput<'a> {
     parent: &'a mut dyn Input,
@@ -14,6 +23,7 @@ pub struct SparseInput<'a> {
     map: Vec<(Region, u64)>,
     len: u64,
     pos: u64,
+    zeros_read: u64,
 }
 
 impl<'a> SparseInput<'a> {
@@ -30,7 +40,7 @@ impl<'a> SparseInput<'a> {
                 (r, at)
             })
             .collect();
-        Ok(SparseInput { parent, start, map, len, pos: 0 })
+        Ok(SparseInput { parent, start, map, len, pos: 0, zeros_read: 0 })
     }
 
     /// The region holding `pos`, or the first one after it.
@@ -71,6 +81,16 @@ impl Input for SparseInput<'_> {
             next => {
                 let end = next.map_or(self.len, |(r, _)| r.offset);
                 let k = want.min(usize::try_from(end - pos).unwrap_or(usize::MAX));
+                self.zeros_read += k as u64;
+                if self.zeros_read > MAX_HOLE_READ {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "sparse file of {} bytes: more than {MAX_HOLE_READ} bytes of holes read; refused",
+                            self.len
+                        ),
+                    ));
+                }
                 buf[..k].fill(0);
                 k
             }
@@ -161,5 +181,23 @@ mod tests {
         let mut sp = SparseInput::new(&mut s, 0, &map(), 12).unwrap();
         let mut out = [0; 12];
         assert!(read_full(&mut sp, &mut out).is_err());
+    }
+
+    #[test]
+    fn a_hollow_file_read_forward_is_refused_after_the_hole_budget() {
+        let stored = b"ab";
+        let mut s = StreamInput::new(&stored[..], 2);
+        let map = [Region { offset: 0, len: 2 }];
+        let mut sp = SparseInput::new(&mut s, 0, &map, 1 << 50).unwrap();
+        let mut buf = vec![0u8; 16 << 20];
+        let mut total = 0u64;
+        let err = loop {
+            match sp.read(&mut buf) {
+                Ok(n) => total += n as u64,
+                Err(e) => break e,
+            }
+        };
+        assert!(err.to_string().contains("bytes of holes read"), "{err}");
+        assert!(total <= MAX_HOLE_READ + 2, "{total}");
     }
 }
