@@ -229,6 +229,9 @@ impl<'a> TarWalker<'a> {
                 let stored = if kind == Kind::Sparse {
                     // Old GNU extension blocks come before the data and outside its size.
                     self.next = self.next.checked_add(skip).ok_or_else(|| bad("sparse map overflows".into()))?;
+                    if self.next > self.input.len() {
+                        return Err(bad("cut off: the archive ends inside its data".into()));
+                    }
                     size
                 } else {
                     // A PAX 1.0 map is part of the entry's data.
