@@ -3,6 +3,6 @@
 # (only where missing), then runs every test. Usage: scripts/test.sh [cargo test args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-"$(dirname "$0")/install-test-deps.sh" skopeo docker-registry openssl xmllint:libxml2-utils
+"$(dirname "$0")/install-test-deps.sh" skopeo docker-registry openssl xmllint:libxml2-utils tar
 cargo test --locked --all-targets "$@"
 cargo test --locked --doc
