@@ -11,8 +11,9 @@ use sha2::{Digest, Sha256};
 
 use crate::image::AnalyzedLayer;
 
-/// Bumped whenever the analysis of a layer would come out differently for the same bytes.
-const ANALYSIS_VERSION: u32 = 1;
+/// Bumped whenever the analysis of a layer would come out differently for the same bytes
+/// (2: package records per layer; sparse entries and non-UTF-8 names read exactly).
+const ANALYSIS_VERSION: u32 = 2;
 const SCHEMA: &str = "cudalint.layer-cache/v1";
 
 pub struct LayerCache {

@@ -12,6 +12,7 @@ mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
 mod install;
+mod layer_tar;
 mod registry;
 mod reports;
 mod rules;
