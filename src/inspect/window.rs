@@ -5,6 +5,8 @@
 
 use std::io;
 
+use memchr::memmem;
+
 use crate::input::Input;
 
 pub const WINDOW: usize = 1 << 20;
@@ -39,6 +41,76 @@ impl Capture {
     }
 }
 
+/// Keeps a region around each occurrence of a pattern in the bytes that stream past from an
+/// offset on: how a one-pass reader keeps a table whose place it learns only later (lld writes
+/// `.shstrtab` before a large `.strtab`, the section table after both). Memory is bounded:
+/// `max` regions of at most `2 * radius` bytes, plus `2 * radius` bytes of look-back.
+pub struct Watch {
+    pattern: &'static [u8],
+    from: u64,
+    radius: usize,
+    max: usize,
+    end: u64,
+    /// The bytes offered last, ending at `next` (at most `2 * radius`).
+    recent: Vec<u8>,
+    next: u64,
+    pub regions: Vec<Capture>,
+}
+
+impl Watch {
+    pub fn new(pattern: &'static [u8], from: u64, radius: usize, max: usize, end: u64) -> Watch {
+        Watch { pattern, from, radius, max: max.max(2), end, recent: Vec::new(), next: 0, regions: Vec::new() }
+    }
+
+    fn active(&self, to: u64) -> bool {
+        to > self.from
+    }
+
+    fn offer(&mut self, at: u64, bytes: &[u8]) {
+        if at != self.next {
+            // Bytes were skipped: what was kept no longer leads up to these.
+            self.recent.clear();
+        }
+        for r in self.regions.iter_mut().filter(|r| !r.complete()) {
+            r.offer(at, bytes);
+        }
+        let end = at + bytes.len() as u64;
+        if end > self.from {
+            let k = self.pattern.len() - 1;
+            // A match that straddles the previous offer and this one.
+            let tail = &self.recent[self.recent.len().saturating_sub(k)..];
+            let mut joint = tail.to_vec();
+            joint.extend_from_slice(&bytes[..k.min(bytes.len())]);
+            let base = at - tail.len() as u64;
+            let mut hits: Vec<u64> = memmem::find_iter(&joint, self.pattern).map(|p| base + p as u64).collect();
+            hits.extend(memmem::find_iter(bytes, self.pattern).map(|p| at + p as u64));
+            let from = self.from;
+            for h in hits.into_iter().filter(|&h| h >= from) {
+                self.add(h, at, bytes);
+            }
+        }
+        self.recent.extend_from_slice(&bytes[bytes.len().saturating_sub(2 * self.radius)..]);
+        if self.recent.len() > 2 * self.radius {
+            self.recent.drain(..self.recent.len() - self.radius);
+        }
+        self.next = end;
+    }
+
+    fn add(&mut self, hit: u64, at: u64, bytes: &[u8]) {
+        let lo = hit.saturating_sub(self.radius as u64);
+        let hi = hit.saturating_add(self.radius as u64).min(self.end);
+        let mut c = Capture::new(lo, (hi - lo) as usize);
+        c.offer(at - self.recent.len() as u64, &self.recent);
+        c.offer(at, bytes);
+        if self.regions.len() >= self.max {
+            // Keep the first half and the latest: the table sits early (GNU ld: just before
+            // the section table) or late (lld: after the symbol table).
+            self.regions.remove(self.max / 2);
+        }
+        self.regions.push(c);
+    }
+}
+
 pub struct Window<'a> {
     input: &'a mut dyn Input,
     buf: Vec<u8>,
@@ -48,6 +120,7 @@ pub struct Window<'a> {
     start: u64,
     seekable: bool,
     pub captures: Vec<Capture>,
+    pub watch: Option<Watch>,
 }
 
 impl<'a> Window<'a> {
@@ -56,7 +129,7 @@ impl<'a> Window<'a> {
         let start = input.pos();
         // No bigger than the input: most files in an image are small.
         let size = usize::try_from(input.len().saturating_sub(start)).unwrap_or(WINDOW).clamp(64, WINDOW);
-        Window { input, buf: vec![0; size], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
+        Window { input, buf: vec![0; size], lo: 0, hi: 0, start, seekable, captures: Vec::new(), watch: None }
     }
 
     /// Keeps the bytes of `[off, off+len)` as they go by (streams). Bytes already consumed
@@ -65,6 +138,13 @@ impl<'a> Window<'a> {
         let mut c = Capture::new(off, len);
         c.offer(self.start, &self.buf[self.lo..self.hi]);
         self.captures.push(c);
+    }
+
+    /// Starts a [`Watch`] (streams only; a seekable input reads what it needs directly).
+    pub fn watch(&mut self, mut watch: Watch) {
+        watch.next = self.start;
+        watch.offer(self.start, &self.buf[self.lo..self.hi]);
+        self.watch = Some(watch);
     }
 
     pub fn seekable(&self) -> bool {
@@ -105,6 +185,9 @@ impl<'a> Window<'a> {
         for c in &mut self.captures {
             c.offer(at, &self.buf[self.hi..self.hi + n]);
         }
+        if let Some(wt) = &mut self.watch {
+            wt.offer(at, &self.buf[self.hi..self.hi + n]);
+        }
         self.hi += n;
         Ok(n)
     }
@@ -135,7 +218,8 @@ impl<'a> Window<'a> {
         }
         self.lo = 0;
         self.hi = 0;
-        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to);
+        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to)
+            || self.watch.as_ref().is_some_and(|wt| wt.active(to));
         if self.seekable || !pending {
             self.input.skip_to(to)?;
         } else {
@@ -150,6 +234,9 @@ impl<'a> Window<'a> {
                 }
                 for c in &mut self.captures {
                     c.offer(at, &self.buf[..got]);
+                }
+                if let Some(wt) = &mut self.watch {
+                    wt.offer(at, &self.buf[..got]);
                 }
                 self.start += got as u64;
             }
