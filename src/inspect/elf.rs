@@ -22,7 +22,7 @@ const STREAM_SHSTRTAB_WINDOW: u64 = 64 << 10;
 const MAX_DYNAMIC: u64 = 1 << 20;
 /// Longest SONAME / DT_NEEDED string read.
 const MAX_NAME: u64 = 4096;
-/// A stream keeps this much around each `.shstrtab` name it sees past the loaded segments
+/// A stream keeps this much around each `.shstrtab` name it sees outside the loaded segments
 /// (the section name table holds it), in at most [`SHSTRTAB_CANDIDATES`] regions.
 const SHSTRTAB_RADIUS: usize = 64 << 10;
 const SHSTRTAB_CANDIDATES: usize = 8;
@@ -334,8 +334,8 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
         w.capture(from, (o + n - from) as usize);
         // Elsewhere (lld: before a large `.strtab`), the table is known by the name it holds.
-        let after = l.load_ranges().iter().map(|r| r.1).max().unwrap_or(0);
-        w.watch(Watch::new(b"\0.shstrtab\0", after, SHSTRTAB_RADIUS, SHSTRTAB_CANDIDATES, len));
+        // Not in what the loader maps (after patchelf, loaded segments follow it).
+        w.watch(Watch::new(b"\0.shstrtab\0", l.load_ranges(), SHSTRTAB_RADIUS, SHSTRTAB_CANDIDATES, len));
     }
     if let Some((o, n)) = l.dynamic_range()
         && n <= MAX_DYNAMIC

@@ -41,13 +41,14 @@ impl Capture {
     }
 }
 
-/// Keeps a region around each occurrence of a pattern in the bytes that stream past from an
-/// offset on: how a one-pass reader keeps a table whose place it learns only later (lld writes
+/// Keeps a region around each occurrence of a pattern in the bytes that stream past (outside
+/// given ranges): how a one-pass reader keeps a table whose place it learns only later (lld writes
 /// `.shstrtab` before a large `.strtab`, the section table after both). Memory is bounded:
 /// `max` regions of at most `2 * radius` bytes, plus `2 * radius` bytes of look-back.
 pub struct Watch {
     pattern: &'static [u8],
-    from: u64,
+    /// Sorted ranges where a match is ignored.
+    skip: Vec<(u64, u64)>,
     radius: usize,
     max: usize,
     end: u64,
@@ -58,12 +59,8 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(pattern: &'static [u8], from: u64, radius: usize, max: usize, end: u64) -> Watch {
-        Watch { pattern, from, radius, max: max.max(2), end, recent: Vec::new(), next: 0, regions: Vec::new() }
-    }
-
-    fn active(&self, to: u64) -> bool {
-        to > self.from
+    pub fn new(pattern: &'static [u8], skip: Vec<(u64, u64)>, radius: usize, max: usize, end: u64) -> Watch {
+        Watch { pattern, skip, radius, max: max.max(2), end, recent: Vec::new(), next: 0, regions: Vec::new() }
     }
 
     fn offer(&mut self, at: u64, bytes: &[u8]) {
@@ -75,7 +72,7 @@ impl Watch {
             r.offer(at, bytes);
         }
         let end = at + bytes.len() as u64;
-        if end > self.from {
+        {
             let k = self.pattern.len() - 1;
             // A match that straddles the previous offer and this one.
             let tail = &self.recent[self.recent.len().saturating_sub(k)..];
@@ -84,8 +81,8 @@ impl Watch {
             let base = at - tail.len() as u64;
             let mut hits: Vec<u64> = memmem::find_iter(&joint, self.pattern).map(|p| base + p as u64).collect();
             hits.extend(memmem::find_iter(bytes, self.pattern).map(|p| at + p as u64));
-            let from = self.from;
-            for h in hits.into_iter().filter(|&h| h >= from) {
+            hits.retain(|&h| !self.skip.iter().any(|&(a, b)| h >= a && h < b));
+            for h in hits {
                 self.add(h, at, bytes);
             }
         }
@@ -218,8 +215,7 @@ impl<'a> Window<'a> {
         }
         self.lo = 0;
         self.hi = 0;
-        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to)
-            || self.watch.as_ref().is_some_and(|wt| wt.active(to));
+        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to) || self.watch.is_some();
         if self.seekable || !pending {
             self.input.skip_to(to)?;
         } else {
