@@ -6,6 +6,7 @@ mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod inspect_layouts;
 mod inspect_linkers;
 mod registry;
 mod reports;
