@@ -44,7 +44,8 @@ impl Capture {
 /// Keeps a region around each occurrence of a pattern in the bytes that stream past (outside
 /// given ranges): how a one-pass reader keeps a table whose place it learns only later (lld writes
 /// `.shstrtab` before a large `.strtab`, the section table after both). Memory is bounded:
-/// `max` regions of at most `2 * radius` bytes, plus `2 * radius` bytes of look-back.
+/// `max` regions of at most `2 * radius` bytes, plus `2 * (radius + pattern length)` bytes of
+/// look-back.
 pub struct Watch {
     pattern: &'static [u8],
     /// Sorted ranges where a match is ignored.
@@ -52,7 +53,7 @@ pub struct Watch {
     radius: usize,
     max: usize,
     end: u64,
-    /// The bytes offered last, ending at `next` (at most `2 * radius`).
+    /// The bytes offered last, ending at `next`.
     recent: Vec<u8>,
     next: u64,
     pub regions: Vec<Capture>,
@@ -86,9 +87,12 @@ impl Watch {
                 self.add(h, at, bytes);
             }
         }
-        self.recent.extend_from_slice(&bytes[bytes.len().saturating_sub(2 * self.radius)..]);
-        if self.recent.len() > 2 * self.radius {
-            self.recent.drain(..self.recent.len() - self.radius);
+        // A match ending in the next offer starts up to `pattern.len()` bytes back, its region
+        // `radius` before that.
+        let keep = self.radius + self.pattern.len();
+        self.recent.extend_from_slice(&bytes[bytes.len().saturating_sub(2 * keep)..]);
+        if self.recent.len() > 2 * keep {
+            self.recent.drain(..self.recent.len() - keep);
         }
         self.next = end;
     }
@@ -255,5 +259,62 @@ impl<'a> Window<'a> {
             self.start += n as u64;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::StreamInput;
+
+    /// Reads `data` through a stream that hands out `chunk` bytes per read.
+    struct Chunked<'d> {
+        data: &'d [u8],
+        chunk: usize,
+    }
+    impl io::Read for Chunked<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.chunk).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn watched(data: &[u8], chunk: usize, skip: Vec<(u64, u64)>, max: usize) -> Vec<Capture> {
+        let mut input = StreamInput::new(Chunked { data, chunk }, data.len() as u64);
+        let mut w = Window::new(&mut input);
+        w.watch(Watch::new(b"\0.shstrtab\0", skip, 16, max, data.len() as u64));
+        w.consume_to(data.len() as u64).unwrap();
+        w.watch.take().unwrap().regions
+    }
+
+    #[test]
+    fn a_watch_keeps_the_bytes_around_each_match_whatever_the_read_sizes() {
+        let mut data = vec![b'x'; 300];
+        data[100..111].copy_from_slice(b"\0.shstrtab\0");
+        data[289..300].copy_from_slice(b"\0.shstrtab\0");
+        for chunk in [1, 3, 7, 64, 1000] {
+            let r = watched(&data, chunk, Vec::new(), 8);
+            assert_eq!(r.len(), 2, "chunk {chunk}");
+            assert!(r.iter().all(Capture::complete), "chunk {chunk}");
+            assert_eq!(r[0].off, 84);
+            assert_eq!(r[0].data, data[84..116]);
+            // Clipped to the end of the input, so it completes.
+            assert_eq!(r[1].data, data[273..]);
+        }
+        // Inside a skipped range (a loaded segment): ignored.
+        assert_eq!(watched(&data, 64, vec![(90, 120)], 8).len(), 1);
+    }
+
+    #[test]
+    fn a_watch_keeps_at_most_max_regions_first_and_latest() {
+        let mut data = vec![b'x'; 2000];
+        for i in 0..20 {
+            data[50 + i * 90..61 + i * 90].copy_from_slice(b"\0.shstrtab\0");
+        }
+        let r = watched(&data, 128, Vec::new(), 4);
+        let offs: Vec<u64> = r.iter().map(|c| c.off + 16).collect();
+        assert_eq!(offs, [50, 140, 50 + 18 * 90, 50 + 19 * 90]);
     }
 }
