@@ -104,6 +104,9 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
                 }
             }
         } else {
+            if l.phdrs.is_empty() && pl > 0 {
+                report.problem(Some(po), format!("program headers lie beyond the first {PREFIX:#x} bytes of a stream"));
+            }
             plan_captures(w, l);
         }
     }
@@ -482,7 +485,8 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
     let section_of = |off: u64| sections.and_then(|s| s.iter().find(|s| s.contains(off)));
     let fatbin_section = |s: Option<&Section>| s.is_some_and(|s| is_fatbin_section(&s.name));
     let load = layout.map(Layout::load_ranges).unwrap_or_default();
-    let in_load = |off: u64| layout.is_none() || load.iter().any(|&(a, b)| off >= a && off < b);
+    // Without segments (an object file) nothing is excluded.
+    let in_load = |off: u64| load.is_empty() || load.iter().any(|&(a, b)| off >= a && off < b);
 
     // What a seekable read never looks at (sections not loaded at run time) is dropped from a
     // streamed read too, so both report the same.

@@ -61,7 +61,7 @@ fn build(order: &[usize], shdr_at: usize, symtab: usize, strtab: usize, decoys: 
             strings.extend_from_slice(b".shstrtab\0");
         }
     }
-    let mut secs = vec![
+    let mut secs = [
         Sec { name: ".symtab", sh_type: SHT_PROGBITS, flags: 0, data: (0..symtab).map(|i| (i * 7) as u8).collect() },
         Sec { name: ".strtab", sh_type: SHT_STRTAB, flags: 0, data: strings },
         Sec { name: ".shstrtab", sh_type: SHT_STRTAB, flags: 0, data: Vec::new() },
@@ -77,7 +77,7 @@ fn build(order: &[usize], shdr_at: usize, symtab: usize, strtab: usize, decoys: 
 
     let shnum = 1 + all.len();
     let mut shoff = 0;
-    let mut placed = vec![(0usize, 0usize); 3];
+    let mut placed = [(0usize, 0usize); 3];
     for (k, &i) in order.iter().enumerate() {
         if k == shdr_at {
             align(&mut f, 8);
