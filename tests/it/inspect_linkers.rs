@@ -132,32 +132,12 @@ fn lean() -> InspectOptions {
     InspectOptions { lean: true, ..Default::default() }
 }
 
-#[test]
-fn every_linker_and_editor_gives_the_inventory_cuobjdump_lists() {
-    let libs = Libs::new();
-    let dump = crate::cuobjdump::load("vecadd.fatbin");
-    let listed: Vec<(String, Option<String>)> = dump.entries.iter().map(|e| (e.kind.clone(), e.arch.clone())).collect();
-    assert!(!listed.is_empty());
-
-    let bfd = libs.link("bfd");
-    let reference = seek(&bfd, &InspectOptions::default());
-    assert_eq!(reference.elf.as_ref().unwrap().soname.as_deref(), Some(SONAME));
-    assert_eq!(reference.containers.len(), 1, "{reference:#?}");
-    let ours: Vec<(String, Option<String>)> = reference.containers[0]
-        .images()
-        .map(|e| {
-            (
-                if e.kind == cudalint::inspect::fatbin::EntryKind::Ptx { "ptx" } else { "elf" }.to_string(),
-                Some(e.arch.replace("compute_", "sm_")),
-            )
-        })
-        .collect();
-    assert_eq!(ours, listed);
-
+/// The library from each linker, and each edited the ways real files are: (what, path, SONAME).
+fn variants(libs: &Libs) -> Vec<(String, PathBuf, &'static str)> {
     let patchelf = tool("patchelf", "patchelf");
     let objcopy = tool("objcopy", "binutils");
     let llvm_objcopy = tool("llvm-objcopy", "llvm");
-    let mut cases: Vec<(String, PathBuf, &str)> = Vec::new();
+    let mut cases: Vec<(String, PathBuf, &'static str)> = Vec::new();
     for ld in ["bfd", "gold", "lld"] {
         let lib = libs.link(ld);
         cases.push((ld.to_string(), lib.clone(), SONAME));
@@ -199,6 +179,32 @@ fn every_linker_and_editor_gives_the_inventory_cuobjdump_lists() {
             SONAME,
         ));
     }
+    cases
+}
+
+#[test]
+fn every_linker_and_editor_gives_the_inventory_cuobjdump_lists() {
+    let libs = Libs::new();
+    let dump = crate::cuobjdump::load("vecadd.fatbin");
+    let listed: Vec<(String, Option<String>)> = dump.entries.iter().map(|e| (e.kind.clone(), e.arch.clone())).collect();
+    assert!(!listed.is_empty());
+
+    let bfd = libs.link("bfd");
+    let reference = seek(&bfd, &InspectOptions::default());
+    assert_eq!(reference.elf.as_ref().unwrap().soname.as_deref(), Some(SONAME));
+    assert_eq!(reference.containers.len(), 1, "{reference:#?}");
+    let ours: Vec<(String, Option<String>)> = reference.containers[0]
+        .images()
+        .map(|e| {
+            (
+                if e.kind == cudalint::inspect::fatbin::EntryKind::Ptx { "ptx" } else { "elf" }.to_string(),
+                Some(e.arch.replace("compute_", "sm_")),
+            )
+        })
+        .collect();
+    assert_eq!(ours, listed);
+
+    let cases = variants(&libs);
     for (what, path, soname) in &cases {
         for opts in [lean(), InspectOptions::default(), InspectOptions { every_cubin: true, ..Default::default() }] {
             let r = both(path, &opts);
@@ -255,6 +261,51 @@ fn seek_and_stream_agree_on_every_fixture_lean_and_full() {
                 continue;
             }
             assert_eq!(ja, jb, "{name}");
+        }
+    }
+}
+
+/// The same libraries in an image: every transport (seeked uncompressed layers, gzip and zstd
+/// layers read in one pass, a docker-archive) gives the same inventory.
+#[test]
+fn every_transport_gives_the_same_inventory_of_the_linked_libraries() {
+    use crate::images::{Comp, Ent, Image, docker_archive_legacy, oci_layout, tar};
+    let libs = Libs::new();
+    let cases = variants(&libs);
+    let entries: Vec<Ent> = cases
+        .iter()
+        .map(|(_, p, _)| {
+            let name = format!("usr/lib/{}", p.file_name().unwrap().to_str().unwrap());
+            Ent::RawFile(name.into_bytes(), std::fs::read(p).unwrap())
+        })
+        .collect();
+    let layer = tar(&entries);
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = cudalint::image::ScanOptions { progress: false, ..Default::default() };
+    let mut reports = Vec::new();
+    for c in [Comp::None, Comp::Gzip, Comp::Zstd] {
+        let d = tmp.path().join(format!("{c:?}"));
+        oci_layout(&d, &[&Image::new(vec![(layer.clone(), c)])]);
+        reports.push((format!("oci {c:?}"), cudalint::image::scan(&format!("oci:{}", d.display()), &opts).unwrap()));
+    }
+    let legacy = tmp.path().join("legacy.tar");
+    std::fs::write(&legacy, docker_archive_legacy(&Image::new(vec![(layer, Comp::None)]), "t/libs:1")).unwrap();
+    reports.push(("docker-archive".into(), cudalint::image::scan(legacy.to_str().unwrap(), &opts).unwrap()));
+    let files = |r: &cudalint::image::ImageReport| {
+        let mut v = serde_json::to_value(&r.files).unwrap();
+        // The layer digest names the blob, which differs with the compression.
+        for f in v.as_array_mut().unwrap() {
+            f.as_object_mut().unwrap().remove("layer");
+        }
+        v
+    };
+    let want = files(&reports[0].1);
+    for (name, r) in &reports {
+        assert_eq!(files(r), want, "{name} vs {}", reports[0].0);
+        assert_eq!(r.files.len(), cases.len(), "{name}");
+        for f in &r.files {
+            assert_eq!(f.file.containers.len(), 1, "{name}: {}", f.file.path);
+            assert!(f.file.all_problems().is_empty(), "{name}: {}: {:?}", f.file.path, f.file.all_problems());
         }
     }
 }
