@@ -184,7 +184,14 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     let relocs = match (&layout, dyn_bytes.as_deref()) {
         (Some(l), Some(d)) if out.wrappers.iter().any(|w| w.data == 0) => {
             let caps = &stream_caps;
-            Some(relocations(l, d, |off, n| {
+            // Where the loader writes each wrapper's data pointer (8 bytes into it).
+            let slots: std::collections::HashSet<u64> = out
+                .wrappers
+                .iter()
+                .filter(|w| w.data == 0)
+                .filter_map(|w| vaddr_of(sections.as_deref(), l, w.offset)?.checked_add(8))
+                .collect();
+            Some(relocations(l, d, &slots, |off, n| {
                 if seekable { read_at(w, off, n, n).ok() } else { captured(caps, off, n).map(<[u8]>::to_vec) }
             }))
         }
@@ -452,6 +459,7 @@ fn needs_relocations(out: &ScanResult, sections: Option<&[Section]>, segments: b
 fn relocations(
     l: &Layout,
     dynamic: &[u8],
+    slots: &std::collections::HashSet<u64>,
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
 ) -> Option<std::collections::HashMap<u64, u64>> {
     let d = hostelf::parse_dynamic(dynamic, l.ctx);
@@ -462,7 +470,15 @@ fn relocations(
     if off.checked_add(size)? > bound {
         return None;
     }
-    Some(hostelf::relative_relocations(&get(off, size)?, l.ctx, l.header.e_machine))
+    Some(hostelf::relative_relocations(&get(off, size)?, l.ctx, l.header.e_machine, |a| slots.contains(&a)))
+}
+
+/// Virtual address of a file offset: through its section, else the PT_LOAD segments.
+fn vaddr_of(sections: Option<&[Section]>, l: &Layout, off: u64) -> Option<u64> {
+    match sections.and_then(|s| s.iter().find(|s| s.contains(off))) {
+        Some(s) if s.addr != 0 => Some(s.addr + (off - s.offset)),
+        _ => l.offset_to_vaddr(off),
+    }
 }
 
 /// Where things are: the section table (when usable), or the loaded segments.
@@ -511,10 +527,7 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
         })
         .map(|w| Wrapper { offset: w.offset, version: w.version, data: w.data })
         .collect();
-    let vaddr_of = |off: u64| match section_of(off) {
-        Some(s) if s.addr != 0 => Some(s.addr + (off - s.offset)),
-        _ => layout.and_then(|l| l.offset_to_vaddr(off)),
-    };
+    let vaddr_of = |off: u64| layout.and_then(|l| vaddr_of(sections, l, off));
     // Each wrapper's data pointer: in the file, or (PIC) from its relocation.
     let target = |w: &Wrapper| -> Option<u64> {
         if w.data != 0 {

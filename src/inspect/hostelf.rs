@@ -264,7 +264,13 @@ const RELATIVE: &[(u16, u32)] = &[(62, 8), (183, 1027), (21, 22)];
 
 /// Relative relocations with addends (ELF64 RELA): where each writes (a virtual address) and
 /// the address it writes there.
-pub fn relative_relocations(b: &[u8], ctx: Ctx, machine: u16) -> std::collections::HashMap<u64, u64> {
+/// Only those writing where `wanted` says are kept.
+pub fn relative_relocations(
+    b: &[u8],
+    ctx: Ctx,
+    machine: u16,
+    wanted: impl Fn(u64) -> bool,
+) -> std::collections::HashMap<u64, u64> {
     let mut out = std::collections::HashMap::new();
     if !ctx.is_big() {
         return out;
@@ -275,7 +281,7 @@ pub fn relative_relocations(b: &[u8], ctx: Ctx, machine: u16) -> std::collection
     };
     let Some(&(_, relative)) = RELATIVE.iter().find(|(m, _)| *m == machine) else { return out };
     for e in b.chunks_exact(24) {
-        if rd(&e[8..16]) & 0xffff_ffff == u64::from(relative) {
+        if rd(&e[8..16]) & 0xffff_ffff == u64::from(relative) && wanted(rd(&e[..8])) {
             out.insert(rd(&e[..8]), rd(&e[16..24]));
         }
     }
