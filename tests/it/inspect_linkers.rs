@@ -1,5 +1,6 @@
 //! Real host libraries from every common linker and post-link editor: GNU ld (bfd), gold, lld,
-//! patchelf, section-table stripping, a renamed / NOBITS / out-of-file `.nv_fatbin`. Each is
+//! patchelf, section-table stripping (`llvm-objcopy --strip-sections`, sstrip), a renamed /
+//! NOBITS / out-of-file `.nv_fatbin`. Each is
 //! built here (gcc, binutils, lld, patchelf, llvm-objcopy) around the committed
 //! `vecadd.fatbin`, registered as nvcc's host code does. The device code must be found the way
 //! the loader finds it, the same by seek and by stream, and equal to cuobjdump's listing.
@@ -90,6 +91,19 @@ impl Libs {
     }
 }
 
+/// What ELFkickers' `sstrip` does (not packaged by Debian): cut the file after the last loaded
+/// byte and clear the section table fields of the ELF header.
+fn sstrip(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let elf = Elf::parse(&bytes).unwrap();
+    let end = elf.program_headers.iter().map(|p| p.p_offset + p.p_filesz).max().unwrap() as usize;
+    drop(elf);
+    bytes.truncate(end);
+    bytes[0x28..0x30].fill(0); // e_shoff
+    bytes[0x3c..0x40].fill(0); // e_shnum, e_shstrndx
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// Rewrites a field of `.nv_fatbin`'s section header (ELF64 little-endian).
 fn patch_fatbin_header(path: &Path, field_at: usize, value: &[u8]) {
     let mut bytes = std::fs::read(path).unwrap();
@@ -158,6 +172,7 @@ fn variants(libs: &Libs) -> Vec<(String, PathBuf, &'static str)> {
             }),
             SONAME,
         ));
+        cases.push((format!("{ld}+sstrip"), libs.derive(&lib, &format!("libvec-{ld}-sstrip.so"), sstrip), SONAME));
         cases.push((
             format!("{ld}+renamed"),
             libs.derive(&lib, &format!("libvec-{ld}-renamed.so"), |p| {
