@@ -84,7 +84,9 @@ impl Layout {
             Ctx::new(header.container().map_err(|e| e.to_string())?, header.endianness().map_err(|e| e.to_string())?);
         let mut layout = Layout { header, ctx, phdrs: Vec::new() };
         let (off, len) = layout.phdr_range();
-        if let Some(b) = usize::try_from(off).ok().and_then(|o| prefix.get(o..o + len as usize)) {
+        // A hostile e_phoff may sit near u64::MAX: never let the range wrap.
+        let range = usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(usize::try_from(len).ok()?)?));
+        if let Some(b) = range.and_then(|r| prefix.get(r)) {
             layout.phdrs = parse_phdrs(b, layout.header.e_phnum, ctx)?;
         }
         Ok(layout)

@@ -123,3 +123,19 @@ fn every_header_byte_of_a_fatbin_mutated() {
         }
     }
 }
+
+/// Found by the fuzzer: program headers said to start near the end of the address space.
+#[test]
+fn program_headers_at_a_wrapping_offset() {
+    let mut elf = read_fixture("libplain.so");
+    elf[0x20..0x28].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+    for stream in [false, true] {
+        let r = if stream {
+            inspect_input(&mut StreamInput::new(&elf[..], elf.len() as u64), "x.so", &InspectOptions::default())
+        } else {
+            inspect_input(&mut SliceInput::new(&elf), "x.so", &InspectOptions::default())
+        }
+        .unwrap();
+        assert!(!r.all_problems().is_empty(), "{r:?}");
+    }
+}
