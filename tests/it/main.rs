@@ -11,6 +11,8 @@ mod images;
 mod inspect_cli;
 mod inspect_fixtures;
 mod inspect_hostile;
+mod inspect_layouts;
+mod inspect_linkers;
 mod install;
 mod layer_tar;
 mod registry;
