@@ -561,3 +561,18 @@ fn streamed_archives_bound_the_json_they_hold() {
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("MiB of JSON") && o.stderr.contains("blob7.json"), "{}", o.stderr);
 }
+
+/// A file with CUDA content that could not be read in full fails the gate (CL015), with or
+/// without targets: never "passed".
+#[test]
+fn incomplete_analysis_fails_the_gate() {
+    let f = crate::util::fixture("damaged-truncated.so");
+    for extra in [&[][..], &["--gpu", "H100"][..]] {
+        let mut args = vec!["scan".to_string(), format!("file:{}", f.display()), "--quiet".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = cli(&a, None);
+        assert_eq!(o.code, Some(1), "{}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains("CL015 incomplete-analysis"), "{}", o.stdout);
+    }
+}

@@ -272,3 +272,25 @@ fn many_whiteouts_hide_exactly_their_files() {
     want.sort();
     assert_eq!(paths(&r), want);
 }
+
+/// Inputs the `tar` fuzz target once crashed on (a file's stream ending before its recorded
+/// size underflowed the container scan's look-back): every one must end in a result or an
+/// error, read seekable and streamed, never a panic.
+#[test]
+fn fuzz_crashes_stay_fixed() {
+    use cudalint::input::{SliceInput, StreamInput};
+    use cudalint::inspect::InspectOptions;
+    use cudalint::layer::analyze::analyze;
+    let dir = crate::util::root().join("fuzz/regressions/tar");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let data = std::fs::read(e.unwrap().path()).unwrap();
+        for lean in [true, false] {
+            let opts = InspectOptions { lean, ..InspectOptions::default() };
+            let _ = analyze(&mut StreamInput::unbounded(&data[..]), &opts);
+            let _ = analyze(&mut SliceInput::new(&data), &opts);
+        }
+        n += 1;
+    }
+    assert!(n >= 5, "the regression inputs in {}", dir.display());
+}
