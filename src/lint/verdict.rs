@@ -52,15 +52,14 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     let mut by_major: BTreeMap<u16, Vec<String>> = BTreeMap::new();
     // DT_NEEDED of runtime and math libraries: who needs which, by package where known.
     let mut needed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut built: BTreeMap<(u16, String), BTreeSet<String>> = BTreeMap::new();
+    let who = |b: &Binary| {
+        if b.facts.package.is_empty() { file_name(&b.facts.path).to_string() } else { b.facts.package.clone() }
+    };
     for b in binaries.iter().filter(|b| b.facts.driver_library.is_empty()) {
         for n in &b.facts.cuda_needed {
             if cuda_major_of_soname(n).is_some() {
-                let who = if b.facts.package.is_empty() {
-                    file_name(&b.facts.path).to_string()
-                } else {
-                    b.facts.package.clone()
-                };
-                needed.entry(n.clone()).or_default().insert(who);
+                needed.entry(n.clone()).or_default().insert(who(b));
             }
         }
         // Registered device code goes through the CUDA runtime it was built with (linked
@@ -73,10 +72,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
             && registered
             && let Some(t) = CudaVersion::parse(&b.facts.toolkit)
         {
-            by_major
-                .entry(t.major)
-                .or_default()
-                .push(format!("device code built with CUDA {t} registered by {}", b.facts.path));
+            built.entry((t.major, t.to_string())).or_default().insert(who(b));
         }
         if let Some(c) = &b.facts.cudart {
             let what = if c.linkage == "static" {
@@ -87,13 +83,19 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
             by_major.entry(c.major).or_default().push(what);
         }
     }
-    for (soname, who) in needed {
-        let major = cuda_major_of_soname(&soname).expect("filtered");
+    let few = |who: BTreeSet<String>| {
         let mut names: Vec<String> = who.into_iter().collect();
         let more = names.len().saturating_sub(3);
         names.truncate(3);
         let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
-        by_major.entry(major).or_default().push(format!("{soname} needed by {}{tail}", names.join(", ")));
+        format!("{}{tail}", names.join(", "))
+    };
+    for (soname, who) in needed {
+        let major = cuda_major_of_soname(&soname).expect("filtered");
+        by_major.entry(major).or_default().push(format!("{soname} needed by {}", few(who)));
+    }
+    for ((major, version), who) in built {
+        by_major.entry(major).or_default().push(format!("device code built with CUDA {version} in {}", few(who)));
     }
     for p in &report.cuda_packages {
         let n = p.name.as_str();
@@ -391,7 +393,8 @@ pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> supe
     let (verdict, text) = if !d.cannot_drive.is_empty() {
         ("fails", format!("fails — the driver cannot drive this GPU: {}", d.cannot_drive))
     } else if !d.floor_ok {
-        ("fails", format!("fails — the image needs driver ≥ {} (CUDA {}): {}", d.needs_driver, d.needs_cuda, d.why))
+        let first = d.why.split("; ").next().unwrap_or_default();
+        ("fails", format!("fails — the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda))
     } else {
         let none: Vec<String> = judged
             .iter()
