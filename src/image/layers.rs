@@ -88,43 +88,24 @@ pub fn stream<R: Read + ?Sized>(
     let tar_hasher = (want_tar_digest || l.diff_id.is_some())
         .then(|| hasher_for(l.diff_id.as_ref()))
         .filter(|h| compression != Compression::None || blob_alg(h) != alg);
-    // A compressed layer's tar is hashed in a thread of its own, fed copies of the inflated
-    // chunks: neither inflating nor the walk waits for the hash. (An uncompressed blob whose
-    // diff_id uses another algorithm than its digest is hashed by the walk.)
-    let (walk_hasher, side_hasher) =
-        if compression == Compression::None { (tar_hasher, None) } else { (None, tar_hasher) };
+    // The walk hashes the tar as it reads it: on two cores inflating is the critical path, and
+    // the walk (SHA-256 included, which outruns zstd's and gzip's output) keeps up on the other
+    // core; handing copies of every inflated chunk to a hash thread cost the inflate thread a
+    // copy and an allocation per chunk.
     let mut size = 0u64;
     std::thread::scope(|s| {
-        let (side_tx, side) = match side_hasher {
-            Some(mut h) => {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
-                let t = s.spawn(move || {
-                    for c in rx {
-                        h.update(&c);
-                    }
-                    h.finish()
-                });
-                (Some(tx), Some(t))
-            }
-            None => (None, None),
-        };
         let (tar_r, inflate) = if compression == Compression::None {
             (raw_r, None)
         } else {
             let (tar_w, tar_r) = pipe();
             let inflate = s.spawn(move || -> io::Result<()> {
                 let mut dec = decode::decoder(compression, raw_r)?;
-                tar_w.pump(&mut dec, |c| {
-                    if let Some(tx) = &side_tx {
-                        // A hash thread that went away only leaves the digest unset.
-                        let _ = tx.send(c.to_vec());
-                    }
-                })
+                tar_w.pump(&mut dec, |_| {})
             });
             (tar_r, Some(inflate))
         };
         let walk = s.spawn(move || -> Result<(LayerSummary, Option<String>), LayerError> {
-            let mut input = StreamInput::unbounded(Hashing { inner: tar_r, hasher: walk_hasher });
+            let mut input = StreamInput::unbounded(Hashing { inner: tar_r, hasher: tar_hasher });
             let summary = analyze(&mut input, inspect)?;
             // Read to the end so the digests cover the whole blob (tar padding, trailing frames).
             io::copy(&mut InputReader(&mut input), &mut io::sink())?;
@@ -150,9 +131,7 @@ pub fn stream<R: Read + ?Sized>(
             LayerError::Io(e) => corrupt(&e),
         })?;
         let blob_digest = blob.finish();
-        let side_digest = side.map(|t| t.join().expect("hash thread"));
-        let tar_digest =
-            tar_hashed.or(side_digest).or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
+        let tar_digest = tar_hashed.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
 }
