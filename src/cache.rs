@@ -1,10 +1,29 @@
-//! The layer cache: a layer's analysis, keyed by its digest and the analyzer's version and
-//! options, so a layer seen before is neither downloaded nor read again. Entries are written
-//! atomically (temporary file, then rename); an unreadable entry is dropped and rebuilt. Only
-//! layers whose digest was verified are stored.
+//! The layer cache: a layer's analysis, keyed by its digest, the analyser's version and the
+//! options that change the analysis, so a layer seen before is neither downloaded nor read again.
+//!
+//! The directory may be shared by several processes (shards of a registry scan on one volume):
+//! - single flight: a process that misses takes an advisory lock on the key's lock file
+//!   (`layers/<key>.lock`, `flock`), checks the cache again and only then analyses; the others
+//!   wait for its entry instead of repeating the work. The kernel drops the lock of a killed
+//!   process; a holder that hangs (a frozen pod, a lock lost on a network filesystem) blocks the
+//!   others at most `lock_timeout`, after which they analyse the layer themselves.
+//! - entries are written atomically (temporary file in the same directory, then rename);
+//! - an entry carries its whole key and the sha256 of its body, both checked on read: a corrupt,
+//!   truncated or foreign entry is dropped and rebuilt, never trusted;
+//! - only analyses of layers whose digest was verified are stored, so a `--verify never` scan of a
+//!   blob that does not match its digest cannot poison the cache.
+//!
+//! Entry format (`layers/<key>.json.zst`, zstd): one header line of JSON
+//! `{"schema","digest","analyzer","variant","sha256"}`, a newline, then the `AnalyzedLayer` as
+//! JSON, whose sha256 (hex) the header names. `<key>` is the hex sha256 of
+//! `analyzer NUL digest NUL variant`, where analyzer is `<crate version>+<ANALYSIS_VERSION>` and
+//! variant the analysis options (`variant()`).
 
-use std::io::{self, Write};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -13,22 +32,50 @@ use crate::image::AnalyzedLayer;
 
 /// Bumped whenever the analysis of a layer would come out differently for the same bytes.
 const ANALYSIS_VERSION: u32 = 1;
-const SCHEMA: &str = "cudalint.layer-cache/v1";
+const SCHEMA: &str = "cudalint.layer-cache/v2";
+/// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
+/// memory (it is dropped instead).
+const MAX_ENTRY: u64 = 512 << 20;
+/// How long a process waits for another's lock on a key before analysing the layer itself.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub struct LayerCache {
     dir: PathBuf,
+    lock_timeout: Duration,
+    stats: CacheStats,
 }
 
-#[derive(Serialize, Deserialize)]
-struct Entry {
+/// What the cache did in this process.
+#[derive(Default, Debug)]
+pub struct CacheStats {
+    /// Entries found (including those another process wrote while this one waited).
+    pub hits: AtomicU64,
+    /// Locks this process had to wait for (another process was analysing the layer).
+    pub lock_waits: AtomicU64,
+    /// Locks given up on after `lock_timeout` (the layer was analysed anyway).
+    pub stale_locks: AtomicU64,
+    /// Entries dropped because they were corrupt or did not match their key.
+    pub dropped: AtomicU64,
+}
+
+#[derive(Serialize, Deserialize, PartialEq, Debug)]
+struct Header {
     schema: String,
-    analyzer: String,
     digest: String,
-    layer: AnalyzedLayer,
+    analyzer: String,
+    variant: String,
+    /// sha256 (hex) of the body that follows the header line.
+    sha256: String,
 }
 
 fn analyzer() -> String {
     format!("{}+{ANALYSIS_VERSION}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The part of the key naming the analysis options: every field of `InspectOptions` (its Debug
+/// form), so an option added later changes the key instead of reusing analyses made without it.
+pub fn variant(o: &crate::inspect::InspectOptions) -> String {
+    format!("{o:?}")
 }
 
 /// `$XDG_CACHE_HOME/cudalint`, else `~/.cache/cudalint`.
@@ -40,57 +87,119 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("cudalint"))
 }
 
+/// A held key lock (released on drop, or by the kernel when the process dies). `None` inside:
+/// the lock could not be had (stale, or the lock file could not be opened); the caller analyses
+/// the layer all the same.
+pub struct KeyLock {
+    _file: Option<File>,
+}
+
 impl LayerCache {
     pub fn new(dir: PathBuf) -> LayerCache {
-        LayerCache { dir }
+        LayerCache { dir, lock_timeout: DEFAULT_LOCK_TIMEOUT, stats: CacheStats::default() }
+    }
+
+    pub fn with_lock_timeout(mut self, t: Duration) -> LayerCache {
+        self.lock_timeout = t;
+        self
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
     /// `variant` names the analysis options that change the result (lean, every cubin).
+    fn key(digest: &str, variant: &str) -> String {
+        hex::encode(Sha256::digest(format!("{}\0{digest}\0{variant}", analyzer())))
+    }
+
     fn path(&self, digest: &str, variant: &str) -> PathBuf {
-        let key = Sha256::digest(format!("{}\0{digest}\0{variant}", analyzer()));
-        self.dir.join("layers").join(format!("{}.json.zst", hex::encode(&key[..16])))
+        self.dir.join("layers").join(format!("{}.json.zst", Self::key(digest, variant)))
     }
 
     pub fn get(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
         let p = self.path(digest, variant);
-        let bytes = std::fs::read(&p).ok()?;
-        let parsed = zstd::decode_all(&bytes[..])
-            .ok()
-            .and_then(|json| serde_json::from_slice::<Entry>(&json).ok())
-            .filter(|e| e.schema == SCHEMA && e.analyzer == analyzer() && e.digest == digest);
+        let file = File::open(&p).ok()?;
+        let parsed = decode(file, digest, variant);
         if parsed.is_none() {
             // Corrupt or foreign: drop it, the layer is analysed again.
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             let _ = std::fs::remove_file(&p);
+        } else {
+            self.stats.hits.fetch_add(1, Ordering::Relaxed);
         }
-        parsed.map(|e| e.layer)
+        parsed
     }
 
-    pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<()> {
+    /// Stores an analysis; a layer whose digest was not verified is not stored (returns false).
+    pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<bool> {
+        if !layer.info.verified || layer.info.digest != digest {
+            return Ok(false);
+        }
         let p = self.path(digest, variant);
         let dir = p.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;
-        let entry = Entry { schema: SCHEMA.into(), analyzer: analyzer(), digest: digest.into(), layer: layer.clone() };
-        let json = serde_json::to_vec(&entry).map_err(io::Error::other)?;
-        let data = zstd::encode_all(&json[..], 3)?;
+        let body = serde_json::to_vec(layer).map_err(io::Error::other)?;
+        let header = Header {
+            schema: SCHEMA.into(),
+            digest: digest.into(),
+            analyzer: analyzer(),
+            variant: variant.into(),
+            sha256: hex::encode(Sha256::digest(&body)),
+        };
+        let mut plain = serde_json::to_vec(&header).map_err(io::Error::other)?;
+        plain.push(b'\n');
+        plain.extend_from_slice(&body);
+        let data = zstd::encode_all(&plain[..], 3)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         tmp.write_all(&data)?;
         tmp.as_file().sync_all()?;
         tmp.persist(&p).map_err(|e| e.error)?;
-        Ok(())
+        Ok(true)
     }
 
-    /// Removes every entry; returns how many.
+    /// Takes the key's lock, waiting while another process holds it, at most `lock_timeout`.
+    pub fn lock(&self, digest: &str, variant: &str) -> KeyLock {
+        let p = self.dir.join("layers").join(format!("{}.lock", Self::key(digest, variant)));
+        let open = std::fs::create_dir_all(self.dir.join("layers"))
+            .and_then(|_| OpenOptions::new().create(true).truncate(false).write(true).open(&p));
+        // A cache we cannot lock is still a cache: the layer is analysed without single flight.
+        let Ok(file) = open else { return KeyLock { _file: None } };
+        let start = Instant::now();
+        let mut waited = false;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return KeyLock { _file: Some(file) },
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(_)) => return KeyLock { _file: None },
+            }
+            if !waited {
+                waited = true;
+                self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
+            }
+            if start.elapsed() >= self.lock_timeout {
+                self.stats.stale_locks.fetch_add(1, Ordering::Relaxed);
+                return KeyLock { _file: None };
+            }
+            std::thread::sleep(pause.min(self.lock_timeout.saturating_sub(start.elapsed())));
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// Removes every entry and lock file; returns how many entries.
     pub fn clean(&self) -> io::Result<u64> {
         let dir = self.dir.join("layers");
         let mut n = 0;
         match std::fs::read_dir(&dir) {
             Ok(rd) => {
                 for e in rd.flatten() {
-                    if std::fs::remove_file(e.path()).is_ok() {
+                    let is_entry = !e.file_name().to_string_lossy().ends_with(".lock");
+                    if std::fs::remove_file(e.path()).is_ok() && is_entry {
                         n += 1;
                     }
                 }
@@ -100,4 +209,29 @@ impl LayerCache {
         }
         Ok(n)
     }
+}
+
+/// The entry's layer if it decompresses within bounds, its header names exactly this key and
+/// its body hashes to what the header says.
+fn decode(file: File, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+    let mut plain = Vec::new();
+    zstd::stream::read::Decoder::new(file).ok()?.take(MAX_ENTRY + 1).read_to_end(&mut plain).ok()?;
+    if plain.len() as u64 > MAX_ENTRY {
+        return None;
+    }
+    let nl = plain.iter().position(|&b| b == b'\n')?;
+    let header: Header = serde_json::from_slice(&plain[..nl]).ok()?;
+    let body = &plain[nl + 1..];
+    let want = Header {
+        schema: SCHEMA.into(),
+        digest: digest.into(),
+        analyzer: analyzer(),
+        variant: variant.into(),
+        sha256: hex::encode(Sha256::digest(body)),
+    };
+    if header != want {
+        return None;
+    }
+    let layer: AnalyzedLayer = serde_json::from_slice(body).ok()?;
+    (layer.info.digest == digest && layer.info.verified).then_some(layer)
 }

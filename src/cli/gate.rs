@@ -112,6 +112,11 @@ pub struct RegistryArgs {
     /// Neither read nor write the layer cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Seconds to wait for another process (a shard on the same cache directory) that is
+    /// analysing a layer before analysing it here too: bounds the wait on a hung holder.
+    /// A killed holder's lock is released at once. Default: 600.
+    #[arg(long, value_name = "SECS")]
+    pub cache_lock_timeout: Option<u64>,
 }
 
 impl RegistryArgs {
@@ -137,7 +142,12 @@ impl RegistryArgs {
                 .cache_dir
                 .clone()
                 .or_else(crate::cache::default_dir)
-                .map(|d| std::sync::Arc::new(crate::cache::LayerCache::new(d)));
+                .map(|d| {
+                    let t = self
+                        .cache_lock_timeout
+                        .map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
+                    std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
+                });
         }
         Ok(o)
     }

@@ -734,6 +734,16 @@ fn media_type_of(json: &[u8]) -> String {
     }
 }
 
+/// Layers this process pulled and analysed from registries (the cache's own counters say what
+/// it saved): what `cudalint registry` reports in its summary's `stats`.
+#[derive(Default)]
+pub struct LayerCounts {
+    pub pulled: AtomicU64,
+    pub analysed: AtomicU64,
+}
+
+pub static LAYER_COUNTS: LayerCounts = LayerCounts { pulled: AtomicU64::new(0), analysed: AtomicU64::new(0) };
+
 /// Scans an image in a registry.
 pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<ImageReport, ScanError> {
     let reference = parse_reference(spec)?;
@@ -759,20 +769,31 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     let mut resolved = oci::resolve_oci(&mut store, None, &platform)?;
     resolved.name = Some(reference.whole());
-    let variant = format!("lean={} every_cubin={}", opts.inspect.lean, opts.inspect.every_cubin);
+    let variant = crate::cache::variant(&opts.inspect);
     let total: u64 = resolved.layers.iter().filter_map(|l| l.size).sum();
     let progress = Progress::new(opts.progress, Some(total), resolved.layers.len());
     let from_cache = AtomicU64::new(0);
     let layers = crate::image::layers::parallel(&resolved.layers, opts.jobs, |l: &LayerRef| {
         let digest = l.digest.clone().expect("registry layers have digests");
-        if let Some(c) = &ro.cache
-            && let Some(hit) = c.get(&digest, &variant)
-        {
-            from_cache.fetch_add(1, Ordering::Relaxed);
-            progress.add(l.size.unwrap_or(0));
-            return Ok(hit);
+        let hit = |c: &LayerCache| {
+            let h = c.get(&digest, &variant);
+            if h.is_some() {
+                from_cache.fetch_add(1, Ordering::Relaxed);
+                progress.add(l.size.unwrap_or(0));
+            }
+            h
+        };
+        if let Some(h) = ro.cache.as_deref().and_then(hit) {
+            return Ok(h);
+        }
+        // Single flight: whoever holds the key's lock analyses the layer; the others wait for
+        // its entry (the lock is released when this closure returns, the entry written).
+        let _lock = ro.cache.as_ref().map(|c| c.lock(&digest, &variant));
+        if let Some(h) = ro.cache.as_deref().and_then(hit) {
+            return Ok(h);
         }
         let algo = Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
+        LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
         let mut reader = crate::image::progress::Counting::new(remote.blob(&digest, l.size)?, &progress);
         let mut o = crate::image::layers::stream(&mut reader, l, &opts.inspect, false)?;
         if algo != Algo::Sha256 {
@@ -781,8 +802,10 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
             o.blob_digest = Some(digest.clone());
         }
         let analyzed: AnalyzedLayer = crate::image::layers::check(l, o, opts.verify)?;
+        LAYER_COUNTS.analysed.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = &ro.cache {
-            // A failed write only costs a later download.
+            // Only verified analyses are stored (the cache refuses others); a failed write only
+            // costs a later download.
             let _ = c.put(&digest, &variant, &analyzed);
         }
         Ok(analyzed)
