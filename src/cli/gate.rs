@@ -138,16 +138,11 @@ impl RegistryArgs {
             o.deadline = std::time::Duration::from_secs(s.max(1));
         }
         if !self.no_cache {
-            o.cache = self
-                .cache_dir
-                .clone()
-                .or_else(crate::cache::default_dir)
-                .map(|d| {
-                    let t = self
-                        .cache_lock_timeout
-                        .map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
-                    std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
-                });
+            o.cache = self.cache_dir.clone().or_else(crate::cache::default_dir).map(|d| {
+                let t =
+                    self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
+                std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
+            });
         }
         Ok(o)
     }

@@ -287,7 +287,8 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
     }
     check_shards(&shards)?;
     shards.sort_by_key(|s| parse_shard(s).ok());
-    let merged = Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect(), stats };
+    let merged =
+        Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect(), stats };
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;
     }

@@ -12,6 +12,7 @@ mod inspect_fixtures;
 mod inspect_hostile;
 mod install;
 mod registry;
+mod registry_scale;
 mod reports;
 mod rules;
 mod scan;

@@ -1,0 +1,222 @@
+//! Registry scans at scale: shards of `cudalint registry` sharing one cache directory analyse
+//! each layer once (single flight), and a killed or hung holder of a layer's lock does not block
+//! the others past the timeout. Against the real `docker-registry` on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command as Proc, Stdio};
+use std::time::Duration;
+
+use assert_cmd::Command;
+
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::registry::Registry;
+use crate::scan::which;
+use crate::util::read_fixture;
+
+/// Three images sharing a large base layer, each pushed under three tags (9 images, 4 unique
+/// layers if the pushes keep the blobs as built).
+fn shared_layer_registry() -> (Registry, Vec<tempfile::TempDir>) {
+    let reg = Registry::start(false, None);
+    let mut big = read_fixture("libmulti.so");
+    big.extend(vec![7u8; 4 << 20]);
+    let base = tar(&[
+        Ent::File("usr/lib/libmulti-padded.bin", big),
+        Ent::File("usr/lib/libsm90a.so", read_fixture("libsm90a.so")),
+    ]);
+    let mut layouts = Vec::new();
+    for (i, repo) in ["scale/a", "scale/b", "scale/c"].iter().enumerate() {
+        let app =
+            tar(&[Ent::File(["opt/a/libx.so", "opt/b/libx.so", "opt/c/libx.so"][i], read_fixture("libsm100f.so"))]);
+        let img = Image::new(vec![(base.clone(), Comp::Gzip), (app, Comp::None)]);
+        let layout = tempfile::tempdir().unwrap();
+        oci_layout(layout.path(), &[&img]);
+        for tag in ["1", "2", "3"] {
+            reg.push(layout.path(), &format!("{repo}:{tag}"), None);
+        }
+        layouts.push(layout);
+    }
+    (reg, layouts)
+}
+
+fn registry_cmd(reg: &Registry, out: &Path, cache: &Path, extra: &[&str]) -> Proc {
+    let mut c = Proc::new(assert_cmd::cargo::cargo_bin("cudalint"));
+    c.args(["registry", &reg.host(), "--quiet", "--gpu", "H100", "--output-dir"])
+        .arg(out)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn stat(s: &serde_json::Value, k: &str) -> u64 {
+    s["stats"][k].as_u64().unwrap_or_else(|| panic!("summary has no stats.{k}: {s}"))
+}
+
+fn entries(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.zst"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn locks(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".lock"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn four_shards_on_one_cache_dir_analyse_each_unique_layer_once() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    // One process, its own cache: the unique layers are what it analyses (and stores).
+    let one_cache = work.path().join("one-cache");
+    let one = work.path().join("one");
+    let o = registry_cmd(&reg, &one, &one_cache, &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = summary(&one);
+    let unique = entries(&one_cache).len() as u64;
+    assert_eq!(stat(&whole, "layers_analysed"), unique);
+    assert_eq!(stat(&whole, "layers_pulled"), unique);
+    assert!(unique < 18, "the images share layers: {unique} unique of 18");
+
+    // Four shards at once on one shared directory.
+    let shared = work.path().join("shared-cache");
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            let d = work.path().join(format!("shard{k}"));
+            (d.clone(), registry_cmd(&reg, &d, &shared, &["--shard", &format!("{k}/4")]).spawn().unwrap())
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (d, c) in children {
+        let o = c.wait_with_output().unwrap();
+        assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+        parts.push(d.join("summary.json"));
+    }
+    let merged = work.path().join("merged.json");
+    let o = Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(m["images"], whole["images"], "the shards' verdicts are the whole run's");
+    assert_eq!(stat(&m, "layers_analysed"), unique, "layers analysed across shards: {}", m["stats"]);
+    assert_eq!(stat(&m, "layers_pulled"), unique, "layers pulled across shards: {}", m["stats"]);
+    assert_eq!(stat(&m, "stale_locks"), 0);
+    assert_eq!(entries(&shared).len() as u64, unique);
+}
+
+#[test]
+fn a_killed_or_hung_lock_holder_does_not_block_the_others() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let first = work.path().join("first");
+    let o = registry_cmd(&reg, &first, &cache, &["--repo", "scale/a"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let lock_files = locks(&cache);
+    assert_eq!(lock_files.len(), entries(&cache).len());
+    assert!(!lock_files.is_empty());
+
+    // A killed holder: a process takes every layer's lock and dies by SIGKILL mid-"analysis".
+    // The kernel drops its locks; the next run waits for nothing, even with the default
+    // (600 s) lock timeout. The entries are gone, so the layers must be analysed again.
+    for e in entries(&cache) {
+        std::fs::remove_file(e).unwrap();
+    }
+    let mut script = String::new();
+    for (i, l) in lock_files.iter().enumerate() {
+        let fd = 10 + i;
+        script.push_str(&format!("exec {fd}>'{}'; '{}' {fd}; ", l.display(), which("flock")));
+    }
+    script.push_str("echo locked; exec sleep 600");
+    let mut holder = Proc::new(which("bash")).arg("-c").arg(&script).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let after_kill = work.path().join("after-kill");
+    // The bound only turns a hang into a failure; nothing is asserted about time.
+    let o = Command::from_std(registry_cmd(&reg, &after_kill, &cache, &["--repo", "scale/a"]))
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&after_kill);
+    assert_eq!(stat(&s, "lock_waits"), 0, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), lock_files.len() as u64, "{}", s["stats"]);
+
+    // A hung holder (a frozen pod): this process holds every lock and never lets go. The run
+    // waits --cache-lock-timeout per layer, then analyses the layers itself.
+    for e in entries(&cache) {
+        std::fs::remove_file(e).unwrap();
+    }
+    let held: Vec<std::fs::File> = lock_files
+        .iter()
+        .map(|l| {
+            let f = std::fs::OpenOptions::new().write(true).open(l).unwrap();
+            f.lock().unwrap();
+            f
+        })
+        .collect();
+    let hung = work.path().join("hung");
+    let o = Command::from_std(registry_cmd(&reg, &hung, &cache, &["--repo", "scale/a", "--cache-lock-timeout", "1"]))
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&hung);
+    assert_eq!(s["images"], summary(&first)["images"]);
+    // Each layer's lock was given up on once; its analysis was stored, so later images hit.
+    assert_eq!(stat(&s, "stale_locks"), lock_files.len() as u64, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), lock_files.len() as u64, "{}", s["stats"]);
+    drop(held);
+}
+
+#[test]
+fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let first = work.path().join("first");
+    let o = registry_cmd(&reg, &first, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = entries(&cache);
+    assert_eq!(files.len(), 2);
+    let plain: Vec<Vec<u8>> = files.iter().map(|f| zstd::decode_all(&std::fs::read(f).unwrap()[..]).unwrap()).collect();
+    // Swapped: each file now holds the other layer's (well-formed, self-consistent) entry.
+    std::fs::write(&files[0], zstd::encode_all(&plain[1][..], 3).unwrap()).unwrap();
+    std::fs::write(&files[1], zstd::encode_all(&plain[0][..], 3).unwrap()).unwrap();
+    let swapped = work.path().join("swapped");
+    registry_cmd(&reg, &swapped, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    let s = summary(&swapped);
+    assert_eq!(stat(&s, "cache_hits"), 0, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), 2, "{}", s["stats"]);
+    assert_eq!(s["images"], summary(&first)["images"]);
+    // A body changed after its header (a flipped verdict-relevant byte): the hash catches it.
+    let good = zstd::decode_all(&std::fs::read(&files[0]).unwrap()[..]).unwrap();
+    let text = String::from_utf8(good).unwrap();
+    assert!(text.contains("\"verified\":true"));
+    let forged = text.replacen("\"size\":", "\"size\":1", 1);
+    assert_ne!(forged, text);
+    std::fs::write(&files[0], zstd::encode_all(forged.as_bytes(), 3).unwrap()).unwrap();
+    let changed = work.path().join("changed");
+    registry_cmd(&reg, &changed, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    let s = summary(&changed);
+    assert_eq!(stat(&s, "cache_hits"), 1, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), 1, "{}", s["stats"]);
+}
