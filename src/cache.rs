@@ -173,10 +173,10 @@ impl LayerCache {
         let mut waited = false;
         let mut pause = Duration::from_millis(20);
         loop {
-            match file.try_lock() {
-                Ok(()) => return KeyLock { _file: Some(file) },
-                Err(std::fs::TryLockError::WouldBlock) => {}
-                Err(std::fs::TryLockError::Error(_)) => return KeyLock { _file: None },
+            match try_lock(&file) {
+                Ok(true) => return KeyLock { _file: Some(file) },
+                Ok(false) => {}
+                Err(_) => return KeyLock { _file: None },
             }
             if !waited {
                 waited = true;
@@ -209,6 +209,24 @@ impl LayerCache {
         }
         Ok(n)
     }
+}
+
+/// An exclusive `flock` without waiting: true if taken, false if another holds it. The lock
+/// belongs to the open file (released on close, or by the kernel when the process dies).
+#[cfg(unix)]
+fn try_lock(f: &File) -> io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    match flock(f, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// No advisory locks here: every process analyses what it misses (entries stay atomic).
+#[cfg(not(unix))]
+fn try_lock(_: &File) -> io::Result<bool> {
+    Ok(true)
 }
 
 /// The entry's layer if it decompresses within bounds, its header names exactly this key and

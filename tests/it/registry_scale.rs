@@ -169,7 +169,7 @@ fn a_killed_or_hung_lock_holder_does_not_block_the_others() {
         .iter()
         .map(|l| {
             let f = std::fs::OpenOptions::new().write(true).open(l).unwrap();
-            f.lock().unwrap();
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
             f
         })
         .collect();
