@@ -137,24 +137,10 @@ impl LayerCache {
 
     /// Stores an analysis; a layer whose digest was not verified is not stored (returns false).
     pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<bool> {
-        if !layer.info.verified || layer.info.digest != digest {
-            return Ok(false);
-        }
+        let Some(data) = encode(digest, variant, layer)? else { return Ok(false) };
         let p = self.path(digest, variant);
         let dir = p.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;
-        let body = serde_json::to_vec(layer).map_err(io::Error::other)?;
-        let header = Header {
-            schema: SCHEMA.into(),
-            digest: digest.into(),
-            analyzer: analyzer(),
-            variant: variant.into(),
-            sha256: hex::encode(Sha256::digest(&body)),
-        };
-        let mut plain = serde_json::to_vec(&header).map_err(io::Error::other)?;
-        plain.push(b'\n');
-        plain.extend_from_slice(&body);
-        let data = zstd::encode_all(&plain[..], 3)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         tmp.write_all(&data)?;
         tmp.as_file().sync_all()?;
@@ -229,11 +215,36 @@ fn try_lock(_: &File) -> io::Result<bool> {
     Ok(true)
 }
 
+/// The entry's bytes (the file format above), or None for a layer whose digest was not verified
+/// (never stored, here or in a registry).
+pub fn encode(digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<Option<Vec<u8>>> {
+    if !layer.info.verified || layer.info.digest != digest {
+        return Ok(None);
+    }
+    let body = serde_json::to_vec(layer).map_err(io::Error::other)?;
+    let header = Header {
+        schema: SCHEMA.into(),
+        digest: digest.into(),
+        analyzer: analyzer(),
+        variant: variant.into(),
+        sha256: hex::encode(Sha256::digest(&body)),
+    };
+    let mut plain = serde_json::to_vec(&header).map_err(io::Error::other)?;
+    plain.push(b'\n');
+    plain.extend_from_slice(&body);
+    Ok(Some(zstd::encode_all(&plain[..], 3)?))
+}
+
+/// The hex key of a layer's analysis (`analyzer NUL digest NUL variant`, hashed).
+pub fn key(digest: &str, variant: &str) -> String {
+    LayerCache::key(digest, variant)
+}
+
 /// The entry's layer if it decompresses within bounds, its header names exactly this key and
 /// its body hashes to what the header says.
-fn decode(file: File, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
     let mut plain = Vec::new();
-    zstd::stream::read::Decoder::new(file).ok()?.take(MAX_ENTRY + 1).read_to_end(&mut plain).ok()?;
+    zstd::stream::read::Decoder::new(entry).ok()?.take(MAX_ENTRY + 1).read_to_end(&mut plain).ok()?;
     if plain.len() as u64 > MAX_ENTRY {
         return None;
     }

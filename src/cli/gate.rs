@@ -117,6 +117,15 @@ pub struct RegistryArgs {
     /// A killed holder's lock is released at once. Default: 600.
     #[arg(long, value_name = "SECS")]
     pub cache_lock_timeout: Option<u64>,
+    /// A registry repository (HOST/NAME) that holds layer analyses shared between shards on
+    /// different nodes: looked up by layer before pulling it, and written after analysing one.
+    /// Its analyses are trusted as far as that repository is (whoever can push there decides
+    /// what the scan sees in a layer).
+    #[arg(long, value_name = "REPO", env = "CUDALINT_ANALYSIS_STORE")]
+    pub analysis_store: Option<String>,
+    /// Neither read nor write the --analysis-store (it may come from the environment).
+    #[arg(long)]
+    pub no_remote_cache: bool,
 }
 
 impl RegistryArgs {
@@ -143,6 +152,11 @@ impl RegistryArgs {
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
                 std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
             });
+        }
+        if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
+            let st = crate::registry::store::AnalysisStore::connect(repo, &o)
+                .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?;
+            o.store = Some(std::sync::Arc::new(st));
         }
         Ok(o)
     }

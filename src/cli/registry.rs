@@ -95,6 +95,11 @@ pub struct RunStats {
     pub lock_waits: u64,
     /// Locks given up on after --cache-lock-timeout.
     pub stale_locks: u64,
+    /// Layer analyses read from the --analysis-store, and written to it.
+    #[serde(default)]
+    pub store_hits: u64,
+    #[serde(default)]
+    pub store_pushed: u64,
 }
 
 impl RunStats {
@@ -104,6 +109,8 @@ impl RunStats {
         self.cache_hits += o.cache_hits;
         self.lock_waits += o.lock_waits;
         self.stale_locks += o.stale_locks;
+        self.store_hits += o.store_hits;
+        self.store_pushed += o.store_pushed;
     }
 }
 
@@ -245,6 +252,10 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         stats.cache_hits = cs.hits.load(Ordering::Relaxed);
         stats.lock_waits = cs.lock_waits.load(Ordering::Relaxed);
         stats.stale_locks = cs.stale_locks.load(Ordering::Relaxed);
+    }
+    if let Some(st) = &opts.registry.store {
+        stats.store_hits = st.hits.load(Ordering::Relaxed);
+        stats.store_pushed = st.pushed.load(Ordering::Relaxed);
     }
     let summary = Summary {
         schema: SUMMARY_SCHEMA.into(),

@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod http;
+pub mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -51,6 +52,8 @@ pub struct RegistryOptions {
     /// Extra CA certificates (PEM) trusted besides the system's.
     pub ca_certs: Vec<PathBuf>,
     pub cache: Option<Arc<LayerCache>>,
+    /// Layer analyses shared through a registry repository (`--analysis-store`).
+    pub store: Option<Arc<store::AnalysisStore>>,
     pub connect_timeout: Duration,
     /// A response that delivers fewer than `http::STALL_BYTES` in this long has stalled.
     pub stall_timeout: Duration,
@@ -82,6 +85,7 @@ impl Default for RegistryOptions {
             allow_auth_hosts: Vec::new(),
             ca_certs: Vec::new(),
             cache: None,
+            store: None,
             connect_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(60),
             deadline: Duration::from_secs(3600),
@@ -786,6 +790,18 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
         if let Some(h) = ro.cache.as_deref().and_then(hit) {
             return Ok(h);
         }
+        let remote_hit = || {
+            let h = ro.store.as_deref()?.get(&digest, &variant)?;
+            if let Some(c) = &ro.cache {
+                let _ = c.put(&digest, &variant, &h);
+            }
+            from_cache.fetch_add(1, Ordering::Relaxed);
+            progress.add(l.size.unwrap_or(0));
+            Some(h)
+        };
+        if let Some(h) = remote_hit() {
+            return Ok(h);
+        }
         // Single flight: whoever holds the key's lock analyses the layer; the others wait for
         // its entry (the lock is released when this closure returns, the entry written).
         let _lock = ro.cache.as_ref().map(|c| c.lock(&digest, &variant));
@@ -807,6 +823,9 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
             // Only verified analyses are stored (the cache refuses others); a failed write only
             // costs a later download.
             let _ = c.put(&digest, &variant, &analyzed);
+        }
+        if let Some(st) = &ro.store {
+            st.put(&digest, &variant, &analyzed);
         }
         Ok(analyzed)
     });

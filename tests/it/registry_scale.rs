@@ -220,3 +220,85 @@ fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
     assert_eq!(stat(&s, "cache_hits"), 1, "{}", s["stats"]);
     assert_eq!(stat(&s, "layers_analysed"), 1, "{}", s["stats"]);
 }
+
+/// A bare HTTP/1.1 request to the loopback registry (no auth): status and body.
+fn http(reg: &Registry, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", reg.port)).unwrap();
+    let accept = "application/vnd.oci.image.manifest.v1+json";
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reg.host(),
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, out[split + 4..].to_vec())
+}
+
+fn store_tags(reg: &Registry) -> Vec<String> {
+    let (st, body) = http(reg, "GET", "/v2/cudalint/analyses/tags/list", "text/plain", b"");
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut t: Vec<String> = serde_json::from_value(v["tags"].clone()).unwrap();
+    t.sort();
+    t
+}
+
+#[test]
+fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let run = |name: &str, extra: &[&str]| {
+        let d = work.path().join(name);
+        // Each run has its own empty cache directory: pods on different nodes.
+        let o = registry_cmd(
+            &reg,
+            &d,
+            &work.path().join(format!("{name}-cache")),
+            &[&["--repo", "scale/a"], extra].concat(),
+        )
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        summary(&d)
+    };
+    let first = run("first", &["--analysis-store", &store]);
+    let unique = stat(&first, "layers_analysed");
+    assert_eq!(stat(&first, "store_pushed"), unique, "{}", first["stats"]);
+    let tags = store_tags(&reg);
+    assert_eq!(tags.len() as u64, unique, "{tags:?}");
+    assert!(tags.iter().all(|t| t.starts_with("cudalint-layer-")), "{tags:?}");
+    // Another node: nothing pulled, nothing analysed, the same verdicts.
+    let second = run("second", &["--analysis-store", &store]);
+    assert_eq!(stat(&second, "layers_pulled"), 0, "{}", second["stats"]);
+    assert_eq!(stat(&second, "layers_analysed"), 0, "{}", second["stats"]);
+    assert_eq!(stat(&second, "store_hits"), unique, "{}", second["stats"]);
+    assert_eq!(second["images"], first["images"]);
+    // --no-remote-cache: the store is neither read nor written.
+    let off = run("off", &["--analysis-store", &store, "--no-remote-cache"]);
+    assert_eq!(stat(&off, "store_hits"), 0);
+    assert_eq!(stat(&off, "layers_analysed"), unique);
+    // An entry stored under another layer's key (a tag moved to another analysis) is not read.
+    let (st, m0) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{}", tags[0]), "text/plain", b"");
+    assert_eq!(st, 200);
+    let (st, body) = http(
+        &reg,
+        "PUT",
+        &format!("/v2/cudalint/analyses/manifests/{}", tags[1]),
+        "application/vnd.oci.image.manifest.v1+json",
+        &m0,
+    );
+    assert_eq!(st, 201, "{}", String::from_utf8_lossy(&body));
+    let moved = run("moved", &["--analysis-store", &store]);
+    assert_eq!(stat(&moved, "store_hits"), unique - 1, "{}", moved["stats"]);
+    assert_eq!(stat(&moved, "layers_analysed"), 1, "{}", moved["stats"]);
+    assert_eq!(moved["images"], first["images"]);
+}
