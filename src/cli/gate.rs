@@ -112,9 +112,10 @@ pub struct RegistryArgs {
     /// Neither read nor write the layer cache.
     #[arg(long)]
     pub no_cache: bool,
-    /// Seconds to wait for another process (a shard on the same cache directory) that is
-    /// analysing a layer before analysing it here too: bounds the wait on a hung holder.
-    /// A killed holder's lock is released at once. Default: 600.
+    /// Seconds to wait for another process (a shard on the same cache directory, or one that
+    /// claimed the layer in the --analysis-store) that is analysing a layer before analysing it
+    /// here too: bounds the wait on a hung or killed holder. A killed holder's lock on a cache
+    /// directory is released at once. Default: 600.
     #[arg(long, value_name = "SECS")]
     pub cache_lock_timeout: Option<u64>,
     /// A registry repository (HOST/NAME) that holds layer analyses shared between shards on
@@ -155,7 +156,10 @@ impl RegistryArgs {
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
             let st = crate::registry::store::AnalysisStore::connect(repo, &o)
-                .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?;
+                .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?
+                .with_claim_timeout(
+                    self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
+                );
             o.store = Some(std::sync::Arc::new(st));
         }
         Ok(o)

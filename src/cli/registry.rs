@@ -100,6 +100,9 @@ pub struct RunStats {
     pub store_hits: u64,
     #[serde(default)]
     pub store_pushed: u64,
+    /// Layers another shard had claimed in the store when this one wanted them.
+    #[serde(default)]
+    pub store_claim_waits: u64,
 }
 
 impl RunStats {
@@ -111,6 +114,7 @@ impl RunStats {
         self.stale_locks += o.stale_locks;
         self.store_hits += o.store_hits;
         self.store_pushed += o.store_pushed;
+        self.store_claim_waits += o.store_claim_waits;
     }
 }
 
@@ -256,6 +260,7 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
     if let Some(st) = &opts.registry.store {
         stats.store_hits = st.hits.load(Ordering::Relaxed);
         stats.store_pushed = st.pushed.load(Ordering::Relaxed);
+        stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
     }
     let summary = Summary {
         schema: SUMMARY_SCHEMA.into(),

@@ -808,6 +808,21 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
         if let Some(h) = ro.cache.as_deref().and_then(hit) {
             return Ok(h);
         }
+        if let Some(h) = remote_hit() {
+            return Ok(h);
+        }
+        if let Some(st) = &ro.store
+            && let store::Claim::Theirs = st.claim(&digest, &variant)
+            && let Some(h) = st.wait_for(&digest, &variant)
+        {
+            // Counted as a store hit by `get`; kept locally like any other.
+            if let Some(c) = &ro.cache {
+                let _ = c.put(&digest, &variant, &h);
+            }
+            from_cache.fetch_add(1, Ordering::Relaxed);
+            progress.add(l.size.unwrap_or(0));
+            return Ok(h);
+        }
         let algo = Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
         LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
         let mut reader = crate::image::progress::Counting::new(remote.blob(&digest, l.size)?, &progress);

@@ -22,6 +22,8 @@ use super::{Algo, RegistryOptions, Remote, esc, http, parse_reference};
 use crate::image::{AnalyzedLayer, ScanError};
 
 pub const ARTIFACT_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1";
+/// A marker that a shard is analysing a layer (single flight across nodes).
+pub const CLAIM_TYPE: &str = "application/vnd.cudalint.layer-claim.v1";
 pub const ENTRY_MEDIA_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1+zstd";
 const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
 const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -31,6 +33,10 @@ const MAX_ENTRY_BLOB: u64 = 64 << 20;
 
 pub struct AnalysisStore {
     remote: Remote,
+    /// How long a claim holds: others wait for its analysis at most this long, and a claim
+    /// older than this (a killed shard's) is ignored.
+    claim_timeout: Duration,
+    pub claim_waits: AtomicU64,
     pub hits: AtomicU64,
     pub pushed: AtomicU64,
     pub push_errors: AtomicU64,
@@ -39,6 +45,22 @@ pub struct AnalysisStore {
 
 fn tag(digest: &str, variant: &str) -> String {
     format!("cudalint-layer-{}", crate::cache::key(digest, variant))
+}
+
+fn claim_tag(digest: &str, variant: &str) -> String {
+    format!("cudalint-claim-{}", crate::cache::key(digest, variant))
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// What a shard that missed a layer in the store does.
+pub enum Claim {
+    /// Analyse it (no one else is, or their claim is stale).
+    Mine,
+    /// Another shard claimed it first: wait for its analysis (`wait_for`).
+    Theirs,
 }
 
 impl AnalysisStore {
@@ -58,11 +80,99 @@ impl AnalysisStore {
         let remote = Remote::connect_scoped(r, o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600))?;
         Ok(AnalysisStore {
             remote,
+            claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
+            claim_waits: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             pushed: AtomicU64::new(0),
             push_errors: AtomicU64::new(0),
             warned: AtomicBool::new(false),
         })
+    }
+
+    pub fn with_claim_timeout(mut self, t: Duration) -> AnalysisStore {
+        self.claim_timeout = t;
+        self
+    }
+
+    fn reference(&self, tag: String) -> Reference {
+        Reference::with_tag(
+            self.remote.reference.registry().to_string(),
+            self.remote.reference.repository().to_string(),
+            tag,
+        )
+    }
+
+    /// The claim on a key as (id, unix seconds), if one can be read.
+    fn read_claim(&self, tag: &str) -> Option<(String, u64)> {
+        let (m, _) = self.remote.manifest(&self.reference(tag.to_string())).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(CLAIM_TYPE) {
+            return None;
+        }
+        let a = v.get("annotations")?;
+        let id = a.get("dev.cudalint.claim.id")?.as_str()?.to_string();
+        let at = a.get("dev.cudalint.claim.at")?.as_str()?.parse().ok()?;
+        Some((id, at))
+    }
+
+    /// Single flight across nodes, as far as a registry allows (it has no compare-and-swap):
+    /// a live claim by another shard means wait; else push ours, let concurrent claimants'
+    /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
+    /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
+    pub fn claim(&self, digest: &str, variant: &str) -> Claim {
+        let t = claim_tag(digest, variant);
+        let live = |at: u64| now_secs().saturating_sub(at) < self.claim_timeout.as_secs();
+        if self.read_claim(&t).is_some_and(|(_, at)| live(at)) {
+            return Claim::Theirs;
+        }
+        let id = hex::encode(
+            &Sha256::digest(format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now()))[..16],
+        );
+        let pushed = self.write_claim(&t, &id, now_secs(), digest);
+        if pushed.is_err() {
+            return Claim::Mine;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        match self.read_claim(&t) {
+            Some((other, at)) if other != id && live(at) => Claim::Theirs,
+            _ => Claim::Mine,
+        }
+    }
+
+    /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
+    fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), ScanError> {
+        let empty = b"{}";
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": CLAIM_TYPE,
+            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
+            "layers": [{"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()}],
+            "annotations": {"dev.cudalint.claim.id": id, "dev.cudalint.claim.at": at.to_string(),
+                            "dev.cudalint.layer.digest": digest},
+        });
+        self.upload(empty)?;
+        let path = format!("/v2/{}/manifests/{t}", self.remote.reference.repository());
+        let body = serde_json::to_vec(&manifest).expect("json");
+        self.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
+        Ok(())
+    }
+
+    /// Waits for another shard's analysis of a layer, at most the claim timeout.
+    pub fn wait_for(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+        self.claim_waits.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            if let Some(h) = self.get(digest, variant) {
+                return Some(h);
+            }
+            if start.elapsed() >= self.claim_timeout {
+                return None;
+            }
+            std::thread::sleep(pause.min(self.claim_timeout.saturating_sub(start.elapsed())));
+            pause = (pause * 2).min(Duration::from_secs(2));
+        }
     }
 
     pub fn repository(&self) -> String {
@@ -72,13 +182,7 @@ impl AnalysisStore {
     /// The stored analysis of a layer, if there is one whose key matches; any failure to read
     /// it (absent, unreachable, malformed, another key) is a miss: the layer is pulled.
     pub fn get(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
-        let t = tag(digest, variant);
-        let r = Reference::with_tag(
-            self.remote.reference.registry().to_string(),
-            self.remote.reference.repository().to_string(),
-            t,
-        );
-        let (m, _) = self.remote.manifest(&r).ok()?;
+        let (m, _) = self.remote.manifest(&self.reference(tag(digest, variant))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
         if v.get("artifactType").and_then(|a| a.as_str()) != Some(ARTIFACT_TYPE) {
             return None;
@@ -105,7 +209,10 @@ impl AnalysisStore {
             Ok(Some(e)) => e,
             _ => return,
         };
-        match self.push(&tag(digest, variant), digest, &entry) {
+        let pushed = self
+            .push(&tag(digest, variant), digest, &entry)
+            .and_then(|_| self.write_claim(&claim_tag(digest, variant), "released", 0, digest));
+        match pushed {
             Ok(()) => {
                 self.pushed.fetch_add(1, Ordering::Relaxed);
             }

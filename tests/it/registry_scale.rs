@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Proc, Stdio};
 use std::time::Duration;
 
+use sha2::Digest as _;
+
 use assert_cmd::Command;
 
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
@@ -273,9 +275,11 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     let first = run("first", &["--analysis-store", &store]);
     let unique = stat(&first, "layers_analysed");
     assert_eq!(stat(&first, "store_pushed"), unique, "{}", first["stats"]);
-    let tags = store_tags(&reg);
-    assert_eq!(tags.len() as u64, unique, "{tags:?}");
-    assert!(tags.iter().all(|t| t.starts_with("cudalint-layer-")), "{tags:?}");
+    let all = store_tags(&reg);
+    let tags: Vec<String> = all.iter().filter(|t| t.starts_with("cudalint-layer-")).cloned().collect();
+    assert_eq!(tags.len() as u64, unique, "{all:?}");
+    // Besides the analyses, only their (released) claims.
+    assert!(all.iter().all(|t| t.starts_with("cudalint-layer-") || t.starts_with("cudalint-claim-")), "{all:?}");
     // Another node: nothing pulled, nothing analysed, the same verdicts.
     let second = run("second", &["--analysis-store", &store]);
     assert_eq!(stat(&second, "layers_pulled"), 0, "{}", second["stats"]);
@@ -301,4 +305,98 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     assert_eq!(stat(&moved, "store_hits"), unique - 1, "{}", moved["stats"]);
     assert_eq!(stat(&moved, "layers_analysed"), 1, "{}", moved["stats"]);
     assert_eq!(moved["images"], first["images"]);
+}
+
+#[test]
+fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_store() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let one = work.path().join("one");
+    let o = registry_cmd(&reg, &one, &work.path().join("one-cache"), &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = summary(&one);
+    let unique = stat(&whole, "layers_analysed");
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            let d = work.path().join(format!("shard{k}"));
+            let cache = work.path().join(format!("cache{k}"));
+            let args = ["--shard", &format!("{k}/4"), "--analysis-store", &store];
+            (d.clone(), registry_cmd(&reg, &d, &cache, &args).spawn().unwrap())
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (d, c) in children {
+        let o = c.wait_with_output().unwrap();
+        assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+        parts.push(d.join("summary.json"));
+    }
+    let merged = work.path().join("merged.json");
+    Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(m["images"], whole["images"]);
+    assert_eq!(stat(&m, "layers_analysed"), unique, "{}", m["stats"]);
+    assert_eq!(stat(&m, "layers_pulled"), unique, "{}", m["stats"]);
+    assert_eq!(stat(&m, "store_pushed"), unique, "{}", m["stats"]);
+}
+
+#[test]
+fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let run = |name: &str, extra: &[&str]| {
+        let d = work.path().join(name);
+        let args = [&["--repo", "scale/a", "--tag", "1", "--analysis-store", &store], extra].concat();
+        let o = Command::from_std(registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &args))
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        summary(&d)
+    };
+    let first = run("first", &[]);
+    let all = store_tags(&reg);
+    let (layers, claims): (Vec<String>, Vec<String>) = all.into_iter().partition(|t| t.starts_with("cudalint-layer-"));
+    assert_eq!(layers.len(), 2);
+    assert_eq!(claims.len(), 2);
+    // The analyses disappear (deleted), and each layer carries a live claim by a shard that
+    // will never finish (killed): `at` now, or long ago.
+    let set_claims = |at: u64| {
+        for t in &claims {
+            let (st, m) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{t}"), "text/plain", b"");
+            assert_eq!(st, 200);
+            let mut v: serde_json::Value = serde_json::from_slice(&m).unwrap();
+            v["annotations"]["dev.cudalint.claim.id"] = "killed-shard".into();
+            v["annotations"]["dev.cudalint.claim.at"] = at.to_string().into();
+            let body = serde_json::to_vec(&v).unwrap();
+            let path = format!("/v2/cudalint/analyses/manifests/{t}");
+            let (st, b) = http(&reg, "PUT", &path, "application/vnd.oci.image.manifest.v1+json", &body);
+            assert_eq!(st, 201, "{}", String::from_utf8_lossy(&b));
+        }
+    };
+    let delete_analyses = || {
+        for t in &layers {
+            let (st, m) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{t}"), "text/plain", b"");
+            assert_eq!(st, 200);
+            let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&m)));
+            let (st, b) = http(&reg, "DELETE", &format!("/v2/cudalint/analyses/manifests/{d}"), "text/plain", b"");
+            assert_eq!(st, 202, "{}", String::from_utf8_lossy(&b));
+        }
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    delete_analyses();
+    set_claims(now);
+    // A live claim (younger than the timeout when the run meets it): waited for at most
+    // --cache-lock-timeout, then analysed here.
+    let waited = run("waited", &["--cache-lock-timeout", "10"]);
+    assert_eq!(stat(&waited, "store_claim_waits"), 2, "{}", waited["stats"]);
+    assert_eq!(stat(&waited, "layers_analysed"), 2, "{}", waited["stats"]);
+    assert_eq!(waited["images"], first["images"]);
+    // A claim older than the timeout (the default 600 s here) is not waited for at all.
+    delete_analyses();
+    set_claims(now - 3600);
+    let stale = run("stale", &[]);
+    assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
+    assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
 }
