@@ -13,7 +13,8 @@ repositories x 25 tags + 2 indexes (302 images).
 
 Then it runs `cudalint registry` as: 1 process; N shards each with its own cache (pods on
 different nodes); N shards sharing one cache directory (a shared volume), all shards started at
-once, and prints per run: wall time, CPU time of all processes together, layers pulled and
+once; N shards each with its own cache sharing analyses through the registry
+(--analysis-store), and prints per run: wall time, CPU time of all processes together, layers pulled and
 layers analysed (summed from the shards' summary.json `stats`), and the unique layers.
 usage: scripts/bench-registry-scale.py [--large] [--shards N]
 """
@@ -145,8 +146,9 @@ def free_port():
     return p
 
 
-def run_shards(cudalint, host, work, label, n, shared):
-    """Starts n shards at once (n == 1: one unsharded process); returns the row."""
+def run_shards(cudalint, host, work, label, n, shared, store=None):
+    """Starts n shards at once (n == 1: one unsharded process); returns the row. store: an
+    --analysis-store repository (then every shard has its own cache)."""
     out = os.path.join(work, label)
     shutil.rmtree(out, ignore_errors=True)
     procs = []
@@ -157,6 +159,8 @@ def run_shards(cudalint, host, work, label, n, shared):
                "--output-dir", os.path.join(out, f"shard{k}")]
         if n > 1:
             cmd += ["--shard", f"{k}/{n}"]
+        if store:
+            cmd += ["--analysis-store", store]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     cpu = 0.0
     for p in procs:
@@ -166,7 +170,8 @@ def run_shards(cudalint, host, work, label, n, shared):
         if p.returncode not in (0, 1):
             raise SystemExit(f"{label}: exit {p.returncode}: {p.stderr.read().decode()}")
     wall = time.perf_counter() - t0
-    stats = {"layers_pulled": 0, "layers_analysed": 0, "lock_waits": 0, "stale_locks": 0}
+    stats = {"layers_pulled": 0, "layers_analysed": 0, "lock_waits": 0, "stale_locks": 0, "store_hits": 0,
+             "store_claim_waits": 0}
     images = 0
     for k in range(n):
         s = json.load(open(os.path.join(out, f"shard{k}", "summary.json")))
@@ -212,15 +217,18 @@ def main():
               f"{blobs / (1 << 20):.1f} MiB of blobs; {os.cpu_count()} CPUs; {a.shards} shards")
         rows = [run_shards(cudalint, host, work, "1 process", 1, True),
                 run_shards(cudalint, host, work, f"{a.shards} shards, own caches", a.shards, False),
-                run_shards(cudalint, host, work, f"{a.shards} shards, shared dir", a.shards, True)]
+                run_shards(cudalint, host, work, f"{a.shards} shards, shared dir", a.shards, True),
+                run_shards(cudalint, host, work, f"{a.shards} shards, own caches + registry store", a.shards, False,
+                           store=f"{host}/cudalint/analyses")]
         unique = rows[0][4]["layers_analysed"]
         print(f"unique layers (one process, one cache): {unique}")
         print()
-        print("| run | wall | CPU (all processes) | images | layers pulled | layers analysed | lock waits |")
-        print("|---|---|---|---|---|---|---|")
+        print("| run | wall | CPU (all processes) | images | layers pulled | layers analysed | lock / claim waits "
+              "| store hits |")
+        print("|---|---|---|---|---|---|---|---|")
         for label, wall, cpu, n, s in rows:
             print(f"| {label} | {wall:.1f} s | {cpu:.1f} s | {n} | {s['layers_pulled']} | {s['layers_analysed']} "
-                  f"| {s['lock_waits']} |")
+                  f"| {s['lock_waits'] + s['store_claim_waits']} | {s['store_hits']} |")
     finally:
         reg.kill()
         reg.wait()
