@@ -243,9 +243,13 @@ pub fn key(digest: &str, variant: &str) -> String {
 /// The entry's layer if it decompresses within bounds, its header names exactly this key and
 /// its body hashes to what the header says.
 pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+    decode_bounded(entry, digest, variant, MAX_ENTRY)
+}
+
+fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<AnalyzedLayer> {
     let mut plain = Vec::new();
-    zstd::stream::read::Decoder::new(entry).ok()?.take(MAX_ENTRY + 1).read_to_end(&mut plain).ok()?;
-    if plain.len() as u64 > MAX_ENTRY {
+    zstd::stream::read::Decoder::new(entry).ok()?.take(max + 1).read_to_end(&mut plain).ok()?;
+    if plain.len() as u64 > max {
         return None;
     }
     let nl = plain.iter().position(|&b| b == b'\n')?;
@@ -263,4 +267,69 @@ pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedL
     }
     let layer: AnalyzedLayer = serde_json::from_slice(body).ok()?;
     (layer.info.digest == digest && layer.info.verified).then_some(layer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::LayerInfo;
+
+    fn layer(digest: &str, verified: bool) -> AnalyzedLayer {
+        AnalyzedLayer {
+            info: LayerInfo {
+                digest: digest.into(),
+                diff_id: None,
+                size: 42,
+                compression: crate::layer::decode::Compression::Gzip,
+                verified,
+                stats: Default::default(),
+            },
+            summary: Default::default(),
+        }
+    }
+
+    const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+    #[test]
+    fn unverified_analyses_are_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = LayerCache::new(dir.path().to_path_buf());
+        assert!(!c.put(A, "v", &layer(A, false)).unwrap());
+        assert!(c.get(A, "v").is_none());
+        // An analysis filed under another layer's digest is refused too.
+        assert!(!c.put(B, "v", &layer(A, true)).unwrap());
+        assert!(c.put(A, "v", &layer(A, true)).unwrap());
+        assert_eq!(c.get(A, "v").unwrap().info.size, 42);
+    }
+
+    #[test]
+    fn an_entry_is_read_only_under_its_own_key_and_with_its_own_body() {
+        let e = encode(A, "lean", &layer(A, true)).unwrap().unwrap();
+        assert!(decode(&e[..], A, "lean").is_some());
+        assert!(decode(&e[..], B, "lean").is_none(), "another digest");
+        assert!(decode(&e[..], A, "deep").is_none(), "other analysis options");
+        let plain = zstd::decode_all(&e[..]).unwrap();
+        let changed = String::from_utf8(plain).unwrap().replace("\"size\":42", "\"size\":43");
+        assert!(decode(&zstd::encode_all(changed.as_bytes(), 3).unwrap()[..], A, "lean").is_none(), "body hash");
+        // An entry that decodes past the bound is dropped, not read into memory whole.
+        let n = zstd::decode_all(&e[..]).unwrap().len() as u64;
+        assert!(decode_bounded(&e[..], A, "lean", n).is_some());
+        assert!(decode_bounded(&e[..], A, "lean", n - 1).is_none());
+    }
+
+    #[test]
+    fn a_lock_held_elsewhere_is_waited_for_at_most_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = LayerCache::new(dir.path().to_path_buf()).with_lock_timeout(Duration::from_millis(200));
+        let held = c.lock(A, "v");
+        assert!(held._file.is_some());
+        // Another open file description: the same as another process.
+        let other = c.lock(A, "v");
+        assert!(other._file.is_none());
+        assert_eq!(c.stats().stale_locks.load(Ordering::Relaxed), 1);
+        drop(held);
+        assert!(c.lock(A, "v")._file.is_some());
+        assert!(c.lock(B, "v")._file.is_some(), "keys lock independently");
+    }
 }

@@ -127,6 +127,14 @@ pub struct RegistryArgs {
     /// Neither read nor write the --analysis-store (it may come from the environment).
     #[arg(long)]
     pub no_remote_cache: bool,
+    /// Push an in-toto attestation of each registry image scanned (its inventory and the
+    /// analysis of each layer), attached to the image manifest as an OCI referrer.
+    #[arg(long)]
+    pub attest: bool,
+    /// Judge registry images from their cudalint attestation (made by this cudalint version
+    /// with the same analysis options) without pulling any layer; none usable is exit 2.
+    #[arg(long, conflicts_with = "attest")]
+    pub from_attestation: bool,
 }
 
 impl RegistryArgs {
@@ -141,6 +149,8 @@ impl RegistryArgs {
         o.insecure = self.insecure_registry.clone();
         o.ca_certs = self.ca_cert.clone();
         o.allow_auth_hosts = self.allow_auth_host.clone();
+        o.attest = self.attest;
+        o.from_attestation = self.from_attestation;
         if let Some(s) = self.registry_stall_timeout {
             o.stall_timeout = std::time::Duration::from_secs(s.max(1));
         }

@@ -4,6 +4,7 @@
 //! Docker's config.json and credential helpers, each sent only to its own registry; layers
 //! streamed into the layer walker, digests verified at the end, analyses cached by digest.
 
+pub mod attest;
 pub mod catalog;
 pub mod http;
 pub mod store;
@@ -54,6 +55,11 @@ pub struct RegistryOptions {
     pub cache: Option<Arc<LayerCache>>,
     /// Layer analyses shared through a registry repository (`--analysis-store`).
     pub store: Option<Arc<store::AnalysisStore>>,
+    /// Push an inventory attestation of each image scanned (`--attest`).
+    pub attest: bool,
+    /// Take the layers' analyses from the image's attestation instead of pulling them
+    /// (`--from-attestation`); none usable is an error.
+    pub from_attestation: bool,
     pub connect_timeout: Duration,
     /// A response that delivers fewer than `http::STALL_BYTES` in this long has stalled.
     pub stall_timeout: Duration,
@@ -86,6 +92,8 @@ impl Default for RegistryOptions {
             ca_certs: Vec::new(),
             cache: None,
             store: None,
+            attest: false,
+            from_attestation: false,
             connect_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(60),
             deadline: Duration::from_secs(3600),
@@ -491,10 +499,15 @@ impl Remote {
 
     /// A small blob (an image config) read whole, bounded, and verified.
     pub fn small_blob(&self, digest: &str) -> Result<Vec<u8>, ScanError> {
+        self.small_blob_bounded(digest, MAX_JSON)
+    }
+
+    /// A blob of at most `limit` bytes read whole and verified.
+    pub fn small_blob_bounded(&self, digest: &str, limit: u64) -> Result<Vec<u8>, ScanError> {
         Algo::of(digest)?;
         let what = format!("blob {}", esc(digest));
         let url = self.inner.url(&format!("/v2/{}/blobs/{digest}", self.reference.repository()));
-        let (v, _) = self.rt.block_on(self.inner.small(url, None, MAX_JSON, &what))?;
+        let (v, _) = self.rt.block_on(self.inner.small(url, None, limit, &what))?;
         verify(&what, digest, &v)?;
         Ok(v)
     }
@@ -777,8 +790,47 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
     let total: u64 = resolved.layers.iter().filter_map(|l| l.size).sum();
     let progress = Progress::new(opts.progress, Some(total), resolved.layers.len());
     let from_cache = AtomicU64::new(0);
+    let subject = match &resolved.manifest_digest {
+        Some(d) if ro.attest || ro.from_attestation => {
+            let m = store.known.get(d).cloned().map_or_else(
+                || {
+                    remote
+                        .manifest(&Reference::with_digest(
+                            reference.registry().into(),
+                            reference.repository().into(),
+                            d.clone(),
+                        ))
+                        .map(|(b, _)| b)
+                },
+                Ok,
+            )?;
+            Some(attest::Subject {
+                repository: reference.repository().into(),
+                digest: d.clone(),
+                size: m.len(),
+                media_type: media_type_of(&m),
+            })
+        }
+        _ => None,
+    };
+    let attested = match (&subject, ro.from_attestation) {
+        (Some(s), true) => Some(attest::read(&remote, s, &variant)?),
+        (None, true) => {
+            return Err(ScanError::Format(format!("{}: no manifest digest to look up an attestation by", esc(spec))));
+        }
+        _ => None,
+    };
     let layers = crate::image::layers::parallel(&resolved.layers, opts.jobs, |l: &LayerRef| {
         let digest = l.digest.clone().expect("registry layers have digests");
+        if let Some(a) = &attested {
+            // Fail closed: a layer the attestation does not cover is an error, not a pull.
+            let h = a.get(&digest).cloned().ok_or_else(|| ScanError::Layer {
+                layer: digest.clone(),
+                message: "not in the image's attestation".into(),
+            })?;
+            from_cache.fetch_add(1, Ordering::Relaxed);
+            return Ok(h);
+        }
         let hit = |c: &LayerCache| {
             let h = c.get(&digest, &variant);
             if h.is_some() {
@@ -845,8 +897,16 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
         Ok(analyzed)
     });
     progress.finish();
-    let mut report = assemble("registry", Some(&resolved), Some(reference.whole()), layers?);
+    let layers = layers?;
+    let attest_layers = (ro.attest && subject.is_some()).then(|| layers.clone());
+    let mut report = assemble("registry", Some(&resolved), Some(reference.whole()), layers);
     report.stats.downloaded_bytes = remote.downloaded.load(Ordering::Relaxed);
     report.stats.layers_from_cache = from_cache.load(Ordering::Relaxed);
+    if let (Some(layers), Some(s)) = (attest_layers, &subject) {
+        let st = attest::statement(s, &reference.whole(), &variant, &layers, &report)?;
+        let scope = format!("repository:{}:pull,push", reference.repository());
+        let push = Remote::connect_scoped(reference.clone(), ro, scope, Instant::now() + ro.deadline)?;
+        attest::push(&push, s, &st)?;
+    }
     Ok(report)
 }

@@ -151,10 +151,10 @@ impl AnalysisStore {
             "annotations": {"dev.cudalint.claim.id": id, "dev.cudalint.claim.at": at.to_string(),
                             "dev.cudalint.layer.digest": digest},
         });
-        self.upload(empty)?;
+        self.remote.upload(empty)?;
         let path = format!("/v2/{}/manifests/{t}", self.remote.reference.repository());
         let body = serde_json::to_vec(&manifest).expect("json");
-        self.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
+        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
         Ok(())
     }
 
@@ -227,8 +227,8 @@ impl AnalysisStore {
 
     fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), ScanError> {
         let empty = b"{}";
-        self.upload(empty)?;
-        self.upload(entry)?;
+        self.remote.upload(empty)?;
+        self.remote.upload(entry)?;
         let manifest = serde_json::json!({
             "schemaVersion": 2,
             "mediaType": MANIFEST_MEDIA_TYPE,
@@ -239,14 +239,17 @@ impl AnalysisStore {
         });
         let body = serde_json::to_vec(&manifest).expect("json");
         let path = format!("/v2/{}/manifests/{tag}", self.remote.reference.repository());
-        self.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
+        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
         Ok(())
     }
+}
 
+/// Writes to a registry (the analysis store, attestations).
+impl Remote {
     /// A blob, uploaded monolithically (POST, then PUT with the digest) unless already there.
-    fn upload(&self, data: &[u8]) -> Result<(), ScanError> {
+    pub(crate) fn upload(&self, data: &[u8]) -> Result<(), ScanError> {
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(data)));
-        let repo = self.remote.reference.repository();
+        let repo = self.reference.repository();
         let what = format!("blob {digest}");
         let head = self.send(Method::HEAD, &format!("/v2/{repo}/blobs/{digest}"), None, Vec::new(), &what);
         if head.is_ok() {
@@ -258,8 +261,8 @@ impl AnalysisStore {
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
             .ok_or_else(|| ScanError::Format(format!("{what}: upload started without a Location")))?;
-        let mut url = self.remote.inner.base.join(loc).map_err(|e| ScanError::Format(format!("{what}: {e}")))?;
-        if url.host_str() != self.remote.inner.base.host_str() || url.port() != self.remote.inner.base.port() {
+        let mut url = self.inner.base.join(loc).map_err(|e| ScanError::Format(format!("{what}: {e}")))?;
+        if url.host_str() != self.inner.base.host_str() || url.port() != self.inner.base.port() {
             // Credentials go to the registry's own host only.
             return Err(ScanError::Format(format!("{what}: upload location {} is on another host", esc(loc))));
         }
@@ -268,7 +271,7 @@ impl AnalysisStore {
         Ok(())
     }
 
-    fn send(
+    pub(crate) fn send(
         &self,
         method: Method,
         path: &str,
@@ -276,12 +279,12 @@ impl AnalysisStore {
         body: Vec<u8>,
         what: &str,
     ) -> Result<reqwest::Response, ScanError> {
-        self.send_url(method, self.remote.inner.url(path), content_type, body, what)
+        self.send_url(method, self.inner.url(path), content_type, body, what)
     }
 
     /// One request with the connection's authorization (renewed once on 401); non-success is an
     /// error.
-    fn send_url(
+    pub(crate) fn send_url(
         &self,
         method: Method,
         url: reqwest::Url,
@@ -289,8 +292,8 @@ impl AnalysisStore {
         body: Vec<u8>,
         what: &str,
     ) -> Result<reqwest::Response, ScanError> {
-        let inner = &self.remote.inner;
-        self.remote.rt.block_on(async {
+        let inner = &self.inner;
+        self.rt.block_on(async {
             let mut renewed = false;
             loop {
                 let auth = inner.authorization.lock().expect("auth lock").clone();

@@ -227,7 +227,7 @@ fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
 fn http(reg: &Registry, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", reg.port)).unwrap();
-    let accept = "application/vnd.oci.image.manifest.v1+json";
+    let accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json";
     write!(
         s,
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -399,4 +399,74 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let stale = run("stale", &[]);
     assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
     assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
+}
+
+fn scan_cmd(spec: &str, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", spec, "--quiet", "--no-cache"])
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let inv = work.path().join("inv.json");
+    let spec = format!("{}/scale/a:1", reg.host());
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", "inventory", "-o", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
+    let manifest = pulled["image"]["manifest_digest"].as_str().unwrap().to_string();
+    // The loopback registry has no referrers API: the tag schema's index lists the statement.
+    let (st, tags) = http(&reg, "GET", "/v2/scale/a/tags/list", "text/plain", b"");
+    assert_eq!(st, 200);
+    let fallback = manifest.replace(':', "-");
+    assert!(String::from_utf8_lossy(&tags).contains(&fallback), "{}", String::from_utf8_lossy(&tags));
+    let (st, index) = http(&reg, "GET", &format!("/v2/scale/a/manifests/{fallback}"), "text/plain", b"");
+    assert_eq!(st, 200);
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let referrer = index["manifests"][0]["digest"].as_str().unwrap();
+    let (_, m) = http(&reg, "GET", &format!("/v2/scale/a/manifests/{referrer}"), "text/plain", b"");
+    let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    assert_eq!(m["subject"]["digest"], manifest.as_str());
+    assert_eq!(m["artifactType"], "application/vnd.in-toto+json");
+
+    // Judged again, for other targets, through a proxy that counts requests: no layer pulled.
+    let proxy = crate::registry::Proxy::start(reg.port);
+    let via = format!("{}/scale/a:1", proxy.host());
+    let inv2 = work.path().join("inv2.json");
+    for gpu in ["H100", "A100", "B300", "RTX 5090"] {
+        let attested = scan_cmd(
+            &via,
+            &["--from-attestation", "--gpu", gpu, "--format", "inventory", "-o", inv2.to_str().unwrap()],
+        );
+        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "inventory", "-o", "/dev/null"]);
+        assert_eq!(attested.status.code(), fresh.status.code(), "{gpu}: {}", String::from_utf8_lossy(&attested.stderr));
+        let read: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv2).unwrap()).unwrap();
+        assert_eq!(read["files"], pulled["files"]);
+    }
+    // Other analysis options than the attested ones: the attestation does not apply (exit 2).
+    let o = scan_cmd(&via, &["--from-attestation", "--deep", "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("with other options"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // An image without an attestation: exit 2, nothing pulled in its place.
+    let o = scan_cmd(&format!("{}/scale/b:1", proxy.host()), &["--from-attestation", "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no usable cudalint attestation"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // (scale/b shares the base layer: not pulled either.)
+    for l in pulled["image"]["layers"].as_array().unwrap() {
+        assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
+    }
 }
