@@ -171,7 +171,7 @@ impl AnalysisStore {
                 return None;
             }
             std::thread::sleep(pause.min(self.claim_timeout.saturating_sub(start.elapsed())));
-            pause = (pause * 2).min(Duration::from_secs(2));
+            pause = (pause * 2).min(Duration::from_millis(500));
         }
     }
 
