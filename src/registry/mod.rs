@@ -815,8 +815,8 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
     };
     let attested = match (&subject, ro.from_attestation) {
         (Some(s), true) => Some(attest::read(&remote, s, &variant)?),
-        (None, true) => {
-            return Err(ScanError::Format(format!("{}: no manifest digest to look up an attestation by", esc(spec))));
+        (None, _) if ro.attest || ro.from_attestation => {
+            return Err(ScanError::Format(format!("{}: no manifest digest to attach an attestation to", esc(spec))));
         }
         _ => None,
     };
@@ -829,6 +829,7 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
                 message: "not in the image's attestation".into(),
             })?;
             from_cache.fetch_add(1, Ordering::Relaxed);
+            progress.add(l.size.unwrap_or(0));
             return Ok(h);
         }
         let hit = |c: &LayerCache| {
