@@ -30,8 +30,9 @@ use sha2::{Digest, Sha256};
 
 use crate::image::AnalyzedLayer;
 
-/// Bumped whenever the analysis of a layer would come out differently for the same bytes.
-const ANALYSIS_VERSION: u32 = 1;
+/// Bumped whenever the analysis of a layer would come out differently for the same bytes
+/// (2: package records per layer; sparse entries and non-UTF-8 names read exactly).
+const ANALYSIS_VERSION: u32 = 2;
 const SCHEMA: &str = "cudalint.layer-cache/v2";
 /// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
 /// memory (it is dropped instead).

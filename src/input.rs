@@ -42,11 +42,19 @@ pub struct FileInput<'a> {
     len: u64,
     pos: u64,
     fetched: u64,
+    strict: bool,
 }
 
 impl<'a> FileInput<'a> {
     pub fn new(file: &'a File, base: u64, len: u64) -> Self {
-        FileInput { file, base, len, pos: 0, fetched: 0 }
+        FileInput { file, base, len, pos: 0, fetched: 0, strict: false }
+    }
+
+    /// Skipping past the end is an error, as it is on a stream: a tar walked by seeking must
+    /// not take a cut-off archive (an entry's data running past the end) for a short one.
+    pub fn strict(mut self) -> Self {
+        self.strict = true;
+        self
     }
 }
 
@@ -71,6 +79,9 @@ impl Input for FileInput<'_> {
         Ok(got)
     }
     fn skip_to(&mut self, pos: u64) -> io::Result<()> {
+        if self.strict && pos > self.len {
+            return Err(eof("the file ends inside an entry (truncated)"));
+        }
         self.pos = self.pos.max(pos.min(self.len));
         Ok(())
     }

@@ -13,4 +13,14 @@ fuzz_target!(|data: &[u8]| {
     let every = InspectOptions { every_cubin: true, kernel_names: true, ..Default::default() };
     let mut b = StreamInput::new(data, data.len() as u64);
     let _ = inspect_input(&mut b, "fuzz", &every);
+    // Lean (image scans), both ways: the section-name watch, relocations, segment reach.
+    let lean = InspectOptions { lean: true, ..Default::default() };
+    for r in [
+        inspect_input(&mut SliceInput::new(data), "fuzz.so", &lean),
+        inspect_input(&mut StreamInput::new(data, data.len() as u64), "fuzz.so", &lean),
+    ] {
+        if let Ok(r) = r {
+            let _ = r.all_problems();
+        }
+    }
 });

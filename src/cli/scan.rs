@@ -15,7 +15,9 @@ pub struct ScanArgs {
     /// The image: a docker-archive (`docker save` output), `-` for standard input, an OCI layout
     /// directory, an oci-archive, a root filesystem directory, a single file, a Python wheel, or a
     /// registry reference (`registry/repo:tag`, `repo@sha256:...`, `docker://...`). Prefixes
-    /// `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind.
+    /// `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind. Archives may be
+    /// gzip- or zstd-compressed; pick one image of several with `docker-archive:PATH:TAG` or
+    /// `docker-archive:PATH:@N`.
     pub image: String,
     #[command(flatten)]
     pub targets: TargetArgs,

@@ -11,7 +11,7 @@ use super::oci::{self, LayerRef, MAX_JSON, Platform, Resolved, Store};
 use super::progress::{Counting, Progress};
 use super::{ImageReport, ScanError, ScanOptions, assemble};
 use crate::input::{FileInput, Input, InputReader, StreamInput, SubInput, read_full};
-use crate::layer::decode::READ_BUF;
+use crate::layer::decode::{self, Compression, READ_BUF};
 use crate::layer::path::normalize;
 use crate::layer::tar::{Kind, TarWalker};
 
@@ -115,11 +115,28 @@ pub fn scan_file(
 ) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let len = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let mut input = FileInput::new(&file, 0, len);
+    if len == 0 {
+        return Err(ScanError::Format(format!("{}: empty file: not an image archive", path.display())));
+    }
+    let mut head = [0u8; 4];
+    let n = head.len().min(len as usize);
+    FileInput::new(&file, 0, len).read_at(0, &mut head[..n]).expect("seekable").map_err(|e| ScanError::io(path, e))?;
+    let compression = decode::sniff(&head[..n]);
+    if compression != Compression::None {
+        // `docker save img | gzip`: one pass through the decompressor, as from standard input.
+        let raw = BufReader::with_capacity(READ_BUF, &file);
+        let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(path, e))?;
+        let label = path.display().to_string();
+        return scan_stream(dec, &label, compression, layout, want, platform, opts);
+    }
+    let mut input = FileInput::new(&file, 0, len).strict();
     let mut store =
         ArchiveStore { file: &file, path: path.display().to_string(), members: HashMap::new(), links: HashMap::new() };
     let mut walker = TarWalker::new(&mut input);
-    while let Some(e) = walker.next_entry().map_err(|e| ScanError::Format(format!("{}: {e}", path.display())))? {
+    while let Some(e) = walker
+        .next_entry()
+        .map_err(|e| ScanError::Format(format!("{}: not a readable image archive: {e}", path.display())))?
+    {
         let Some(name) = member_name(&e.path) else { continue };
         match e.kind {
             Kind::File => {
@@ -152,22 +169,50 @@ pub fn scan_file(
 struct MemStore {
     small: HashMap<String, Vec<u8>>,
     links: HashMap<String, String>,
+    /// Bytes held in `small`, bounded by [`MAX_JSON_TOTAL`].
+    held: u64,
 }
+
+/// JSON documents a streamed archive may hold in memory in all (the manifest can come last,
+/// so every one is kept until it is known which matter). Real images hold a few MiB.
+const MAX_JSON_TOTAL: u64 = 64 << 20;
 
 impl Store for MemStore {
     fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
         self.small
             .get(&follow(&self.links, key))
             .cloned()
-            .ok_or_else(|| ScanError::Format(format!("standard input: the archive has no {key} (or it is not JSON)")))
+            .ok_or_else(|| ScanError::Format(format!("the streamed archive has no {key} (or it is not JSON)")))
     }
+}
+
+/// Standard input or a pipe: an image archive, plain or compressed (sniffed from its first bytes).
+pub fn scan_reader<R: Read>(
+    mut reader: R,
+    label: &str,
+    platform: &Platform,
+    opts: &ScanOptions,
+) -> Result<ImageReport, ScanError> {
+    let mut head = [0u8; 4];
+    let n = crate::layer::pipe::read_full_dyn(&mut reader, &mut head).map_err(|e| ScanError::io(label, e))?;
+    if n == 0 {
+        return Err(ScanError::Format(format!("{label}: empty: no image archive was given")));
+    }
+    let compression = decode::sniff(&head[..n]);
+    let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
+    let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(label, e))?;
+    scan_stream(dec, label, compression, None, None, platform, opts)
 }
 
 /// An image archive on a byte stream (`docker save img | cudalint scan -`): every blob is
 /// analysed as it passes (the manifest may come last), then the manifest picks the layers.
+/// `compression`: what the archive itself was wrapped in (already undone by `reader`).
 pub fn scan_stream<R: Read>(
     reader: R,
     label: &str,
+    compression: Compression,
+    layout: Option<Layout>,
+    want: Option<&str>,
     platform: &Platform,
     opts: &ScanOptions,
 ) -> Result<ImageReport, ScanError> {
@@ -175,9 +220,15 @@ pub fn scan_stream<R: Read>(
     let counted = Counting::new(reader, &progress);
     let mut outer = StreamInput::unbounded(BufReader::with_capacity(READ_BUF, counted));
     let mut walker = TarWalker::new(&mut outer);
-    let mut store = MemStore { small: HashMap::new(), links: HashMap::new() };
+    let mut store = MemStore { small: HashMap::new(), links: HashMap::new(), held: 0 };
     let mut outcomes: HashMap<String, Result<Outcome, ScanError>> = HashMap::new();
-    let bad = |e: &dyn std::fmt::Display| ScanError::Format(format!("{label}: not a readable image archive: {e}"));
+    let wrapped = match compression {
+        Compression::None => "",
+        Compression::Gzip => " (gzip-compressed)",
+        Compression::Zstd => " (zstd-compressed)",
+    };
+    let bad =
+        |e: &dyn std::fmt::Display| ScanError::Format(format!("{label}: not a readable image archive{wrapped}: {e}"));
     while let Some(e) = walker.next_entry().map_err(|e| bad(&e))? {
         let Some(name) = member_name(&e.path) else { continue };
         match e.kind {
@@ -191,6 +242,14 @@ pub fn scan_stream<R: Read>(
                 let mut head = [0u8; 1];
                 read_full(&mut sub, &mut head).map_err(|e| bad(&e))?;
                 if e.size <= MAX_JSON && (head[0] == b'{' || head[0] == b'[') {
+                    store.held += e.size;
+                    if store.held > MAX_JSON_TOTAL {
+                        return Err(ScanError::Format(format!(
+                            "{label}: the archive holds more than {} MiB of JSON documents (at member {name}); \
+                             an image needs a few: refused rather than buffered",
+                            MAX_JSON_TOTAL >> 20
+                        )));
+                    }
                     let mut v = vec![0; e.size as usize];
                     v[0] = head[0];
                     read_full(&mut sub, &mut v[1..]).map_err(|e| bad(&e))?;
@@ -214,7 +273,7 @@ pub fn scan_stream<R: Read>(
     }
     // Whatever follows the archive's end marker is not part of it.
     let files = (store.small.contains_key("manifest.json"), store.small.contains_key("index.json"));
-    let (resolved, source) = resolve(&mut store, files, None, None, platform, label)?;
+    let (resolved, source) = resolve(&mut store, files, layout, want, platform, label)?;
     let mut layers = Vec::new();
     for l in &resolved.layers {
         let key = follow(&store.links, &l.key);
@@ -240,18 +299,61 @@ struct DirStore {
     root: std::path::PathBuf,
 }
 
-impl Store for DirStore {
-    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
-        let p = self.root.join(key);
-        let meta = std::fs::metadata(&p).map_err(|e| ScanError::io(&p, e))?;
-        if meta.len() > MAX_JSON {
+/// Opens `key` (`blobs/sha256/...`, `index.json`) inside an OCI layout without following any
+/// symbolic link (a blob linked to a host file, a FIFO or `/dev/zero` is refused, and opening
+/// never blocks): every component is checked, the last opened with `O_NOFOLLOW` and must be a
+/// regular file.
+pub fn open_in_layout(root: &Path, key: &str) -> Result<(File, u64), ScanError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let shown = root.join(key);
+    let refuse = |why: &str| ScanError::Format(format!("{}: {why}", shown.display()));
+    let parts: Vec<&str> = key.split('/').collect();
+    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
+        return Err(refuse("not a plain path inside the layout"));
+    }
+    let mut p = root.to_path_buf();
+    for c in &parts[..parts.len() - 1] {
+        p.push(c);
+        let m = std::fs::symlink_metadata(&p).map_err(|e| ScanError::io(&p, e))?;
+        if !m.is_dir() {
             return Err(ScanError::Format(format!(
-                "{}: {} bytes, more than a manifest can be",
-                p.display(),
-                meta.len()
+                "{}: not a directory (links inside an OCI layout are not followed)",
+                p.display()
             )));
         }
-        std::fs::read(&p).map_err(|e| ScanError::io(&p, e))
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&shown)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refuse("a symbolic link (links inside an OCI layout are not followed)"),
+            _ => ScanError::io(&shown, e),
+        })?;
+    let m = f.metadata().map_err(|e| ScanError::io(&shown, e))?;
+    if !m.is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    if m.nlink() == 0 {
+        return Err(refuse("removed while being read"));
+    }
+    Ok((f, m.len()))
+}
+
+impl Store for DirStore {
+    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+        let (f, len) = open_in_layout(&self.root, key)?;
+        let p = self.root.join(key);
+        if len > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: {len} bytes, more than a manifest can be", p.display())));
+        }
+        let mut v = Vec::with_capacity(len as usize);
+        // Bounded even if the file grows while it is read.
+        f.take(MAX_JSON + 1).read_to_end(&mut v).map_err(|e| ScanError::io(&p, e))?;
+        if v.len() as u64 > MAX_JSON {
+            return Err(ScanError::Format(format!("{}: more than a manifest can be", p.display())));
+        }
+        Ok(v)
     }
 }
 
@@ -268,10 +370,8 @@ pub fn scan_layout_dir(
         .layers
         .iter()
         .map(|l| {
-            let p = dir.join(&l.key);
-            let f = File::open(&p)
-                .map_err(|e| ScanError::Layer { layer: l.id(), message: format!("{}: {e}", p.display()) })?;
-            let len = f.metadata().map_err(|e| ScanError::io(&p, e))?.len();
+            let (f, len) =
+                open_in_layout(dir, &l.key).map_err(|e| ScanError::Layer { layer: l.id(), message: e.to_string() })?;
             Ok((l.clone(), f, len))
         })
         .collect::<Result<_, ScanError>>()?;

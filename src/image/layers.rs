@@ -6,13 +6,12 @@ use std::io::{self, Read};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::oci::LayerRef;
+use super::oci::{Hasher, LayerRef};
 use super::progress::{Counting, Progress};
 use super::{AnalyzedLayer, LayerInfo, ScanError};
 use crate::input::{FileInput, Input, InputReader, StreamInput};
 use crate::inspect::InspectOptions;
 use crate::layer::analyze::{LayerError, LayerSummary, analyze};
-use sha2::{Digest, Sha256};
 
 use crate::layer::decode::{self, Compression};
 use crate::layer::pipe::{pipe, read_full_dyn};
@@ -45,9 +44,32 @@ fn layer_err(l: &LayerRef, e: impl std::fmt::Display) -> ScanError {
     ScanError::Layer { layer: l.id(), message: e.to_string() }
 }
 
+/// Hashes what passes through it (the uncompressed tar, in the thread that walks it, so the
+/// hash runs beside inflating rather than after it).
+struct Hashing<R> {
+    inner: R,
+    hasher: Option<Hasher>,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if let Some(h) = self.hasher.as_mut() {
+            h.update(&buf[..n]);
+        }
+        Ok(n)
+    }
+}
+
+/// The hasher for a digest to check; sha256 where the digest is unknown or its algorithm is not
+/// supported (`check` then refuses to call the layer verified).
+fn hasher_for(digest: Option<&String>) -> Hasher {
+    digest.and_then(|d| Hasher::for_digest(d)).unwrap_or_else(|| Hasher::for_digest("sha256:").expect("sha256"))
+}
+
 /// Reads a layer blob from a byte stream in one pass, in up to three threads: this one reads
 /// and hashes the blob's bytes, one decompresses them (compressed blobs only), one walks the
-/// tar and inspects its files.
+/// tar, hashes it (when its diff_id is known, or `want_tar_digest`) and inspects its files.
 pub fn stream<R: Read + ?Sized>(
     raw: &mut R,
     l: &LayerRef,
@@ -59,33 +81,54 @@ pub fn stream<R: Read + ?Sized>(
     let compression = decode::sniff(&first[..n]);
     let mut raw = io::Cursor::new(&first[..n]).chain(raw);
     let (raw_w, raw_r) = pipe();
-    let mut blob = Sha256::new();
+    let mut blob = hasher_for(l.digest.as_ref());
+    let alg = blob_alg(&blob);
+    // The uncompressed tar is hashed when its digest is one to check (config rootfs.diff_ids);
+    // an uncompressed blob is its own tar, hashed once where the algorithms agree.
+    let tar_hasher = (want_tar_digest || l.diff_id.is_some())
+        .then(|| hasher_for(l.diff_id.as_ref()))
+        .filter(|h| compression != Compression::None || blob_alg(h) != alg);
+    // A compressed layer's tar is hashed in a thread of its own, fed copies of the inflated
+    // chunks: neither inflating nor the walk waits for the hash. (An uncompressed blob whose
+    // diff_id uses another algorithm than its digest is hashed by the walk.)
+    let (walk_hasher, side_hasher) =
+        if compression == Compression::None { (tar_hasher, None) } else { (None, tar_hasher) };
     let mut size = 0u64;
     std::thread::scope(|s| {
+        let (side_tx, side) = match side_hasher {
+            Some(mut h) => {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(4);
+                let t = s.spawn(move || {
+                    for c in rx {
+                        h.update(&c);
+                    }
+                    h.finish()
+                });
+                (Some(tx), Some(t))
+            }
+            None => (None, None),
+        };
         let (tar_r, inflate) = if compression == Compression::None {
             (raw_r, None)
         } else {
             let (tar_w, tar_r) = pipe();
-            let inflate = s.spawn(move || -> io::Result<Option<String>> {
+            let inflate = s.spawn(move || -> io::Result<()> {
                 let mut dec = decode::decoder(compression, raw_r)?;
-                // The uncompressed tar is hashed only when its digest is the one to check
-                // (legacy docker-archive layers, named by diff_id).
-                let mut tar = want_tar_digest.then(Sha256::new);
                 tar_w.pump(&mut dec, |c| {
-                    if let Some(h) = tar.as_mut() {
-                        h.update(c)
+                    if let Some(tx) = &side_tx {
+                        // A hash thread that went away only leaves the digest unset.
+                        let _ = tx.send(c.to_vec());
                     }
-                })?;
-                Ok(tar.map(|h| format!("sha256:{}", hex::encode(h.finalize()))))
+                })
             });
             (tar_r, Some(inflate))
         };
-        let walk = s.spawn(move || -> Result<LayerSummary, LayerError> {
-            let mut input = StreamInput::unbounded(tar_r);
+        let walk = s.spawn(move || -> Result<(LayerSummary, Option<String>), LayerError> {
+            let mut input = StreamInput::unbounded(Hashing { inner: tar_r, hasher: walk_hasher });
             let summary = analyze(&mut input, inspect)?;
             // Read to the end so the digests cover the whole blob (tar padding, trailing frames).
             io::copy(&mut InputReader(&mut input), &mut io::sink())?;
-            Ok(summary)
+            Ok((summary, input.into_inner().hasher.map(Hasher::finish)))
         });
         let fed = raw_w.pump(&mut raw, |c| {
             blob.update(c);
@@ -99,20 +142,26 @@ pub fn stream<R: Read + ?Sized>(
         let corrupt = |e: &dyn std::fmt::Display| {
             layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)))
         };
-        let tar_from_inflate = match inflated {
-            Some(Err(e)) => return Err(corrupt(&e)),
-            Some(Ok(t)) => t,
-            None => None,
-        };
-        let summary = walked.map_err(|e| match e {
+        if let Some(Err(e)) = inflated {
+            return Err(corrupt(&e));
+        }
+        let (summary, tar_hashed) = walked.map_err(|e| match e {
             LayerError::Tar(t) => layer_err(l, format!("not a readable tar stream: {t}")),
             LayerError::Io(e) => corrupt(&e),
         })?;
-        let blob_digest = format!("sha256:{}", hex::encode(blob.finalize()));
-        // An uncompressed blob is its own tar.
-        let tar_digest = tar_from_inflate.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
+        let blob_digest = blob.finish();
+        let side_digest = side.map(|t| t.join().expect("hash thread"));
+        let tar_digest =
+            tar_hashed.or(side_digest).or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
+}
+
+fn blob_alg(h: &Hasher) -> &'static str {
+    match h {
+        Hasher::Sha256(_) => "sha256",
+        Hasher::Sha512(_) => "sha512",
+    }
 }
 
 fn name(c: Compression) -> &'static str {
@@ -133,7 +182,10 @@ pub fn from_file(
     inspect: &InspectOptions,
     progress: &Progress,
 ) -> Result<Outcome, ScanError> {
-    let mut input = FileInput::new(file, off, size);
+    if let Some(want) = l.size.filter(|&w| w != size) {
+        return Err(layer_err(l, format!("blob is {size} bytes, its descriptor says {want}")));
+    }
+    let mut input = FileInput::new(file, off, size).strict();
     let mut head = [0u8; 4];
     let n = head.len().min(size as usize);
     input.read_at(0, &mut head[..n]).expect("file input is seekable").map_err(|e| layer_err(l, e))?;
@@ -158,6 +210,14 @@ pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, 
     }
     let mut verified = false;
     if verify != Verify::Never {
+        for want in [&l.digest, &l.diff_id].into_iter().flatten() {
+            if Hasher::for_digest(want).is_none() {
+                return Err(layer_err(
+                    l,
+                    format!("digest {want}: algorithm not supported (sha256, sha512): cannot verify it"),
+                ));
+            }
+        }
         let pairs = [(&l.digest, &o.blob_digest, "blob"), (&l.diff_id, &o.tar_digest, "uncompressed tar")];
         for (want, got, what) in pairs {
             if let (Some(want), Some(got)) = (want, got) {

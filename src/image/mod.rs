@@ -77,6 +77,8 @@ impl Default for ScanOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
     Stdin,
+    /// A named pipe or character device (`<(docker save img)`): read once, as standard input.
+    Pipe(PathBuf),
     DockerArchive(PathBuf, Option<String>),
     OciArchive(PathBuf, Option<String>),
     /// A tarball whose layout is decided by what it contains.
@@ -89,16 +91,37 @@ pub enum Source {
     Registry(String),
 }
 
-/// `path[:ref]`: the whole string if it names an existing file, else split at the last ':'.
+/// `path[:ref]` (skopeo's syntax): the whole string if it names an existing file, else the
+/// shortest prefix before a ':' that does (a reference such as `repo/name:tag` holds ':' itself).
 fn path_and_ref(rest: &str) -> (PathBuf, Option<String>) {
     if Path::new(rest).exists() {
         return (rest.into(), None);
     }
-    match rest.rsplit_once(':') {
-        Some((p, r)) if !p.is_empty() && !r.contains('/') => (p.into(), Some(r.to_string())),
-        _ => (rest.into(), None),
+    for (i, _) in rest.match_indices(':') {
+        let (p, r) = (&rest[..i], &rest[i + 1..]);
+        if !p.is_empty() && !r.is_empty() && Path::new(p).exists() {
+            return (p.into(), Some(r.to_string()));
+        }
     }
+    (rest.into(), None)
 }
+
+/// A tar header cut short: the ustar magic is there, the 512-byte block is not whole.
+pub(crate) fn tar_magic(head: &[u8]) -> bool {
+    head.get(257..262) == Some(b"ustar")
+}
+
+/// The first bytes of a file given without a prefix, or by `file:`.
+fn read_head(p: &Path) -> Result<Vec<u8>, ScanError> {
+    use std::io::Read;
+    let f = std::fs::File::open(p).map_err(|e| ScanError::io(p, e))?;
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    f.take(HEAD_BYTES as u64).read_to_end(&mut head).map_err(|e| ScanError::io(p, e))?;
+    Ok(head)
+}
+
+/// Enough for a tar header block (and more than the inspector sniffs).
+const HEAD_BYTES: usize = 512;
 
 impl Source {
     pub fn parse(spec: &str) -> Result<Source, ScanError> {
@@ -143,26 +166,45 @@ impl Source {
         if meta.is_dir() {
             return Ok(if p.join("oci-layout").exists() { Source::OciLayout(p, None) } else { Source::Dir(p) });
         }
-        let mut head = [0u8; 512];
-        let n = {
-            use std::io::Read;
-            let mut f = std::fs::File::open(&p).map_err(|e| ScanError::io(&p, e))?;
-            let mut n = 0;
-            while n < head.len() {
-                match f.read(&mut head[n..]).map_err(|e| ScanError::io(&p, e))? {
-                    0 => break,
-                    k => n += k,
-                }
-            }
-            n
-        };
-        Ok(if head[..n].starts_with(b"PK\x03\x04") && spec.ends_with(".whl") {
-            Source::Wheel(p)
-        } else if crate::layer::tar::looks_like_tar(&head[..n]) {
-            Source::Archive(p)
-        } else {
-            Source::File(p)
-        })
+        if !meta.is_file() {
+            // Its first bytes cannot be read twice (sniffed, then read again).
+            return Ok(Source::Pipe(p));
+        }
+        let head = read_head(&p)?;
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if head.is_empty() {
+            return Err(ScanError::Format(format!(
+                "{}: empty file: not an image (a `docker save -o` that failed?)",
+                p.display()
+            )));
+        }
+        if head.starts_with(b"PK\x03\x04") && spec.ends_with(".whl") {
+            return Ok(Source::Wheel(p));
+        }
+        // Compressed `docker save` output is read through its decompressor.
+        if crate::layer::decode::sniff(&head) != crate::layer::decode::Compression::None
+            || crate::layer::tar::looks_like_tar(&head)
+        {
+            return Ok(Source::Archive(p));
+        }
+        if tar_magic(&head) {
+            return Err(ScanError::Format(format!(
+                "{}: a tar archive cut off inside its first header ({} bytes): not a readable image",
+                p.display(),
+                head.len()
+            )));
+        }
+        if crate::inspect::sniff(&head, &name) != crate::inspect::Sniffed::Other {
+            return Ok(Source::File(p));
+        }
+        // Fail closed: what cudalint does not recognise is not passed as "no CUDA here" (a
+        // cut-off archive looks like nothing at all).
+        Err(ScanError::Format(format!(
+            "{}: not an image archive (tar, tar.gz, tar.zst), OCI layout, wheel or binary that cudalint reads \
+             (a truncated archive?); to scan it as a plain file anyway, use file:{}",
+            p.display(),
+            p.display()
+        )))
     }
 }
 
@@ -336,7 +378,11 @@ pub fn assemble(
 pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     match Source::parse(spec)? {
-        Source::Stdin => archive::scan_stream(std::io::stdin().lock(), "-", &platform, opts),
+        Source::Stdin => archive::scan_reader(std::io::stdin().lock(), "standard input", &platform, opts),
+        Source::Pipe(p) => {
+            let f = std::fs::File::open(&p).map_err(|e| ScanError::io(&p, e))?;
+            archive::scan_reader(f, &p.display().to_string(), &platform, opts)
+        }
         Source::DockerArchive(p, r) => {
             archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts)
         }

@@ -4,12 +4,59 @@
 use std::fmt;
 
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
-use sha2::{Digest as _, Sha256};
+use serde::de::DeserializeOwned;
+use sha2::{Digest as _, Sha256, Sha512};
 
 use super::ScanError;
 
 /// JSON documents (manifests, configs, indexes) larger than this are refused.
 pub const MAX_JSON: u64 = 16 << 20;
+/// Image indexes nested deeper than this are refused.
+pub const MAX_INDEX_DEPTH: u32 = 4;
+/// Descriptors followed through all the indexes of one image, in all (distinct digests).
+pub const MAX_DESCRIPTORS: usize = 1024;
+
+/// A digest algorithm cudalint can check (OCI: sha256, sha512).
+pub enum Hasher {
+    Sha256(Sha256),
+    Sha512(Sha512),
+}
+
+impl Hasher {
+    /// The hasher for `digest`'s algorithm; `None` for an algorithm cudalint cannot check.
+    pub fn for_digest(digest: &str) -> Option<Hasher> {
+        match digest.split_once(':').map(|(a, _)| a) {
+            Some("sha256") => Some(Hasher::Sha256(Sha256::new())),
+            Some("sha512") => Some(Hasher::Sha512(Sha512::new())),
+            _ => None,
+        }
+    }
+    pub fn update(&mut self, b: &[u8]) {
+        match self {
+            Hasher::Sha256(h) => h.update(b),
+            Hasher::Sha512(h) => h.update(b),
+        }
+    }
+    pub fn finish(self) -> String {
+        match self {
+            Hasher::Sha256(h) => format!("sha256:{}", hex::encode(h.finalize())),
+            Hasher::Sha512(h) => format!("sha512:{}", hex::encode(h.finalize())),
+        }
+    }
+}
+
+/// Parses a JSON document without echoing any of its content in the error: a "blob" can be
+/// any file (a credentials file reached through a link), and serde's messages quote values.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str, kind: &str) -> Result<T, ScanError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let why = match e.classify() {
+            serde_json::error::Category::Data => format!("not {kind}"),
+            serde_json::error::Category::Eof => "cut off (unexpected end of JSON)".to_string(),
+            _ => "not valid JSON".to_string(),
+        };
+        ScanError::Format(format!("{what}: {why} (line {}, column {})", e.line(), e.column()))
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Platform {
@@ -118,23 +165,38 @@ pub fn sha256(b: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(b)))
 }
 
-fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
-    let got = sha256(bytes);
-    if digest.starts_with("sha256:") && got != digest {
+/// Checks `bytes` against `digest`; a digest whose algorithm cannot be checked is refused, never
+/// trusted.
+pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
+    let Some(mut h) = Hasher::for_digest(digest) else {
+        return Err(ScanError::Format(format!(
+            "{what}: digest {digest}: algorithm not supported (sha256, sha512): cannot verify it"
+        )));
+    };
+    h.update(bytes);
+    let got = h.finish();
+    if got != digest {
         return Err(ScanError::Digest { what: what.to_string(), expected: digest.to_string(), actual: got });
     }
     Ok(())
 }
 
-fn read_blob(store: &mut dyn Store, digest: &str, what: &str) -> Result<Vec<u8>, ScanError> {
+/// Reads a small blob named by a descriptor: its declared size is checked before it is read.
+fn read_blob(store: &mut dyn Store, digest: &str, size: Option<u64>, what: &str) -> Result<Vec<u8>, ScanError> {
+    if let Some(s) = size.filter(|&s| s > MAX_JSON) {
+        return Err(ScanError::Format(format!("{what}: {s} bytes, more than a manifest can be ({MAX_JSON})")));
+    }
     let key = store.blob_key(digest);
     let b = store.read_small(&key)?;
+    if let Some(s) = size.filter(|&s| s != b.len() as u64) {
+        return Err(ScanError::Format(format!("{what}: {} bytes, its descriptor says {s}", b.len())));
+    }
     verify(what, digest, &b)?;
     Ok(b)
 }
 
 fn parse_config(bytes: &[u8], what: &str) -> Result<ImageConfiguration, ScanError> {
-    ImageConfiguration::from_reader(bytes).map_err(|e| ScanError::Format(format!("{what}: not an image config: {e}")))
+    parse_json(bytes, what, "an image config")
 }
 
 #[derive(serde::Deserialize)]
@@ -150,16 +212,41 @@ struct DockerManifestEntry {
 /// whose entries name `blobs/sha256/...` files).
 pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Result<Resolved, ScanError> {
     let raw = store.read_small("manifest.json")?;
-    let entries: Vec<DockerManifestEntry> =
-        serde_json::from_slice(&raw).map_err(|e| ScanError::Format(format!("manifest.json: {e}")))?;
+    let entries: Vec<DockerManifestEntry> = parse_json(&raw, "manifest.json", "a docker-archive manifest")?;
+    // What the archive holds, for messages: `@index tag, tag`.
+    let listing = || {
+        entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let tags = e.repo_tags.clone().unwrap_or_default();
+                if tags.is_empty() { format!("@{i} (untagged)") } else { format!("@{i} {}", tags.join(", ")) }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     let entry = match want {
+        None if entries.len() > 1 => {
+            return Err(ScanError::Usage(format!(
+                "the archive holds {} images; choose one with docker-archive:PATH:TAG or docker-archive:PATH:@N \
+                 ({})",
+                entries.len(),
+                listing()
+            )));
+        }
         None => entries.first(),
-        Some(w) => entries.iter().find(|e| e.repo_tags.iter().flatten().any(|t| t == w)),
+        Some(w) => match w.strip_prefix('@').map(str::parse::<usize>) {
+            Some(Ok(i)) => entries.get(i),
+            Some(Err(_)) => return Err(ScanError::Usage(format!("{w}: @N wants an image index (0, 1, ...)"))),
+            None => {
+                let latest = format!("{w}:latest");
+                entries.iter().find(|e| e.repo_tags.iter().flatten().any(|t| t == w || *t == latest))
+            }
+        },
     };
     let Some(entry) = entry else {
-        let tags: Vec<String> = entries.iter().flat_map(|e| e.repo_tags.clone().unwrap_or_default()).collect();
         return Err(ScanError::Format(match want {
-            Some(w) => format!("no image tagged {w} in the archive (it holds: {})", tags.join(", ")),
+            Some(w) => format!("no image {w} in the archive (it holds: {})", listing()),
             None => "manifest.json lists no image".to_string(),
         }));
     };
@@ -198,12 +285,17 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
     })
 }
 
-/// `blobs/sha256/<hex>` or `<hex>.json` names carry the digest of their content.
-fn digest_from_name(name: &str) -> Option<String> {
+/// `blobs/<alg>/<hex>` or `<hex>.json` names carry the digest of their content.
+pub fn digest_from_name(name: &str) -> Option<String> {
     let base = name.rsplit('/').next()?;
     let hex = base.strip_suffix(".json").unwrap_or(base);
     let alg = if name.contains("blobs/") { name.split('/').rev().nth(1)? } else { "sha256" };
-    (alg == "sha256" && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("sha256:{hex}"))
+    let len = match alg {
+        "sha256" => 64,
+        "sha512" => 128,
+        _ => return None,
+    };
+    (hex.len() == len && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("{alg}:{hex}"))
 }
 
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -213,7 +305,7 @@ const CONTAINERD_NAME: &str = "io.containerd.image.name";
 /// the manifest for `platform`, verifies every document against its digest.
 pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platform) -> Result<Resolved, ScanError> {
     let raw = store.read_small("index.json")?;
-    let index = ImageIndex::from_reader(&raw[..]).map_err(|e| ScanError::Format(format!("index.json: {e}")))?;
+    let index: ImageIndex = parse_json(&raw, "index.json", "an image index")?;
     let mut top: Vec<oci_spec::image::Descriptor> = index.manifests().clone();
     if let Some(w) = want {
         top.retain(|d| {
@@ -233,7 +325,8 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
         })
     });
     let mut candidates: Vec<(oci_spec::image::Descriptor, Option<Platform>)> = Vec::new();
-    collect_manifests(store, top, &mut candidates, 0)?;
+    let mut seen = std::collections::HashSet::new();
+    collect_manifests(store, top, &mut candidates, &mut seen, 0)?;
     if candidates.is_empty() {
         return Err(ScanError::Format("index.json names no image manifest".into()));
     }
@@ -251,11 +344,10 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
         }
     };
     let digest = chosen.digest().to_string();
-    let bytes = read_blob(store, &digest, &format!("manifest {digest}"))?;
-    let manifest =
-        ImageManifest::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("manifest {digest}: {e}")))?;
+    let bytes = read_blob(store, &digest, Some(chosen.size()), &format!("manifest {digest}"))?;
+    let manifest: ImageManifest = parse_json(&bytes, &format!("manifest {digest}"), "an image manifest")?;
     let cdigest = manifest.config().digest().to_string();
-    let config_bytes = read_blob(store, &cdigest, &format!("config {cdigest}"))?;
+    let config_bytes = read_blob(store, &cdigest, Some(manifest.config().size()), &format!("config {cdigest}"))?;
     let config = parse_config(&config_bytes, &format!("config {cdigest}"))?;
     let diff_ids = config.rootfs().diff_ids().clone();
     let layers = manifest
@@ -277,23 +369,34 @@ fn is_index(media_type: &str) -> bool {
     media_type.contains("image.index") || media_type.contains("manifest.list")
 }
 
+/// Walks nested indexes: every digest is followed once (an index naming the same child many
+/// times, at many levels, does not fan out), depth and the number of descriptors are bounded.
 fn collect_manifests(
     store: &mut dyn Store,
     descs: Vec<oci_spec::image::Descriptor>,
     out: &mut Vec<(oci_spec::image::Descriptor, Option<Platform>)>,
+    seen: &mut std::collections::HashSet<String>,
     depth: u32,
 ) -> Result<(), ScanError> {
-    if depth > 4 {
-        return Err(ScanError::Format("image indexes nested more than 4 deep".into()));
+    if depth > MAX_INDEX_DEPTH {
+        return Err(ScanError::Format(format!("image indexes nested more than {MAX_INDEX_DEPTH} deep")));
     }
     for d in descs {
+        let digest = d.digest().to_string();
+        if !seen.insert(digest.clone()) {
+            continue;
+        }
+        if seen.len() > MAX_DESCRIPTORS {
+            return Err(ScanError::Format(format!(
+                "image indexes name more than {MAX_DESCRIPTORS} distinct manifests: refused"
+            )));
+        }
         let mt = d.media_type().to_string();
         if is_index(&mt) {
-            let digest = d.digest().to_string();
-            let bytes = read_blob(store, &digest, &format!("index {digest}"))?;
-            let idx =
-                ImageIndex::from_reader(&bytes[..]).map_err(|e| ScanError::Format(format!("index {digest}: {e}")))?;
-            collect_manifests(store, idx.manifests().clone(), out, depth + 1)?;
+            let what = format!("index {digest}");
+            let bytes = read_blob(store, &digest, Some(d.size()), &what)?;
+            let idx: ImageIndex = parse_json(&bytes, &what, "an image index")?;
+            collect_manifests(store, idx.manifests().clone(), out, seen, depth + 1)?;
             continue;
         }
         let platform = d.platform().as_ref().map(|p| Platform {
@@ -308,6 +411,49 @@ fn collect_manifests(
         out.push((d, platform));
     }
     Ok(())
+}
+
+/// Fuzzing harness (fuzz/fuzz_targets/oci.rs, and the unit test below): `data` is split at
+/// `\n--\n` into documents; the first is `index.json` and `manifest.json`, every one is also a
+/// blob under its own sha256 (and sha512) digest, so inputs can name each other. Both resolvers
+/// run over it; any error is fine, a panic or an unbounded walk is not. Returns how many of the
+/// four resolutions succeeded.
+#[doc(hidden)]
+pub fn fuzz_resolve(data: &[u8]) -> usize {
+    struct Docs(std::collections::HashMap<String, Vec<u8>>);
+    impl Store for Docs {
+        fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
+            self.0.get(key).cloned().ok_or_else(|| ScanError::Format(format!("no {key}")))
+        }
+    }
+    let mut docs = std::collections::HashMap::new();
+    let mut parts = Vec::new();
+    let mut rest = data;
+    while let Some(i) = rest.windows(4).position(|w| w == b"\n--\n") {
+        parts.push(&rest[..i]);
+        rest = &rest[i + 4..];
+    }
+    parts.push(rest);
+    for (i, p) in parts.iter().enumerate() {
+        if i == 0 {
+            docs.insert("index.json".to_string(), p.to_vec());
+            docs.insert("manifest.json".to_string(), p.to_vec());
+        }
+        docs.insert(format!("blobs/sha256/{}", hex::encode(Sha256::digest(p))), p.to_vec());
+        docs.insert(format!("blobs/sha512/{}", hex::encode(Sha512::digest(p))), p.to_vec());
+        docs.insert(format!("{}.json", hex::encode(Sha256::digest(p))), p.to_vec());
+    }
+    let mut store = Docs(docs);
+    let host = Platform { os: "linux".into(), arch: "amd64".into(), variant: None };
+    [
+        resolve_oci(&mut store, None, &host).is_ok(),
+        resolve_oci(&mut store, Some("latest"), &host).is_ok(),
+        resolve_docker_archive(&mut store, None).is_ok(),
+        resolve_docker_archive(&mut store, Some("@1")).is_ok(),
+    ]
+    .into_iter()
+    .filter(|&ok| ok)
+    .count()
 }
 
 #[cfg(test)]
@@ -326,5 +472,34 @@ mod tests {
             Some(format!("sha256:{}", "a".repeat(64)))
         );
         assert_eq!(digest_from_name("abc/layer.tar"), None);
+    }
+
+    /// The fuzz harness on a valid nested layout and on damage of it: errors, never panics.
+    #[test]
+    fn fuzz_harness_on_seeds() {
+        let config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
+        let manifest = format!(
+            r#"{{"schemaVersion":2,"config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{}","size":{}}},"layers":[]}}"#,
+            sha256(config),
+            config.len()
+        );
+        let inner = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{}","size":{}}}]}}"#,
+            sha256(manifest.as_bytes()),
+            manifest.len()
+        );
+        let top = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{}","size":{}}}]}}"#,
+            sha256(inner.as_bytes()),
+            inner.len()
+        );
+        let seed = [top.as_bytes(), inner.as_bytes(), manifest.as_bytes(), &config[..]].join(&b"\n--\n"[..]);
+        assert_eq!(fuzz_resolve(&seed), 1, "the seed resolves as an OCI layout");
+        for cut in (0..seed.len()).step_by(7) {
+            fuzz_resolve(&seed[..cut]);
+            let mut flipped = seed.clone();
+            flipped[cut] ^= 0x20;
+            fuzz_resolve(&flipped);
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Root filesystems on disk (`dir:`, or `/` inside a running container) and single files: no
 //! layers, every file read in place with seeks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -30,26 +30,29 @@ fn inspect_path(real: &Path, image_path: &str, size: u64, opts: &ScanOptions) ->
     Ok((report.cuda_relevant() || is_cuda_library(file_name(image_path))).then_some(report))
 }
 
+/// Walks a root filesystem. Fail closed: a directory or file that cannot be listed, examined or
+/// read (permissions, a path longer than the kernel accepts) stops the scan with its path,
+/// never a note: what was not read may hold what the runtime loads.
 pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let root_meta = std::fs::metadata(root).map_err(|e| ScanError::io(root, e))?;
+    if !root_meta.is_dir() {
+        return Err(ScanError::Format(format!("{}: not a directory (dir: wants a root filesystem)", root.display())));
+    }
     let mut s = LayerSummary::default();
     let mut by_inode: HashMap<(u64, u64), usize> = HashMap::new();
     let whole_system = root.canonicalize().is_ok_and(|r| r == Path::new("/"));
     let mut stack = vec![(root.to_path_buf(), String::from(""))];
-    let mut found: BTreeMap<String, ()> = BTreeMap::new();
+    let unreadable = |p: &Path, e: std::io::Error| {
+        ScanError::Format(format!("{}: cannot be read, so the scan is incomplete: {e}", p.display()))
+    };
     while let Some((dir, image_dir)) = stack.pop() {
-        let rd = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) => {
-                s.notes.push(format!("{}: {e}", dir.display()));
-                continue;
-            }
-        };
-        let mut entries: Vec<_> = rd.filter_map(Result::ok).collect();
+        let rd = std::fs::read_dir(&dir).map_err(|e| unreadable(&dir, e))?;
+        let mut entries = rd.collect::<Result<Vec<_>, _>>().map_err(|e| unreadable(&dir, e))?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let name = e.file_name().to_string_lossy().into_owned();
             let image_path = format!("{image_dir}/{name}");
-            let Ok(meta) = e.path().symlink_metadata() else { continue };
+            let meta = e.path().symlink_metadata().map_err(|err| unreadable(&e.path(), err))?;
             s.stats.entries += 1;
             if meta.is_dir() {
                 if whole_system && PSEUDO.contains(&image_path.as_str()) {
@@ -57,9 +60,8 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
                 }
                 stack.push((e.path(), image_path));
             } else if meta.file_type().is_symlink() {
-                if let Ok(t) = std::fs::read_link(e.path()) {
-                    s.symlinks.push((image_path, t.to_string_lossy().into_owned()));
-                }
+                let t = std::fs::read_link(e.path()).map_err(|err| unreadable(&e.path(), err))?;
+                s.symlinks.push((image_path, t.to_string_lossy().into_owned()));
             } else if meta.is_file() {
                 s.stats.files += 1;
                 s.stats.file_bytes += meta.len();
@@ -72,16 +74,13 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
                     continue;
                 }
                 s.stats.inspected += 1;
-                match inspect_path(&e.path(), &image_path, meta.len(), opts) {
-                    Ok(Some(report)) => {
-                        if meta.nlink() > 1 {
-                            by_inode.insert(key, s.files.len());
-                        }
-                        found.insert(image_path.clone(), ());
-                        s.files.push(LayerFile { paths: vec![image_path], report });
+                let found =
+                    inspect_path(&e.path(), &image_path, meta.len(), opts).map_err(|err| unreadable(&e.path(), err))?;
+                if let Some(report) = found {
+                    if meta.nlink() > 1 {
+                        by_inode.insert(key, s.files.len());
                     }
-                    Ok(None) => {}
-                    Err(err) => s.notes.push(format!("{image_path}: {err}")),
+                    s.files.push(LayerFile { paths: vec![image_path], report });
                 }
             }
         }
@@ -102,8 +101,32 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
     Ok(report)
 }
 
+/// One file (`file:`). A plain library without CUDA passes; an empty file, or one that looks like
+/// an image archive (tar, gzip, zstd), is refused: scanned as a plain file it would hide
+/// whatever it holds.
 pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let meta = std::fs::metadata(path).map_err(|e| ScanError::io(path, e))?;
+    if !meta.is_file() {
+        return Err(ScanError::Format(format!("{}: not a regular file", path.display())));
+    }
+    if meta.len() == 0 {
+        return Err(ScanError::Format(format!("{}: empty file: nothing to scan", path.display())));
+    }
+    {
+        let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
+        let mut head = [0u8; 512];
+        let n = read_full(&mut FileInput::new(&file, 0, meta.len()), &mut head).map_err(|e| ScanError::io(path, e))?;
+        let head = &head[..n];
+        if crate::layer::decode::sniff(head) != Compression::None
+            || crate::layer::tar::looks_like_tar(head)
+            || super::tar_magic(head)
+        {
+            return Err(ScanError::Format(format!(
+                "{}: an archive (tar, gzip or zstd), not a single binary: scan it without the file: prefix",
+                path.display()
+            )));
+        }
+    }
     let name = format!("/{}", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     let mut s = LayerSummary::default();
     s.stats.files = 1;

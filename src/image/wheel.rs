@@ -26,13 +26,25 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             continue;
         }
         let Ok((name, _)) = normalize(member.name().as_bytes()) else { continue };
+        // The wheel's own record (`*.dist-info/RECORD`) ties its files to the package.
+        if let Some(kind) = crate::packages::record_kind(&name)
+            && member.size() <= crate::packages::MAX_METADATA
+        {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut member, &mut text)
+                .map_err(|e| ScanError::Format(format!("{}: {name}: {e}", path.display())))?;
+            s.packages.read(kind, &name, &String::from_utf8_lossy(&text));
+            continue;
+        }
         let len = member.size();
         s.stats.files += 1;
         s.stats.file_bytes += len;
+        let bad = |e: std::io::Error| ScanError::Format(format!("{}: {name}: {e}", path.display()));
         if len < 16 {
+            // Read anyway: the zip reader checks the member's size and CRC only at its end.
+            std::io::copy(&mut member, &mut std::io::sink()).map_err(bad)?;
             continue;
         }
-        let bad = |e: std::io::Error| ScanError::Format(format!("{}: {name}: {e}", path.display()));
         let mut input = StreamInput::new(&mut member, len);
         let mut head = [0u8; HEAD];
         let n = read_full(&mut input, &mut head).map_err(bad)?;
@@ -42,6 +54,13 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         } else {
             FileReport::new(name.clone(), len, FileFormat::Other)
         };
+        // The rest of the member, so a corrupt one (CRC, size) fails the scan rather than passing
+        // because the inspector stopped early.
+        std::io::copy(&mut crate::input::InputReader(&mut input), &mut std::io::sink()).map_err(bad)?;
+        let mut extra = [0u8; 1];
+        if std::io::Read::read(&mut member, &mut extra).map_err(bad)? != 0 {
+            return Err(bad(std::io::Error::other("member is longer than its recorded size")));
+        }
         if report.cuda_relevant() || is_cuda_library(file_name(&name)) {
             s.files.push(LayerFile { paths: vec![name], report });
         }

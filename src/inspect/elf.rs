@@ -8,7 +8,7 @@ use std::io;
 use super::hostelf::{self, Layout, Section};
 use super::model::{CudartVersion, ElfInfo, FileFormat, FileReport, HiddenCubin, Wrapper};
 use super::scan::ScanResult;
-use super::window::{Capture, Window};
+use super::window::{Capture, Watch, Window};
 
 use super::{InspectOptions, cudart_from_name};
 
@@ -20,6 +20,12 @@ const STREAM_DYNSTR_WINDOW: u64 = 8 << 20;
 /// Section name strings sit just before the section table at the end of the file.
 const STREAM_SHSTRTAB_WINDOW: u64 = 64 << 10;
 const MAX_DYNAMIC: u64 = 1 << 20;
+/// Longest SONAME / DT_NEEDED string read.
+const MAX_NAME: u64 = 4096;
+/// A stream keeps this much around each `.shstrtab` name it sees outside the loaded segments
+/// (the section name table holds it), in at most [`SHSTRTAB_CANDIDATES`] regions.
+const SHSTRTAB_RADIUS: usize = 64 << 10;
+const SHSTRTAB_CANDIDATES: usize = 8;
 
 pub const FATBIN_SECTION: &str = ".nv_fatbin";
 pub const RELFATBIN_SECTION: &str = "__nv_relfatbin";
@@ -98,6 +104,9 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
                 }
             }
         } else {
+            if l.phdrs.is_empty() && pl > 0 {
+                report.problem(Some(po), format!("program headers lie beyond the first {PREFIX:#x} bytes of a stream"));
+            }
             plan_captures(w, l);
         }
     }
@@ -108,7 +117,7 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok()));
     }
     let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
-        !opts.lean || cuda_related(path, info.as_ref(), sections.as_deref())
+        !opts.lean || cuda_related(path, info.as_ref(), sections.as_deref()) || by_segments(sections.as_deref(), len)
     };
 
     // Machine code is read for the static cudart version, unless reading lean (libcudart itself
@@ -116,15 +125,18 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     let name = path.rsplit(['/', ':']).next().unwrap_or(path);
     let code = !opts.lean || name.starts_with("libcudart.so");
 
-    // Which bytes to scan: on a seekable file with a section table, the sections that may hold
-    // device code (nothing else can be handed to the driver); otherwise everything.
-    let ranges = match &sections {
+    // Which bytes to scan: on a seekable file with a usable section table, the sections that
+    // may hold device code (nothing else can be handed to the driver); without one, what the
+    // loader maps (the PT_LOAD segments); failing those, everything.
+    let segments = layout.as_ref().map(Layout::load_ranges).filter(|r| !r.is_empty());
+    let ranges = match (&sections, &segments) {
         _ if seekable && !wanted(&info, &sections) => Vec::new(),
-        Some(secs) if !secs.is_empty() => scan_ranges(secs, code),
+        (Some(secs), _) if !by_segments(Some(secs), len) => scan_ranges(secs, code),
+        (_, Some(segs)) if seekable => segs.clone(),
         _ => vec![(0, len)],
     };
     let mut scanner = opts.scanner(true);
-    if opts.lean && !opts.every_cubin {
+    if opts.lean && !opts.every_cubin && !by_segments(sections.as_deref(), len) {
         scanner.probe_ranges = sections
             .as_ref()
             .map(|secs| secs.iter().filter(|s| is_fatbin_section(&s.name)).filter_map(Section::file_range).collect());
@@ -135,17 +147,24 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         (None, true) => vec![(0, len)],
     };
     let mut out = ScanResult::default();
-    scanner.scan(w, &ranges, &mut out)?;
+    let mut stream_caps: Vec<Capture> = Vec::new();
+    match (&layout, seekable) {
+        (Some(l), false) => stream_scan(w, l, &scanner, &ranges, &mut out)?,
+        _ => scanner.scan(w, &ranges, &mut out)?,
+    }
 
     if let (Some(l), false) = (&layout, seekable) {
         w.consume_to(len)?;
-        let caps = std::mem::take(&mut w.captures);
-        sections = sections_from_captures(l, &caps, &mut report);
+        let mut caps = std::mem::take(&mut w.captures);
+        caps.extend(w.watch.take().into_iter().flat_map(|wt| wt.regions));
+        stream_caps = caps;
+        let caps = &stream_caps;
+        sections = sections_from_captures(l, caps, &mut report);
         if let Some((o, n)) = l.dynamic_range() {
-            dyn_bytes = captured(&caps, o, n).map(<[u8]>::to_vec);
+            dyn_bytes = captured(caps, o, n).map(<[u8]>::to_vec);
         }
         info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| {
-            captured(&caps, off, n).map(<[u8]>::to_vec)
+            captured(caps, off, n).map(<[u8]>::to_vec)
         }));
         // A stream is read whole anyway; what it found is kept on the same terms as a seek.
         if !wanted(&info, &sections) {
@@ -153,15 +172,93 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         }
     }
     report.elf = info;
-    place(&mut report, out, sections.as_deref(), layout.as_ref(), code);
-    if opts.lean && !opts.every_cubin {
-        // A stream read hidden containers' payloads as they went by; report them as a seekable
-        // read would, so both give the same inventory.
-        for c in &mut report.hidden_containers {
-            forget_probes(c);
+    let segs = by_segments(sections.as_deref(), len);
+    report.cuda_sign = cuda_related(path, report.elf.as_ref(), sections.as_deref())
+        || !out.wrappers.is_empty()
+        || !out.containers.is_empty()
+        || !out.rejected.is_empty()
+        || !out.cubins.is_empty();
+    // A PIC library's wrappers hold 0 in the file (the loader writes their data pointers from
+    // relocations): read those only when a container's registration is in question.
+    let needed = needs_relocations(&out, sections.as_deref(), segs);
+    let relocs = match (&layout, dyn_bytes.as_deref()) {
+        (Some(l), Some(d)) if out.wrappers.iter().any(|w| w.data == 0) => {
+            let caps = &stream_caps;
+            // Where the loader writes each wrapper's data pointer (8 bytes into it).
+            let slots: std::collections::HashSet<u64> = out
+                .wrappers
+                .iter()
+                .filter(|w| w.data == 0)
+                .filter_map(|w| vaddr_of(sections.as_deref(), l, w.offset)?.checked_add(8))
+                .collect();
+            Some(relocations(l, d, &slots, |off, n| {
+                if seekable { read_at(w, off, n, n).ok() } else { captured(caps, off, n).map(<[u8]>::to_vec) }
+            }))
+        }
+        _ => None,
+    };
+    place(
+        &mut report,
+        out,
+        Where { sections: sections.as_deref(), segments: segs, layout: layout.as_ref(), code, relocs, needed },
+    );
+    if opts.lean && !opts.every_cubin && !segs {
+        // A stream read payloads as they went by; containers outside the fatbin sections were
+        // not probed by a seekable read: report them as it would, so both give the same.
+        let secs = sections.as_deref().unwrap_or(&[]);
+        let in_fatbin = |off: u64| secs.iter().any(|s| is_fatbin_section(&s.name) && s.contains(off));
+        for c in report.hidden_containers.iter_mut().chain(report.containers.iter_mut()) {
+            if !in_fatbin(c.offset) {
+                forget_probes(c);
+            }
         }
     }
+    report.cuda_sign |= report.has_device_code();
     Ok(report)
+}
+
+/// The stream scan, in two parts when the dynamic section comes first: once it has gone by,
+/// its string table's place is known (after `patchelf`, a segment of its own near the end of
+/// the file) and is kept as it streams past.
+fn stream_scan(
+    w: &mut Window,
+    l: &Layout,
+    scanner: &super::scan::Scanner,
+    ranges: &[(u64, u64)],
+    out: &mut ScanResult,
+) -> io::Result<()> {
+    let len = w.total_len();
+    let Some(cut) = l.dynamic_range().and_then(|(o, n)| o.checked_add(n)).filter(|&c| c < len) else {
+        return scanner.scan(w, ranges, out);
+    };
+    let split = |keep: &dyn Fn(u64, u64) -> Option<(u64, u64)>| -> Vec<(u64, u64)> {
+        ranges.iter().filter_map(|&(a, b)| keep(a, b)).collect()
+    };
+    scanner.scan(w, &split(&|a, b| (a < cut).then_some((a, b.min(cut)))), out)?;
+    w.consume_to(cut)?;
+    let dynstr = l.dynamic_range().and_then(|(o, n)| {
+        let d = hostelf::parse_dynamic(captured(&w.captures, o, n)?, l.ctx);
+        let off = l.vaddr_to_offset(d.strtab_vaddr?)?;
+        let size = d.strsz.unwrap_or(STREAM_DYNSTR_WINDOW).min(STREAM_DYNSTR_WINDOW).min(len.saturating_sub(off));
+        Some((off, size))
+    });
+    if let Some((off, size)) = dynstr
+        && off >= w.offset()
+        && size > 0
+    {
+        w.capture(off, size as usize);
+    }
+    scanner.scan(w, &split(&|a, b| (b > cut).then_some((a.max(cut), b))), out)
+}
+
+/// Whether the section table cannot say where device code is, so the loaded segments are
+/// scanned as the loader maps them: no table (`sstrip`, `--strip-sections`), or a fatbin
+/// section without file bytes (NOBITS) or past the end of the file.
+fn by_segments(sections: Option<&[Section]>, len: u64) -> bool {
+    let Some(secs) = sections else { return true };
+    secs.iter()
+        .filter(|s| is_fatbin_section(&s.name) || s.name == SEGMENT_SECTION)
+        .any(|s| s.size > 0 && s.file_range().is_none_or(|(_, end)| end > len))
 }
 
 fn is_fatbin_section(name: &str) -> bool {
@@ -231,10 +328,11 @@ fn name_sections(
         }
     };
     let strtab = headers.get(usize::from(l.header.e_shstrndx)).and_then(|s| get(s.sh_offset, s.sh_size));
-    if strtab.is_none() {
-        report.problem(None, "section names unreadable: fatbin sections cannot be told apart");
-    }
-    Some(hostelf::name_sections(&headers, strtab.as_deref().unwrap_or(&[])))
+    let Some(strtab) = strtab else {
+        report.problem(None, "section names unreadable: fatbin sections cannot be told apart; read by segments");
+        return None;
+    };
+    Some(hostelf::name_sections(&headers, &strtab))
 }
 
 fn plan_captures(w: &mut Window, l: &Layout) {
@@ -245,6 +343,9 @@ fn plan_captures(w: &mut Window, l: &Layout) {
     {
         let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
         w.capture(from, (o + n - from) as usize);
+        // Elsewhere (lld: before a large `.strtab`), the table is known by the name it holds.
+        // Not in what the loader maps (after patchelf, loaded segments follow it).
+        w.watch(Watch::new(b"\0.shstrtab\0", l.load_ranges(), SHSTRTAB_RADIUS, SHSTRTAB_CANDIDATES, len));
     }
     if let Some((o, n)) = l.dynamic_range()
         && n <= MAX_DYNAMIC
@@ -300,6 +401,7 @@ fn elf_info(
     dynamic: Option<&[u8]>,
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
 ) -> ElfInfo {
+    let file_len = report.size;
     let mut info = ElfInfo {
         elf_type: hostelf::elf_type_name(l.header.e_type).to_string(),
         machine: hostelf::machine_name(l.header.e_machine),
@@ -320,9 +422,13 @@ fn elf_info(
             if d.strsz.is_some_and(|sz| off >= sz) {
                 return None;
             }
-            let b = get(at, 256).or_else(|| get(at, 1))?;
-            let n = memchr::memchr(0, &b).unwrap_or(b.len());
-            Some(String::from_utf8_lossy(&b[..n]).into_owned())
+            // Up to the end of the table and of the file (after patchelf the table ends the file).
+            let room = d.strsz.map_or(u64::MAX, |sz| sz - off).min(file_len.saturating_sub(at));
+            [256, MAX_NAME].into_iter().map(|n| n.min(room)).find_map(|n| {
+                let b = get(at, n)?;
+                let z = memchr::memchr(0, &b)?;
+                Some(String::from_utf8_lossy(&b[..z]).into_owned())
+            })
         };
         if d.strtab_vaddr.is_some() {
             info.soname = d.soname_off.and_then(&mut string);
@@ -338,43 +444,134 @@ fn elf_info(
     info
 }
 
-/// Puts scan results where they belong, using the section table when there is one.
-fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>, layout: Option<&Layout>, code: bool) {
-    let section_of = |off: u64| sections.and_then(|s| s.iter().find(|s| s.contains(off)));
-    let fatbin_section =
-        |s: Option<&Section>| s.is_some_and(|s| s.name == FATBIN_SECTION || s.name == RELFATBIN_SECTION);
+/// Whether a wrapper's relocated data pointer is needed to tell what is registered: a wrapper
+/// holds 0 in the file and some container is not in a fatbin section (or none was found).
+fn needs_relocations(out: &ScanResult, sections: Option<&[Section]>, segments: bool) -> bool {
+    let secs = sections.unwrap_or(&[]);
+    let in_fatbin = |off: u64| secs.iter().any(|s| is_fatbin_section(&s.name) && s.contains(off));
+    out.wrappers.iter().any(|w| w.data == 0)
+        && (segments || out.containers.is_empty() || out.containers.iter().any(|c| !in_fatbin(c.offset)))
+}
 
-    // Wrappers: only those inside .nvFatBinSegment when the section table says where it is.
-    let wrappers: Vec<Wrapper> = out
-        .wrappers
-        .iter()
-        .filter(|w| match sections {
-            Some(_) => section_of(w.offset).is_some_and(|s| s.name == SEGMENT_SECTION),
-            None => w.offset % 8 == 0,
-        })
-        .map(|w| Wrapper { offset: w.offset, version: w.version, data: w.data })
-        .collect();
+/// The relative relocations, when their table lies where a stream keeps it (the first loaded
+/// segment, within [`STREAM_DYNSTR_WINDOW`]): a seek reads no further, so both agree. `None`
+/// when they cannot be read.
+fn relocations(
+    l: &Layout,
+    dynamic: &[u8],
+    slots: &std::collections::HashSet<u64>,
+    mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
+) -> Option<std::collections::HashMap<u64, u64>> {
+    let d = hostelf::parse_dynamic(dynamic, l.ctx);
+    let Some(vaddr) = d.rela_vaddr else { return Some(Default::default()) };
+    let off = l.vaddr_to_offset(vaddr)?;
+    let size = d.relasz?;
+    let bound = STREAM_DYNSTR_WINDOW.min(l.first_load_end()?);
+    if off.checked_add(size)? > bound {
+        return None;
+    }
+    Some(hostelf::relative_relocations(&get(off, size)?, l.ctx, l.header.e_machine, |a| slots.contains(&a)))
+}
+
+/// Virtual address of a file offset: through its section, else the PT_LOAD segments.
+fn vaddr_of(sections: Option<&[Section]>, l: &Layout, off: u64) -> Option<u64> {
+    match sections.and_then(|s| s.iter().find(|s| s.contains(off))) {
+        Some(s) if s.addr != 0 => Some(s.addr + (off - s.offset)),
+        _ => l.offset_to_vaddr(off),
+    }
+}
+
+/// Where things are: the section table (when usable), or the loaded segments.
+struct Where<'a> {
+    sections: Option<&'a [Section]>,
+    /// Read by segments ([`by_segments`]): the section table, if any, only names things.
+    segments: bool,
+    layout: Option<&'a Layout>,
+    code: bool,
+    /// Relative relocations (target address to value), when read; `Some(None)` = unreadable.
+    relocs: Option<Option<std::collections::HashMap<u64, u64>>>,
+    /// A container's registration depends on the relocations.
+    needed: bool,
+}
+
+/// Puts scan results where they belong: a container is registered (`containers`) when it sits
+/// in a fatbin section or a `.nvFatBinSegment` wrapper points at it, else hidden.
+fn place(report: &mut FileReport, out: ScanResult, at: Where) {
+    let Where { sections, segments, layout, code, relocs, needed } = at;
+    let section_of = |off: u64| sections.and_then(|s| s.iter().find(|s| s.contains(off)));
+    let fatbin_section = |s: Option<&Section>| s.is_some_and(|s| is_fatbin_section(&s.name));
+    let load = layout.map(Layout::load_ranges).unwrap_or_default();
+    // Without segments (an object file) nothing is excluded.
+    let in_load = |off: u64| load.is_empty() || load.iter().any(|&(a, b)| off >= a && off < b);
 
     // What a seekable read never looks at (sections not loaded at run time) is dropped from a
     // streamed read too, so both report the same.
     let loaded = |off: u64| {
-        sections.is_none() || section_of(off).is_some_and(|s| s.may_hold_device_code() && (code || !s.exec()))
+        if segments {
+            in_load(off)
+        } else {
+            section_of(off).is_some_and(|s| s.may_hold_device_code() && (code || !s.exec()))
+        }
+    };
+    // Wrappers: those in .nvFatBinSegment when the section table says where it is; else any
+    // aligned one the loader maps.
+    let wrappers: Vec<Wrapper> = out
+        .wrappers
+        .iter()
+        .filter(|w| {
+            if segments {
+                w.offset % 8 == 0 && in_load(w.offset)
+            } else {
+                section_of(w.offset).is_some_and(|s| s.name == SEGMENT_SECTION)
+            }
+        })
+        .map(|w| Wrapper { offset: w.offset, version: w.version, data: w.data })
+        .collect();
+    let vaddr_of = |off: u64| layout.and_then(|l| vaddr_of(sections, l, off));
+    // Each wrapper's data pointer: in the file, or (PIC) from its relocation.
+    let target = |w: &Wrapper| -> Option<u64> {
+        if w.data != 0 {
+            return Some(w.data);
+        }
+        let r = relocs.as_ref()?.as_ref()?;
+        r.get(&vaddr_of(w.offset)?.checked_add(8)?).copied()
     };
     let by_data: std::collections::HashMap<u64, u32> =
-        wrappers.iter().rev().filter(|w| w.data != 0).map(|w| (w.data, w.version)).collect();
+        wrappers.iter().rev().filter_map(|w| Some((target(w)?, w.version))).collect();
+    let mut registered_at = std::collections::HashSet::new();
     for mut c in out.containers.into_iter().filter(|c| loaded(c.offset)) {
         let sec = section_of(c.offset);
         c.section = sec.map(|s| s.name.clone());
         c.relocatable = sec.is_some_and(|s| s.name == RELFATBIN_SECTION);
-        if let Some(s) = sec {
-            let vaddr = s.addr + (c.offset - s.offset);
-            c.wrapper_version = by_data.get(&vaddr).copied();
-        }
-        // Without a section table nothing can be called hidden: list it with the rest.
-        if sections.is_none() || fatbin_section(sec) {
+        let vaddr = vaddr_of(c.offset);
+        c.wrapper_version = vaddr.and_then(|v| by_data.get(&v).copied());
+        if fatbin_section(sec) || c.wrapper_version.is_some() {
+            registered_at.extend(vaddr);
             report.containers.push(c);
         } else {
             report.hidden_containers.push(c);
+        }
+    }
+    // A wrapper whose container was not found: the runtime registers something this scan did
+    // not read.
+    let dynamic = layout.is_some_and(|l| l.header.e_type != goblin::elf::header::ET_REL);
+    for w in wrappers.iter().filter(|_| dynamic) {
+        match target(w) {
+            Some(t) if registered_at.contains(&t) => {}
+            Some(t) => {
+                let place = match layout.and_then(|l| l.vaddr_to_offset(t)) {
+                    Some(off) => format!("file offset {off:#x}, where no readable fatbin container was found"),
+                    None => "an address outside the file's loaded bytes".to_string(),
+                };
+                report.problem(Some(w.offset), format!("fatbin wrapper points at {t:#x}: {place}"));
+            }
+            // Asked for and not readable: which module it registers is unknown.
+            None if needed && !matches!(relocs, Some(Some(_))) => report.problem(
+                Some(w.offset),
+                "fatbin wrapper's data pointer is set by a relocation that could not be read: \
+                 the module it registers is unknown",
+            ),
+            None => {}
         }
     }
     for r in out.rejected {
@@ -399,8 +596,8 @@ fn place(report: &mut FileReport, out: ScanResult, sections: Option<&[Section]>,
 
     // Statically linked (or this very) cudart: the CUDART_VERSION immediate in machine code.
     let exec = |off: u64| match sections {
-        Some(s) => s.iter().any(|s| s.exec() && s.contains(off)),
-        None => layout.is_some_and(|l| l.exec_segments().iter().any(|&(a, b)| off >= a && off < b)),
+        Some(s) if !segments => s.iter().any(|s| s.exec() && s.contains(off)),
+        _ => layout.is_some_and(|l| l.exec_segments().iter().any(|&(a, b)| off >= a && off < b)),
     };
     let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
     for &(off, v) in &out.cudart_hits {

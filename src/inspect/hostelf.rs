@@ -84,7 +84,9 @@ impl Layout {
             Ctx::new(header.container().map_err(|e| e.to_string())?, header.endianness().map_err(|e| e.to_string())?);
         let mut layout = Layout { header, ctx, phdrs: Vec::new() };
         let (off, len) = layout.phdr_range();
-        if let Some(b) = usize::try_from(off).ok().and_then(|o| prefix.get(o..o + len as usize)) {
+        // A hostile e_phoff may sit near u64::MAX: never let the range wrap.
+        let range = usize::try_from(off).ok().and_then(|o| Some(o..o.checked_add(usize::try_from(len).ok()?)?));
+        if let Some(b) = range.and_then(|r| prefix.get(r)) {
             layout.phdrs = parse_phdrs(b, layout.header.e_phnum, ctx)?;
         }
         Ok(layout)
@@ -114,6 +116,32 @@ impl Layout {
             (vaddr >= p.p_vaddr && vaddr < p.p_vaddr.saturating_add(p.p_filesz))
                 .then(|| p.p_offset + (vaddr - p.p_vaddr))
         })
+    }
+
+    /// Virtual address of a file offset, through the PT_LOAD segments.
+    pub fn offset_to_vaddr(&self, off: u64) -> Option<u64> {
+        self.phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
+            (off >= p.p_offset && off < p.p_offset.saturating_add(p.p_filesz)).then(|| p.p_vaddr + (off - p.p_offset))
+        })
+    }
+
+    /// File ranges of the PT_LOAD segments (what the loader maps), sorted and merged.
+    pub fn load_ranges(&self) -> Vec<(u64, u64)> {
+        let mut r: Vec<(u64, u64)> = self
+            .phdrs
+            .iter()
+            .filter(|p| p.p_type == PT_LOAD && p.p_filesz > 0)
+            .map(|p| (p.p_offset, p.p_offset.saturating_add(p.p_filesz)))
+            .collect();
+        r.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
+        for (a, b) in r {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        merged
     }
 
     pub fn dynamic_range(&self) -> Option<(u64, u64)> {
@@ -170,12 +198,18 @@ pub struct Dynamic {
     pub needed_offs: Vec<u64>,
     pub strtab_vaddr: Option<u64>,
     pub strsz: Option<u64>,
+    /// DT_RELA, DT_RELASZ: the relocations with addends (where a PIC library's pointers,
+    /// `.nvFatBinSegment` wrappers' included, get their values).
+    pub rela_vaddr: Option<u64>,
+    pub relasz: Option<u64>,
 }
 
 const DT_NULL: u64 = 0;
 const DT_NEEDED: u64 = 1;
 const DT_STRTAB: u64 = 5;
 const DT_STRSZ: u64 = 10;
+const DT_RELA: u64 = 7;
+const DT_RELASZ: u64 = 8;
 const DT_SONAME: u64 = 14;
 
 pub fn parse_dynamic(b: &[u8], ctx: Ctx) -> Dynamic {
@@ -198,6 +232,8 @@ pub fn parse_dynamic(b: &[u8], ctx: Ctx) -> Dynamic {
             DT_SONAME => d.soname_off = Some(val),
             DT_STRTAB => d.strtab_vaddr = Some(val),
             DT_STRSZ => d.strsz = Some(val),
+            DT_RELA => d.rela_vaddr = Some(val),
+            DT_RELASZ => d.relasz = Some(val),
             _ => {}
         }
     }
@@ -223,4 +259,33 @@ pub fn machine_name(m: u16) -> String {
         goblin::elf::header::EM_ARM => "arm".into(),
         other => format!("machine-{other}"),
     }
+}
+
+/// `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`, `R_PPC64_RELATIVE`: the value is load base + addend.
+const RELATIVE: &[(u16, u32)] = &[(62, 8), (183, 1027), (21, 22)];
+
+/// Relative relocations with addends (ELF64 RELA): where each writes (a virtual address) and
+/// the address it writes there.
+/// Only those writing where `wanted` says are kept.
+pub fn relative_relocations(
+    b: &[u8],
+    ctx: Ctx,
+    machine: u16,
+    wanted: impl Fn(u64) -> bool,
+) -> std::collections::HashMap<u64, u64> {
+    let mut out = std::collections::HashMap::new();
+    if !ctx.is_big() {
+        return out;
+    }
+    let rd = |s: &[u8]| {
+        let a: [u8; 8] = s.try_into().unwrap();
+        if ctx.is_little_endian() { u64::from_le_bytes(a) } else { u64::from_be_bytes(a) }
+    };
+    let Some(&(_, relative)) = RELATIVE.iter().find(|(m, _)| *m == machine) else { return out };
+    for e in b.chunks_exact(24) {
+        if rd(&e[8..16]) & 0xffff_ffff == u64::from(relative) && wanted(rd(&e[..8])) {
+            out.insert(rd(&e[..8]), rd(&e[16..24]));
+        }
+    }
+    out
 }

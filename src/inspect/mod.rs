@@ -120,6 +120,10 @@ pub fn inspect_sniffed(
         Sniffed::Other => FileReport::new(path.to_string(), size, FileFormat::Other),
     };
     report.size = size;
+    // Device code of any kind, or the format itself (a damaged fatbin is still CUDA).
+    report.cuda_sign |= matches!(kind, Sniffed::Cubin | Sniffed::Fatbin | Sniffed::Ptx)
+        || report.has_device_code()
+        || report.members.iter().any(|m| m.cuda_sign);
     Ok(report)
 }
 

@@ -84,6 +84,11 @@ pub struct FileReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub members: Vec<FileReport>,
     pub problems: Vec<Problem>,
+    /// The file shows a sign of CUDA (a fatbin or wrapper magic in a loaded segment, a CUDA
+    /// section name, a CUDA `DT_NEEDED` or SONAME, device code of any kind), whether or not its
+    /// device code could be decoded: with problems, the analysis is incomplete (CL015).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cuda_sign: bool,
     /// A bare cubin's or PTX file's bytes, kept only when asked (`--on-device`).
     #[serde(skip)]
     pub bytes: Option<std::sync::Arc<Vec<u8>>>,
@@ -104,7 +109,34 @@ impl FileReport {
             hidden_cubins: Vec::new(),
             members: Vec::new(),
             problems: Vec::new(),
+            cuda_sign: false,
             bytes: None,
+        }
+    }
+
+    /// Every problem message of the file, its containers (entries, images, cubins), hidden
+    /// cubins and archive members, sorted and deduplicated.
+    pub fn all_problems(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        self.collect_problems(&mut v);
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    fn collect_problems(&self, v: &mut Vec<String>) {
+        v.extend(self.problems.iter().map(|p| p.message.clone()));
+        v.extend(self.cubin.iter().flat_map(|c| c.problems.iter().cloned()));
+        for c in self.containers.iter().chain(&self.hidden_containers) {
+            v.extend(c.problems.iter().map(|p| p.message.clone()));
+            for e in c.entries.iter().chain(c.entries.iter().flat_map(|e| &e.images)) {
+                v.extend(e.problems.iter().map(|p| p.message.clone()));
+                v.extend(e.cubin.iter().flat_map(|c| c.problems.iter().cloned()));
+            }
+        }
+        v.extend(self.hidden_cubins.iter().flat_map(|h| h.cubin.problems.iter().cloned()));
+        for m in &self.members {
+            m.collect_problems(v);
         }
     }
 

@@ -98,7 +98,9 @@ impl Scanner {
                 }
                 let limit = buf.len().min(usize::try_from(b - base).unwrap_or(usize::MAX));
                 let at_end = base + buf.len() as u64 >= file_len;
-                let search_end = if at_end || buf.len() - limit >= TAIL { limit } else { limit.min(buf.len() - TAIL) };
+                // A stream may end before the file's recorded size: a short buffer, never an underflow.
+                let search_end =
+                    if at_end || buf.len() - limit >= TAIL { limit } else { limit.min(buf.len().saturating_sub(TAIL)) };
                 if search_end == 0 {
                     // Fewer than TAIL bytes left before a range end that is not the file end.
                     w.consume_to(base + limit as u64)?;

@@ -5,6 +5,8 @@
 
 use std::io;
 
+use memchr::memmem;
+
 use crate::input::Input;
 
 pub const WINDOW: usize = 1 << 20;
@@ -39,6 +41,77 @@ impl Capture {
     }
 }
 
+/// Keeps a region around each occurrence of a pattern in the bytes that stream past (outside
+/// given ranges): how a one-pass reader keeps a table whose place it learns only later (lld writes
+/// `.shstrtab` before a large `.strtab`, the section table after both). Memory is bounded:
+/// `max` regions of at most `2 * radius` bytes, plus `2 * (radius + pattern length)` bytes of
+/// look-back.
+pub struct Watch {
+    pattern: &'static [u8],
+    /// Sorted ranges where a match is ignored.
+    skip: Vec<(u64, u64)>,
+    radius: usize,
+    max: usize,
+    end: u64,
+    /// The bytes offered last, ending at `next`.
+    recent: Vec<u8>,
+    next: u64,
+    pub regions: Vec<Capture>,
+}
+
+impl Watch {
+    pub fn new(pattern: &'static [u8], skip: Vec<(u64, u64)>, radius: usize, max: usize, end: u64) -> Watch {
+        Watch { pattern, skip, radius, max: max.max(2), end, recent: Vec::new(), next: 0, regions: Vec::new() }
+    }
+
+    fn offer(&mut self, at: u64, bytes: &[u8]) {
+        if at != self.next {
+            // Bytes were skipped: what was kept no longer leads up to these.
+            self.recent.clear();
+        }
+        for r in self.regions.iter_mut().filter(|r| !r.complete()) {
+            r.offer(at, bytes);
+        }
+        let end = at + bytes.len() as u64;
+        {
+            let k = self.pattern.len() - 1;
+            // A match that straddles the previous offer and this one.
+            let tail = &self.recent[self.recent.len().saturating_sub(k)..];
+            let mut joint = tail.to_vec();
+            joint.extend_from_slice(&bytes[..k.min(bytes.len())]);
+            let base = at - tail.len() as u64;
+            let mut hits: Vec<u64> = memmem::find_iter(&joint, self.pattern).map(|p| base + p as u64).collect();
+            hits.extend(memmem::find_iter(bytes, self.pattern).map(|p| at + p as u64));
+            hits.retain(|&h| !self.skip.iter().any(|&(a, b)| h >= a && h < b));
+            for h in hits {
+                self.add(h, at, bytes);
+            }
+        }
+        // A match ending in the next offer starts up to `pattern.len()` bytes back, its region
+        // `radius` before that.
+        let keep = self.radius + self.pattern.len();
+        self.recent.extend_from_slice(&bytes[bytes.len().saturating_sub(2 * keep)..]);
+        if self.recent.len() > 2 * keep {
+            self.recent.drain(..self.recent.len() - keep);
+        }
+        self.next = end;
+    }
+
+    fn add(&mut self, hit: u64, at: u64, bytes: &[u8]) {
+        let lo = hit.saturating_sub(self.radius as u64);
+        let hi = hit.saturating_add(self.radius as u64).min(self.end);
+        let mut c = Capture::new(lo, (hi - lo) as usize);
+        c.offer(at - self.recent.len() as u64, &self.recent);
+        c.offer(at, bytes);
+        if self.regions.len() >= self.max {
+            // Keep the first half and the latest: the table sits early (GNU ld: just before
+            // the section table) or late (lld: after the symbol table).
+            self.regions.remove(self.max / 2);
+        }
+        self.regions.push(c);
+    }
+}
+
 pub struct Window<'a> {
     input: &'a mut dyn Input,
     buf: Vec<u8>,
@@ -48,6 +121,7 @@ pub struct Window<'a> {
     start: u64,
     seekable: bool,
     pub captures: Vec<Capture>,
+    pub watch: Option<Watch>,
 }
 
 impl<'a> Window<'a> {
@@ -56,7 +130,7 @@ impl<'a> Window<'a> {
         let start = input.pos();
         // No bigger than the input: most files in an image are small.
         let size = usize::try_from(input.len().saturating_sub(start)).unwrap_or(WINDOW).clamp(64, WINDOW);
-        Window { input, buf: vec![0; size], lo: 0, hi: 0, start, seekable, captures: Vec::new() }
+        Window { input, buf: vec![0; size], lo: 0, hi: 0, start, seekable, captures: Vec::new(), watch: None }
     }
 
     /// Keeps the bytes of `[off, off+len)` as they go by (streams). Bytes already consumed
@@ -65,6 +139,13 @@ impl<'a> Window<'a> {
         let mut c = Capture::new(off, len);
         c.offer(self.start, &self.buf[self.lo..self.hi]);
         self.captures.push(c);
+    }
+
+    /// Starts a [`Watch`] (streams only; a seekable input reads what it needs directly).
+    pub fn watch(&mut self, mut watch: Watch) {
+        watch.next = self.start;
+        watch.offer(self.start, &self.buf[self.lo..self.hi]);
+        self.watch = Some(watch);
     }
 
     pub fn seekable(&self) -> bool {
@@ -105,6 +186,9 @@ impl<'a> Window<'a> {
         for c in &mut self.captures {
             c.offer(at, &self.buf[self.hi..self.hi + n]);
         }
+        if let Some(wt) = &mut self.watch {
+            wt.offer(at, &self.buf[self.hi..self.hi + n]);
+        }
         self.hi += n;
         Ok(n)
     }
@@ -135,7 +219,7 @@ impl<'a> Window<'a> {
         }
         self.lo = 0;
         self.hi = 0;
-        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to);
+        let pending = self.captures.iter().any(|c| !c.complete() && c.off < to) || self.watch.is_some();
         if self.seekable || !pending {
             self.input.skip_to(to)?;
         } else {
@@ -150,6 +234,9 @@ impl<'a> Window<'a> {
                 }
                 for c in &mut self.captures {
                     c.offer(at, &self.buf[..got]);
+                }
+                if let Some(wt) = &mut self.watch {
+                    wt.offer(at, &self.buf[..got]);
                 }
                 self.start += got as u64;
             }
@@ -172,5 +259,62 @@ impl<'a> Window<'a> {
             self.start += n as u64;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::StreamInput;
+
+    /// Reads `data` through a stream that hands out `chunk` bytes per read.
+    struct Chunked<'d> {
+        data: &'d [u8],
+        chunk: usize,
+    }
+    impl io::Read for Chunked<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = buf.len().min(self.chunk).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    fn watched(data: &[u8], chunk: usize, skip: Vec<(u64, u64)>, max: usize) -> Vec<Capture> {
+        let mut input = StreamInput::new(Chunked { data, chunk }, data.len() as u64);
+        let mut w = Window::new(&mut input);
+        w.watch(Watch::new(b"\0.shstrtab\0", skip, 16, max, data.len() as u64));
+        w.consume_to(data.len() as u64).unwrap();
+        w.watch.take().unwrap().regions
+    }
+
+    #[test]
+    fn a_watch_keeps_the_bytes_around_each_match_whatever_the_read_sizes() {
+        let mut data = vec![b'x'; 300];
+        data[100..111].copy_from_slice(b"\0.shstrtab\0");
+        data[289..300].copy_from_slice(b"\0.shstrtab\0");
+        for chunk in [1, 3, 7, 64, 1000] {
+            let r = watched(&data, chunk, Vec::new(), 8);
+            assert_eq!(r.len(), 2, "chunk {chunk}");
+            assert!(r.iter().all(Capture::complete), "chunk {chunk}");
+            assert_eq!(r[0].off, 84);
+            assert_eq!(r[0].data, data[84..116]);
+            // Clipped to the end of the input, so it completes.
+            assert_eq!(r[1].data, data[273..]);
+        }
+        // Inside a skipped range (a loaded segment): ignored.
+        assert_eq!(watched(&data, 64, vec![(90, 120)], 8).len(), 1);
+    }
+
+    #[test]
+    fn a_watch_keeps_at_most_max_regions_first_and_latest() {
+        let mut data = vec![b'x'; 2000];
+        for i in 0..20 {
+            data[50 + i * 90..61 + i * 90].copy_from_slice(b"\0.shstrtab\0");
+        }
+        let r = watched(&data, 128, Vec::new(), 4);
+        let offs: Vec<u64> = r.iter().map(|c| c.off + 16).collect();
+        assert_eq!(offs, [50, 140, 50 + 18 * 90, 50 + 19 * 90]);
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::analyze::{LayerFile, LayerSummary};
-use super::path::{self, normalize};
+use super::path::{self, normalize_escaped};
 
 /// A file of the final filesystem: its paths, the index of the layer its bytes come from.
 pub struct Merged {
@@ -19,7 +19,8 @@ const MAX_LINK_HOPS: usize = 40;
 pub fn merge(layers: Vec<LayerSummary>) -> Vec<Merged> {
     let mut live: Vec<(usize, LayerFile)> = Vec::new();
     let mut links: BTreeMap<String, String> = BTreeMap::new();
-    for (i, l) in layers.into_iter().enumerate() {
+    for (i, mut l) in layers.into_iter().enumerate() {
+        l.finish();
         for (_, f) in &mut live {
             f.paths.retain(|p| !l.hides(p));
         }
@@ -82,7 +83,7 @@ pub fn resolve(links: &BTreeMap<String, String>, p: &str) -> Option<String> {
                     return None;
                 }
                 let base = if t.starts_with('/') { String::new() } else { cur.clone() };
-                let (target, _) = normalize(format!("{base}/{t}").as_bytes()).ok()?;
+                let (target, _) = normalize_escaped(&format!("{base}/{t}"));
                 pending.extend(target.split('/').filter(|c| !c.is_empty()).map(str::to_string).rev());
                 cur = String::from("/");
             }

@@ -6,4 +6,5 @@ pub mod decode;
 pub mod merge;
 pub mod path;
 pub mod pipe;
+pub mod sparse;
 pub mod tar;

@@ -1,18 +1,27 @@
 //! A bounded tar walker over an [`Input`]. Header fields are decoded by the `tar` crate; the
 //! walk is ours because it must (a) bound what metadata may make us allocate (the crate reads
 //! GNU long names and PAX records of any declared size into memory), (b) hop over file data with
-//! seeks when the input is seekable, at any nesting depth (a layer inside an image archive), and
-//! (c) give each entry's exact data offset.
+//! seeks when the input is seekable, at any nesting depth (a layer inside an image archive),
+//! (c) give each entry's exact data offset, and (d) read GNU sparse files (old GNU `S` entries
+//! and the PAX formats 0.0, 0.1 and 1.0) as GNU tar extracts them, or refuse them: a sparse
+//! entry is never passed on as a plain file holding only its stored fragments.
+//!
+//! Paths and link targets are kept as raw bytes (PAX values included, whatever `hdrcharset`
+//! says), so names that differ only in invalid UTF-8 stay distinct.
 
 use std::io;
 
-use tar::{EntryType, Header, PaxExtensions};
+use tar::{EntryType, GnuSparseHeader, Header, PaxExtensions};
 
+use super::path::escape;
 use crate::input::{Input, read_full};
 
 const BLOCK: u64 = 512;
-/// GNU long names and PAX records larger than this are refused (real ones are < 4 KiB).
+/// GNU long names, PAX records and sparse maps larger than this are refused (real ones are
+/// < 4 KiB, except maps of very fragmented files).
 pub const MAX_METADATA: u64 = 1 << 20;
+/// Sparse regions per entry (a map within MAX_METADATA holds at most this many).
+const MAX_REGIONS: usize = (MAX_METADATA / 24) as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -20,13 +29,25 @@ pub enum Kind {
     Dir,
     Symlink,
     Hardlink,
+    /// A regular file stored sparse: `size` is its expanded size, `sparse` its map. Callers that
+    /// read data at `data_offset` must go through [`crate::layer::sparse::SparseInput`].
+    Sparse,
     Other,
+}
+
+/// A stretch of a sparse file that holds data; the stretches' data is stored back to back from
+/// the entry's `data_offset`, everything between them reads as zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    pub offset: u64,
+    pub len: u64,
 }
 
 #[derive(Debug, Clone)]
 pub struct TarEntry {
     pub path: Vec<u8>,
     pub kind: Kind,
+    /// The file's size (expanded size for sparse files).
     pub size: u64,
     pub mode: u32,
     pub link: Option<Vec<u8>>,
@@ -34,6 +55,8 @@ pub struct TarEntry {
     pub data_offset: u64,
     /// Offset of the entry's (first) header block.
     pub header_offset: u64,
+    /// The data map of a [`Kind::Sparse`] entry (sorted, non-overlapping).
+    pub sparse: Option<Vec<Region>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,10 +143,11 @@ impl<'a> TarWalker<'a> {
             let h = Header::from_byte_slice(&block);
             verify_checksum(&block, at)?;
             let size = h.entry_size().map_err(|e| TarError::Corrupt { offset: at, message: e.to_string() })?;
-            let size = match pax.as_deref().and_then(|p| pax_value(p, "size")) {
-                Some(s) => {
-                    s.parse::<u64>().map_err(|_| TarError::Corrupt { offset: at, message: "bad PAX size".into() })?
-                }
+            let size = match pax.as_deref().and_then(|p| pax_bytes(p, "size")) {
+                Some(s) => std::str::from_utf8(s)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or_else(|| TarError::Corrupt { offset: at, message: "bad PAX size".into() })?,
                 None => size,
             };
             let data = at + BLOCK;
@@ -132,6 +156,17 @@ impl<'a> TarWalker<'a> {
                 .checked_mul(BLOCK)
                 .and_then(|padded| data.checked_add(padded))
                 .ok_or_else(|| TarError::Corrupt { offset: at, message: format!("entry size {size} overflows") })?;
+            // A seekable input knows its length: an entry running past it is cut off (a stream
+            // finds out when the skip over the data comes up short).
+            if next > self.input.len() {
+                return Err(TarError::Corrupt {
+                    offset: at,
+                    message: format!(
+                        "entry {:?} is cut off: the archive ends inside its data",
+                        escape(&h.path_bytes())
+                    ),
+                });
+            }
             self.next = next;
             let et = h.entry_type();
             if et.is_gnu_longname() {
@@ -149,25 +184,64 @@ impl<'a> TarWalker<'a> {
             if et.is_pax_global_extensions() {
                 continue;
             }
-            let path = pax
+            let mut path = pax
                 .as_deref()
-                .and_then(|p| pax_value(p, "path"))
-                .map(|s| s.as_bytes().to_vec())
+                .and_then(|p| pax_bytes(p, "path"))
+                .map(<[u8]>::to_vec)
                 .or(long_name.take())
                 .unwrap_or_else(|| h.path_bytes().into_owned());
             let link = pax
                 .as_deref()
-                .and_then(|p| pax_value(p, "linkpath"))
-                .map(|s| s.as_bytes().to_vec())
+                .and_then(|p| pax_bytes(p, "linkpath"))
+                .map(<[u8]>::to_vec)
                 .or(long_link.take())
                 .or_else(|| h.link_name_bytes().map(|l| l.into_owned()));
-            let kind = match et {
+            let mut kind = match et {
                 EntryType::Regular | EntryType::Continuous => Kind::File,
                 EntryType::Directory => Kind::Dir,
                 EntryType::Symlink => Kind::Symlink,
                 EntryType::Link => Kind::Hardlink,
+                EntryType::GNUSparse => Kind::Sparse,
                 _ => Kind::Other,
             };
+            let mut size = size;
+            let mut data = data;
+            let mut sparse = None;
+            let pax_sparse = pax.as_deref().is_some_and(|p| {
+                PaxExtensions::new(p).filter_map(Result::ok).any(|e| e.key_bytes().starts_with(b"GNU.sparse."))
+            });
+            if kind == Kind::Sparse || pax_sparse {
+                if let Some(name) = pax.as_deref().and_then(|p| pax_bytes(p, "GNU.sparse.name")) {
+                    path = name.to_vec();
+                }
+                let shown = String::from_utf8_lossy(&path).into_owned();
+                let bad = |message: String| TarError::Corrupt { offset: first, message: format!("{shown}: {message}") };
+                if !matches!(kind, Kind::File | Kind::Sparse) {
+                    return Err(bad("sparse file records on an entry that is not a regular file".into()));
+                }
+                let (map, real, skip) = if kind == Kind::Sparse {
+                    self.gnu_sparse_map(&block, data).map_err(|e| bad(e.to_string()))?
+                } else {
+                    let p = pax.as_deref().unwrap_or_default();
+                    self.pax_sparse_map(p, data, size).map_err(|e| bad(e.to_string()))?
+                };
+                data += skip;
+                let stored = if kind == Kind::Sparse {
+                    // Old GNU extension blocks come before the data and outside its size.
+                    self.next = self.next.checked_add(skip).ok_or_else(|| bad("sparse map overflows".into()))?;
+                    if self.next > self.input.len() {
+                        return Err(bad("cut off: the archive ends inside its data".into()));
+                    }
+                    size
+                } else {
+                    // A PAX 1.0 map is part of the entry's data.
+                    size.checked_sub(skip).ok_or_else(|| bad("sparse map larger than the entry".into()))?
+                };
+                check_map(&map, stored, real).map_err(bad)?;
+                kind = Kind::Sparse;
+                size = real;
+                sparse = Some(map);
+            }
             // Old tars mark directories only with a trailing slash.
             let kind = if kind == Kind::File && path.ends_with(b"/") { Kind::Dir } else { kind };
             return Ok(Some(TarEntry {
@@ -178,9 +252,163 @@ impl<'a> TarWalker<'a> {
                 link,
                 data_offset: data,
                 header_offset: first,
+                sparse,
             }));
         }
     }
+
+    /// An old GNU sparse entry (`S`): up to 4 regions in the header, more in extension blocks
+    /// between the header and the data. Returns (map, expanded size, bytes of extension blocks).
+    fn gnu_sparse_map(&mut self, block: &[u8; 512], data: u64) -> Result<(Vec<Region>, u64, u64), TarError> {
+        let msg = |m: &str| TarError::Corrupt { offset: data - BLOCK, message: m.to_string() };
+        let gnu = Header::from_byte_slice(block).as_gnu().ok_or_else(|| msg("sparse entry without a GNU header"))?;
+        let real = gnu.real_size().map_err(|e| msg(&e.to_string()))?;
+        let mut map = Vec::new();
+        push_regions(&mut map, &gnu.sparse)?;
+        let mut extended = gnu.is_extended();
+        let mut at = data;
+        while extended {
+            if at - data >= MAX_METADATA {
+                return Err(msg("sparse map exceeds the size limit"));
+            }
+            let b = self.read_block(at)?.ok_or_else(|| msg("archive ends inside a sparse map"))?;
+            // 21 (offset, numbytes) pairs of 12 bytes each, then the "more follows" flag.
+            let ext: Vec<GnuSparseHeader> = b[..504]
+                .chunks_exact(24)
+                .map(|c| GnuSparseHeader {
+                    offset: c[..12].try_into().unwrap_or_default(),
+                    numbytes: c[12..].try_into().unwrap_or_default(),
+                })
+                .collect();
+            push_regions(&mut map, &ext)?;
+            extended = b[504] == 1;
+            at += BLOCK;
+        }
+        Ok((map, real, at - data))
+    }
+
+    /// A PAX sparse entry: format 0.0 (repeated offset/numbytes records), 0.1 (one map record)
+    /// or 1.0 (the map in decimal lines at the start of the data, padded to a block). Returns
+    /// (map, expanded size, bytes of the map in the data).
+    fn pax_sparse_map(&mut self, pax: &[u8], data: u64, size: u64) -> Result<(Vec<Region>, u64, u64), String> {
+        let num = |v: &[u8], what: &str| -> Result<u64, String> {
+            std::str::from_utf8(v).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| format!("bad sparse {what}"))
+        };
+        let real = pax_bytes(pax, "GNU.sparse.realsize")
+            .or_else(|| pax_bytes(pax, "GNU.sparse.size"))
+            .ok_or("sparse file without a size")?;
+        let real = num(real, "size")?;
+        let major = pax_bytes(pax, "GNU.sparse.major").map(|v| num(v, "version")).transpose()?;
+        let minor = pax_bytes(pax, "GNU.sparse.minor").map(|v| num(v, "version")).transpose()?;
+        let pairs = |nums: Vec<u64>| -> Result<Vec<Region>, String> {
+            if !nums.len().is_multiple_of(2) || nums.len() / 2 > MAX_REGIONS {
+                return Err("bad sparse map".into());
+            }
+            Ok(nums.chunks(2).map(|c| Region { offset: c[0], len: c[1] }).collect())
+        };
+        match (major, minor) {
+            (Some(1), Some(0)) => {
+                // Decimal numbers, one a line: the count, then offset and length of each region.
+                let mut text: Vec<u8> = Vec::new();
+                let mut at = data;
+                let nums = loop {
+                    if at - data >= size.min(MAX_METADATA) {
+                        return Err("sparse map cut off or too large".into());
+                    }
+                    let b =
+                        self.read_block(at).map_err(|e| e.to_string())?.ok_or("archive ends inside a sparse map")?;
+                    text.extend_from_slice(&b);
+                    at += BLOCK;
+                    let lines: Vec<&[u8]> = text.split(|&c| c == b'\n').collect();
+                    // The last piece has no newline yet: not a complete number.
+                    let complete = &lines[..lines.len() - 1];
+                    let Some(count) = complete.first() else { continue };
+                    let count = num(count, "region count")?;
+                    if count > MAX_REGIONS as u64 {
+                        return Err("sparse map has too many regions".into());
+                    }
+                    let want = 1 + 2 * count as usize;
+                    if complete.len() >= want {
+                        break complete[1..want].iter().map(|l| num(l, "map entry")).collect::<Result<Vec<_>, _>>()?;
+                    }
+                };
+                Ok((pairs(nums)?, real, at - data))
+            }
+            (Some(_), _) | (_, Some(_)) => Err(format!(
+                "GNU sparse format {}.{} is not supported",
+                major.unwrap_or_default(),
+                minor.unwrap_or_default()
+            )),
+            (None, None) => {
+                if let Some(m) = pax_bytes(pax, "GNU.sparse.map") {
+                    let nums = if m.is_empty() {
+                        Vec::new()
+                    } else {
+                        m.split(|&c| c == b',').map(|v| num(v, "map entry")).collect::<Result<Vec<_>, _>>()?
+                    };
+                    return Ok((pairs(nums)?, real, 0));
+                }
+                // 0.0: the records repeat, in order.
+                let mut nums = Vec::new();
+                for e in PaxExtensions::new(pax) {
+                    let e = e.map_err(|e| e.to_string())?;
+                    match e.key_bytes() {
+                        b"GNU.sparse.offset" if nums.len().is_multiple_of(2) => {
+                            nums.push(num(e.value_bytes(), "offset")?)
+                        }
+                        b"GNU.sparse.numbytes" if !nums.len().is_multiple_of(2) => {
+                            nums.push(num(e.value_bytes(), "length")?)
+                        }
+                        b"GNU.sparse.offset" | b"GNU.sparse.numbytes" => {
+                            return Err("sparse offset and numbytes records out of order".into());
+                        }
+                        _ => {}
+                    }
+                }
+                if nums.is_empty() && pax_bytes(pax, "GNU.sparse.numblocks").is_none() {
+                    return Err("unrecognised GNU sparse records".into());
+                }
+                if let Some(n) = pax_bytes(pax, "GNU.sparse.numblocks")
+                    && num(n, "block count")? != (nums.len() / 2) as u64
+                {
+                    return Err("sparse block count does not match its records".into());
+                }
+                Ok((pairs(nums)?, real, 0))
+            }
+        }
+    }
+}
+
+fn push_regions(map: &mut Vec<Region>, headers: &[GnuSparseHeader]) -> Result<(), TarError> {
+    for s in headers.iter().filter(|s| !s.is_empty()) {
+        if map.len() >= MAX_REGIONS {
+            return Err(TarError::Corrupt { offset: 0, message: "sparse map has too many regions".into() });
+        }
+        let bad = |e: io::Error| TarError::Corrupt { offset: 0, message: e.to_string() };
+        map.push(Region { offset: s.offset().map_err(bad)?, len: s.length().map_err(bad)? });
+    }
+    Ok(())
+}
+
+/// Regions in order, not overlapping, inside the file, and their data exactly what is stored.
+fn check_map(map: &[Region], stored: u64, real: u64) -> Result<(), String> {
+    let mut end = 0u64;
+    let mut total = 0u64;
+    for r in map {
+        let e = r.offset.checked_add(r.len).ok_or("sparse region overflows")?;
+        if r.offset < end {
+            return Err("sparse regions overlap or are out of order".into());
+        }
+        if e > real {
+            return Err(format!("sparse region ends at {e}, past the file's size {real}"));
+        }
+        end = e;
+        total = total.checked_add(r.len).ok_or("sparse regions overflow")?;
+    }
+    if total != stored {
+        return Err(format!("sparse map covers {total} bytes but the entry stores {stored}"));
+    }
+    Ok(())
 }
 
 fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
@@ -190,8 +418,13 @@ fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
     v
 }
 
-fn pax_value<'p>(pax: &'p [u8], key: &str) -> Option<&'p str> {
-    PaxExtensions::new(pax).filter_map(Result::ok).filter(|e| e.key() == Ok(key)).last().and_then(|e| e.value().ok())
+/// The last value recorded for `key` (later records override earlier ones), as raw bytes.
+fn pax_bytes<'p>(pax: &'p [u8], key: &str) -> Option<&'p [u8]> {
+    PaxExtensions::new(pax)
+        .filter_map(Result::ok)
+        .filter(|e| e.key_bytes() == key.as_bytes())
+        .last()
+        .map(|e| e.value_bytes())
 }
 
 fn verify_checksum(block: &[u8; 512], at: u64) -> Result<(), TarError> {

@@ -115,6 +115,12 @@ pub struct BinaryFacts {
     /// `libcuda`, `libnvidia`, `cuda-compat` when this file belongs to the host driver.
     pub driver_library: String,
     pub cuda_needed: Vec<String>,
+    /// The file shows some sign of CUDA (device code, CUDA sections or wrappers, a CUDA
+    /// `DT_NEEDED`, fatbin magic in a loaded segment).
+    pub cuda_sign: bool,
+    /// Everything the inspector could not read in full (sorted): with a CUDA sign, the verdicts
+    /// may be missing device code (CL015).
+    pub problems: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -567,6 +573,8 @@ pub fn binary(f: &ImageFile) -> Binary {
         }),
         debug,
         driver_library: driver_lib.to_string(),
+        cuda_sign: r.cuda_sign || !modules.is_empty() || !cuda_needed.is_empty() || r.has_device_code(),
+        problems: r.all_problems(),
         cuda_needed,
     };
     Binary { facts, modules }

@@ -32,6 +32,9 @@ pub struct Finding {
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
+    /// The package that installed the file: `torch 2.9.0+cu130 (pypi)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// Stable across runs (rule, path, target): what baselines record.
@@ -204,6 +207,9 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
                     fix,
                     fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
                     layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                    package: b.filter(|b| !b.facts.package.is_empty()).map(|b| {
+                        format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)
+                    }),
                     path,
                     target,
                 }

@@ -97,6 +97,15 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     }
     for p in &report.cuda_packages {
         let n = p.name.as_str();
+        // `nvidia-cublas-cu12`, `nvidia-nccl-cu13`: the suffix is the CUDA major the package's
+        // libraries were built for (doc §5j).
+        if p.manager == "pypi"
+            && let Some(major) = n.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok())
+            && (11..=20).contains(&major)
+        {
+            by_major.entry(major).or_default().push(format!("pypi package {} {}", p.name, p.version));
+            continue;
+        }
         let runtime = n.starts_with("nvidia-cuda-runtime") || n == "cuda-toolkit" || n.starts_with("cuda-cudart-");
         let Some(v) = CudaVersion::parse(&p.version) else { continue };
         if runtime && (11..=20).contains(&v.major) {

@@ -134,6 +134,10 @@ pub fn text(r: &LintReport, paint: Paint) -> String {
             (None, Some(t)) => format!("image on {}", esc(t)),
             (None, None) => "image".to_string(),
         };
+        let at = match &f.package {
+            Some(p) => format!("{at}  {}", paint.dim(&format!("[{}]", esc(p)))),
+            None => at,
+        };
         let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
         let _ = writeln!(out, "        {}", esc(&f.message));
         let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
@@ -303,6 +307,7 @@ pub fn sarif(r: &LintReport, rules: &[Rule]) -> String {
                 .partial_fingerprints(fps)
                 .properties(props(&[
                     ("layer", f.layer.clone()),
+                    ("package", f.package.clone()),
                     ("image", r.image.name.clone()),
                     ("imageDigest", image_digest.clone()),
                     ("target", f.target.clone()),
@@ -468,6 +473,10 @@ pub fn markdown(r: &LintReport) -> String {
                 (Some(p), Some(t)) => format!("{} on {}", escape::markdown_code(p), md_escape(t)),
                 (Some(p), None) => escape::markdown_code(p),
                 (None, _) => "image".into(),
+            };
+            let at = match &f.package {
+                Some(p) => format!("{at} ({})", md_escape(p)),
+                None => at,
             };
             let _ = writeln!(
                 out,

@@ -22,15 +22,6 @@ pub fn short(d: &str) -> &str {
     &hex[..end]
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn short_cuts_on_a_character_boundary() {
-        assert_eq!(super::short("sha256:0123456789abcdef"), "0123456789ab");
-        assert_eq!(super::short("layer/ééééééééééééé.tar"), "layer/éééééé");
-    }
-}
-
 pub fn text(r: &ImageReport) -> String {
     let mut out = String::new();
     let i = &r.image;
@@ -100,4 +91,13 @@ pub fn text(r: &ImageReport) -> String {
         let _ = writeln!(out, "note: {}", esc(n));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn short_cuts_on_a_character_boundary() {
+        assert_eq!(super::short("sha256:0123456789abcdef"), "0123456789ab");
+        assert_eq!(super::short("layer/ééééééééééééé.tar"), "layer/éééééé");
+    }
 }

@@ -236,3 +236,36 @@ pub fn docker_archive_legacy(img: &Image, tag: &str) -> Vec<u8> {
     add(&mut t, "manifest.json", &serde_json::to_vec(&manifest).unwrap());
     t.into_inner().unwrap()
 }
+
+/// `docker save a b`: several images in one legacy docker-archive, layers named by their
+/// uncompressed digest (shared layers stored once, as Docker does).
+pub fn docker_archive_multi(imgs: &[(&Image, &str)]) -> Vec<u8> {
+    let mut t = tar::Builder::new(Vec::new());
+    let add = |t: &mut tar::Builder<Vec<u8>>, name: &str, data: &[u8]| {
+        let mut h = Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        t.append_data(&mut h, name, data).unwrap();
+    };
+    let mut entries = Vec::new();
+    let mut written = std::collections::HashSet::new();
+    for (img, tag) in imgs {
+        let b = img.build();
+        let cfg_name = format!("{}.json", hex_of(&sha(&b.config)));
+        let mut layer_names = Vec::new();
+        for (tarbytes, _) in &img.layers {
+            let name = format!("{}/layer.tar", hex_of(&sha(tarbytes)));
+            if written.insert(name.clone()) {
+                add(&mut t, &name, tarbytes);
+            }
+            layer_names.push(name);
+        }
+        if written.insert(cfg_name.clone()) {
+            add(&mut t, &cfg_name, &b.config);
+        }
+        entries.push(serde_json::json!({"Config": cfg_name, "RepoTags": [tag], "Layers": layer_names}));
+    }
+    add(&mut t, "manifest.json", &serde_json::to_vec(&entries).unwrap());
+    t.into_inner().unwrap()
+}

@@ -40,9 +40,13 @@ fn truncated_library_keeps_what_is_readable_and_says_it_is_cut() {
     let r = assert_problem("damaged-truncated.so", "past the end of the file");
     // cuobjdump says this file has no device code; the first containers are intact.
     assert!(crate::cuobjdump::load("damaged-truncated.so").messages[0].contains("does not contain device code"));
-    assert!(r.containers.len() >= 2);
-    assert!(r.containers[0].kernel_less());
-    assert!(r.containers.last().unwrap().problem_count() > 0);
+    // The section table and the wrappers are cut off: nothing shows the modules are registered,
+    // so they are listed as hidden (and the file carries problems and a CUDA sign).
+    assert!(r.containers.is_empty());
+    assert!(r.hidden_containers.len() >= 2);
+    assert!(r.hidden_containers[0].kernel_less());
+    assert!(r.hidden_containers.last().unwrap().problem_count() > 0);
+    assert!(r.cuda_sign && !r.all_problems().is_empty());
 }
 
 #[test]
@@ -117,5 +121,21 @@ fn every_header_byte_of_a_fatbin_mutated() {
                 mutate_and_inspect(&base, &[(i, v)], 0);
             }
         }
+    }
+}
+
+/// Found by the fuzzer: program headers said to start near the end of the address space.
+#[test]
+fn program_headers_at_a_wrapping_offset() {
+    let mut elf = read_fixture("libplain.so");
+    elf[0x20..0x28].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+    for stream in [false, true] {
+        let r = if stream {
+            inspect_input(&mut StreamInput::new(&elf[..], elf.len() as u64), "x.so", &InspectOptions::default())
+        } else {
+            inspect_input(&mut SliceInput::new(&elf), "x.so", &InspectOptions::default())
+        }
+        .unwrap();
+        assert!(!r.all_problems().is_empty(), "{r:?}");
     }
 }

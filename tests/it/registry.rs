@@ -813,7 +813,9 @@ fn nested_indexes_are_fetched_once_each_and_their_fan_out_is_bounded() {
     });
     let o = cli_scan(&format!("{}/n/img:1", reg.host()), &[]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("fan out"), "{}", stderr(&o));
+    // Deduplicated by digest, the 20^4 references resolve to the one manifest at once; the scan
+    // then stops at its config, which this server does not have (no fan-out, no hang).
+    assert!(stderr(&o).contains("not found in the registry"), "{}", stderr(&o));
     let manifest_gets = reg.heads().iter().filter(|h| h.contains("/manifests/")).count();
     assert!(manifest_gets <= 6, "each index fetched once, not {manifest_gets} times");
 }

@@ -176,6 +176,7 @@ fn rule_codes_are_unique_and_stable() {
         ("CL012", "require-arch-contradicts", "warning"),
         ("CL013", "static-verdict-disagrees", "error"),
         ("CL014", "container-format-newer-than-driver", "error"),
+        ("CL015", "incomplete-analysis", "error"),
         ("CL016", "arch-gated-extension", "warning"),
         ("CL017", "driver-cannot-drive-gpu", "error"),
         ("CL018", "forward-compat-in-use", "info"),

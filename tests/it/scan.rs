@@ -7,7 +7,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use cudalint::image::{ImageReport, Platform, ScanError, ScanOptions, Verify, scan};
 
-use crate::images::{Comp, Ent, Image, docker_archive_legacy, oci_layout, sha, tar, tar_dir};
+use crate::images::{Comp, Ent, Image, compress, docker_archive_legacy, oci_layout, sha, tar, tar_dir};
 use crate::util::{fixture, read_fixture};
 
 fn opts() -> ScanOptions {
@@ -206,6 +206,15 @@ fn truncated_gzip_layer_fails_closed_with_exit_2() {
     let spec = format!("oci:{}", d.path().display());
     let e = scan(&spec, &opts()).unwrap_err();
     assert!(e.to_string().contains(&gz), "{e}");
+    // The layout's descriptor gives the blob's size: the cut is caught before inflating.
+    assert!(e.to_string().contains("its descriptor says"), "{e}");
+    // Without a descriptor (a docker-archive member), inflating finds it.
+    let full = compress(&img.layers[0].0, Comp::Gzip);
+    let cut = Image::new(vec![(full[..full.len() / 2].to_vec(), Comp::None)]);
+    let archive = d.path().join("cut-gzip-layer.tar");
+    std::fs::write(&archive, docker_archive_legacy(&cut, "cut:1")).unwrap();
+    let e = scan(archive.to_str().unwrap(), &opts()).unwrap_err();
+    assert!(e.to_string().contains(&sha(&cut.layers[0].0)), "{e}");
     assert!(e.to_string().contains("gzip stream is corrupt or truncated"), "{e}");
     let out = Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -102,6 +102,8 @@ fn the_stack_passes_quietly_on_its_own_gpu_and_driver() {
     let blackwell = r.matrix.iter().find(|m| m.path.ends_with("_blackwell.so")).unwrap();
     assert_eq!(blackwell.cells[0].class, "arch-gated");
     assert_eq!(blackwell.package.as_ref().unwrap().name, "vllm");
+    let gated = r.findings.iter().find(|f| f.rule == "CL016").unwrap();
+    assert_eq!(gated.package.as_deref(), Some("vllm 0.33.0 (pypi)"));
     // The driver library's own kernels are no coverage: CL008 only.
     let drv: Vec<&str> = r
         .findings
