@@ -71,6 +71,7 @@ class Layout:
         os.makedirs(os.path.join(d, "blobs/sha256"), exist_ok=True)
         open(os.path.join(d, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
         self.refs = []
+        self.compressed = {}
 
     def blob(self, b):
         p = os.path.join(self.d, "blobs/sha256", sha(b)[7:])
@@ -82,7 +83,11 @@ class Layout:
         """layers: [(tar bytes, gzip?)] -> manifest bytes"""
         descs, diff_ids = [], []
         for t, comp in layers:
-            b = gz(t) if comp else t
+            # Shared layers are compressed once (gzip of the big ones dominates the build).
+            key = (sha(t), comp)
+            if key not in self.compressed:
+                self.compressed[key] = gz(t) if comp else t
+            b = self.compressed[key]
             d = self.blob(b)
             d["mediaType"] = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if comp else "")
             descs.append(d)
