@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/fetch-test-wheels.sh" >/dev/null
 "$(dirname "$0")/install-test-deps.sh" skopeo docker-registry openssl xmllint:libxml2-utils chromium \
-  groff:groff-base setpriv:util-linux mkfifo:coreutils tar \
+  groff:groff-base setpriv:util-linux mkfifo:coreutils tar flock:util-linux \
   gcc ld.bfd:binutils ld.gold:binutils objcopy:binutils ld.lld:lld patchelf llvm-objcopy:llvm
 # The wheel test (tests/it/install.rs) builds with maturin and installs into a venv.
 python3 -c 'import ensurepip' 2>/dev/null || "$(dirname "$0")/install-test-deps.sh" python3-venv:python3-venv

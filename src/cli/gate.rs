@@ -112,6 +112,29 @@ pub struct RegistryArgs {
     /// Neither read nor write the layer cache.
     #[arg(long)]
     pub no_cache: bool,
+    /// Seconds to wait for another process (a shard on the same cache directory, or one that
+    /// claimed the layer in the --analysis-store) that is analysing a layer before analysing it
+    /// here too: bounds the wait on a hung or killed holder. A killed holder's lock on a cache
+    /// directory is released at once. Default: 600.
+    #[arg(long, value_name = "SECS")]
+    pub cache_lock_timeout: Option<u64>,
+    /// A registry repository (HOST/NAME) that holds layer analyses shared between shards on
+    /// different nodes: looked up by layer before pulling it, and written after analysing one.
+    /// Its analyses are trusted as far as that repository is (whoever can push there decides
+    /// what the scan sees in a layer).
+    #[arg(long, value_name = "REPO", env = "CUDALINT_ANALYSIS_STORE")]
+    pub analysis_store: Option<String>,
+    /// Neither read nor write the --analysis-store (it may come from the environment).
+    #[arg(long)]
+    pub no_remote_cache: bool,
+    /// Push an in-toto attestation of each registry image scanned (its inventory and the
+    /// analysis of each layer), attached to the image manifest as an OCI referrer.
+    #[arg(long)]
+    pub attest: bool,
+    /// Judge registry images from their cudalint attestation (made by this cudalint version
+    /// with the same analysis options) without pulling any layer; none usable is exit 2.
+    #[arg(long, conflicts_with = "attest")]
+    pub from_attestation: bool,
 }
 
 impl RegistryArgs {
@@ -126,6 +149,8 @@ impl RegistryArgs {
         o.insecure = self.insecure_registry.clone();
         o.ca_certs = self.ca_cert.clone();
         o.allow_auth_hosts = self.allow_auth_host.clone();
+        o.attest = self.attest;
+        o.from_attestation = self.from_attestation;
         if let Some(s) = self.registry_stall_timeout {
             o.stall_timeout = std::time::Duration::from_secs(s.max(1));
         }
@@ -133,11 +158,19 @@ impl RegistryArgs {
             o.deadline = std::time::Duration::from_secs(s.max(1));
         }
         if !self.no_cache {
-            o.cache = self
-                .cache_dir
-                .clone()
-                .or_else(crate::cache::default_dir)
-                .map(|d| std::sync::Arc::new(crate::cache::LayerCache::new(d)));
+            o.cache = self.cache_dir.clone().or_else(crate::cache::default_dir).map(|d| {
+                let t =
+                    self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
+                std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
+            });
+        }
+        if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
+            let st = crate::registry::store::AnalysisStore::connect(repo, &o)
+                .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?
+                .with_claim_timeout(
+                    self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
+                );
+            o.store = Some(std::sync::Arc::new(st));
         }
         Ok(o)
     }

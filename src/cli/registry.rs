@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 
@@ -76,6 +77,45 @@ pub struct Summary {
     #[serde(default)]
     pub shards: Vec<String>,
     pub images: Vec<ImageResult>,
+    /// What the run(s) did: layers pulled and analysed, cache hits, lock waits. Summed by merge;
+    /// varies between runs (which shard analysed a shared layer), unlike `images`.
+    #[serde(default)]
+    pub stats: RunStats,
+}
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RunStats {
+    /// Layer blobs downloaded.
+    pub layers_pulled: u64,
+    /// Layers analysed here (not found in the cache).
+    pub layers_analysed: u64,
+    /// Layer analyses read from the cache.
+    pub cache_hits: u64,
+    /// Layers whose lock another process held when this one wanted it.
+    pub lock_waits: u64,
+    /// Locks given up on after --cache-lock-timeout.
+    pub stale_locks: u64,
+    /// Layer analyses read from the --analysis-store, and written to it.
+    #[serde(default)]
+    pub store_hits: u64,
+    #[serde(default)]
+    pub store_pushed: u64,
+    /// Layers another shard had claimed in the store when this one wanted them.
+    #[serde(default)]
+    pub store_claim_waits: u64,
+}
+
+impl RunStats {
+    fn add(&mut self, o: &RunStats) {
+        self.layers_pulled += o.layers_pulled;
+        self.layers_analysed += o.layers_analysed;
+        self.cache_hits += o.cache_hits;
+        self.lock_waits += o.lock_waits;
+        self.stale_locks += o.stale_locks;
+        self.store_hits += o.store_hits;
+        self.store_pushed += o.store_pushed;
+        self.store_claim_waits += o.store_claim_waits;
+    }
 }
 
 fn parse_shard(s: &str) -> Result<(u64, u64), String> {
@@ -205,11 +245,29 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         };
         results.push(result);
     }
+    let counts = &crate::registry::LAYER_COUNTS;
+    let mut stats = RunStats {
+        layers_pulled: counts.pulled.load(Ordering::Relaxed),
+        layers_analysed: counts.analysed.load(Ordering::Relaxed),
+        ..Default::default()
+    };
+    if let Some(c) = &opts.registry.cache {
+        let cs = c.stats();
+        stats.cache_hits = cs.hits.load(Ordering::Relaxed);
+        stats.lock_waits = cs.lock_waits.load(Ordering::Relaxed);
+        stats.stale_locks = cs.stale_locks.load(Ordering::Relaxed);
+    }
+    if let Some(st) = &opts.registry.store {
+        stats.store_hits = st.hits.load(Ordering::Relaxed);
+        stats.store_pushed = st.pushed.load(Ordering::Relaxed);
+        stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
+    }
     let summary = Summary {
         schema: SUMMARY_SCHEMA.into(),
         registry: a.registry.clone(),
         shards: shard.map(|(k, n)| vec![format!("{k}/{n}")]).unwrap_or_default(),
         images: results,
+        stats,
     };
     write_summary(&a.output_dir.join("summary.json"), &summary)?;
     write_stdout(&table(&summary.images));
@@ -226,6 +284,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
     let mut images: BTreeMap<String, ImageResult> = BTreeMap::new();
     let mut registry = String::new();
     let mut shards = Vec::new();
+    let mut stats = RunStats::default();
     for p in &a.summaries {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let s: Summary = serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", p.display(), e.line()))?;
@@ -237,13 +296,15 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
         }
         registry = s.registry;
         shards.extend(s.shards);
+        stats.add(&s.stats);
         for i in s.images {
             images.insert(i.image.clone(), i);
         }
     }
     check_shards(&shards)?;
     shards.sort_by_key(|s| parse_shard(s).ok());
-    let merged = Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect() };
+    let merged =
+        Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect(), stats };
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;
     }

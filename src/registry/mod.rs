@@ -4,8 +4,10 @@
 //! Docker's config.json and credential helpers, each sent only to its own registry; layers
 //! streamed into the layer walker, digests verified at the end, analyses cached by digest.
 
+pub mod attest;
 pub mod catalog;
 pub mod http;
+pub mod store;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
@@ -51,6 +53,13 @@ pub struct RegistryOptions {
     /// Extra CA certificates (PEM) trusted besides the system's.
     pub ca_certs: Vec<PathBuf>,
     pub cache: Option<Arc<LayerCache>>,
+    /// Layer analyses shared through a registry repository (`--analysis-store`).
+    pub store: Option<Arc<store::AnalysisStore>>,
+    /// Push an inventory attestation of each image scanned (`--attest`).
+    pub attest: bool,
+    /// Take the layers' analyses from the image's attestation instead of pulling them
+    /// (`--from-attestation`); none usable is an error.
+    pub from_attestation: bool,
     pub connect_timeout: Duration,
     /// A response that delivers fewer than `http::STALL_BYTES` in this long has stalled.
     pub stall_timeout: Duration,
@@ -82,6 +91,9 @@ impl Default for RegistryOptions {
             allow_auth_hosts: Vec::new(),
             ca_certs: Vec::new(),
             cache: None,
+            store: None,
+            attest: false,
+            from_attestation: false,
             connect_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(60),
             deadline: Duration::from_secs(3600),
@@ -487,10 +499,15 @@ impl Remote {
 
     /// A small blob (an image config) read whole, bounded, and verified.
     pub fn small_blob(&self, digest: &str) -> Result<Vec<u8>, ScanError> {
+        self.small_blob_bounded(digest, MAX_JSON)
+    }
+
+    /// A blob of at most `limit` bytes read whole and verified.
+    pub fn small_blob_bounded(&self, digest: &str, limit: u64) -> Result<Vec<u8>, ScanError> {
         Algo::of(digest)?;
         let what = format!("blob {}", esc(digest));
         let url = self.inner.url(&format!("/v2/{}/blobs/{digest}", self.reference.repository()));
-        let (v, _) = self.rt.block_on(self.inner.small(url, None, MAX_JSON, &what))?;
+        let (v, _) = self.rt.block_on(self.inner.small(url, None, limit, &what))?;
         verify(&what, digest, &v)?;
         Ok(v)
     }
@@ -734,6 +751,16 @@ fn media_type_of(json: &[u8]) -> String {
     }
 }
 
+/// Layers this process pulled and analysed from registries (the cache's own counters say what
+/// it saved): what `cudalint registry` reports in its summary's `stats`.
+#[derive(Default)]
+pub struct LayerCounts {
+    pub pulled: AtomicU64,
+    pub analysed: AtomicU64,
+}
+
+pub static LAYER_COUNTS: LayerCounts = LayerCounts { pulled: AtomicU64::new(0), analysed: AtomicU64::new(0) };
+
 /// Scans an image in a registry.
 pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<ImageReport, ScanError> {
     let reference = parse_reference(spec)?;
@@ -759,20 +786,98 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     let mut resolved = oci::resolve_oci(&mut store, None, &platform)?;
     resolved.name = Some(reference.whole());
-    let variant = format!("lean={} every_cubin={}", opts.inspect.lean, opts.inspect.every_cubin);
+    let variant = crate::cache::variant(&opts.inspect);
     let total: u64 = resolved.layers.iter().filter_map(|l| l.size).sum();
     let progress = Progress::new(opts.progress, Some(total), resolved.layers.len());
     let from_cache = AtomicU64::new(0);
+    let subject = match &resolved.manifest_digest {
+        Some(d) if ro.attest || ro.from_attestation => {
+            let m = store.known.get(d).cloned().map_or_else(
+                || {
+                    remote
+                        .manifest(&Reference::with_digest(
+                            reference.registry().into(),
+                            reference.repository().into(),
+                            d.clone(),
+                        ))
+                        .map(|(b, _)| b)
+                },
+                Ok,
+            )?;
+            Some(attest::Subject {
+                repository: reference.repository().into(),
+                digest: d.clone(),
+                size: m.len(),
+                media_type: media_type_of(&m),
+            })
+        }
+        _ => None,
+    };
+    let attested = match (&subject, ro.from_attestation) {
+        (Some(s), true) => Some(attest::read(&remote, s, &variant)?),
+        (None, _) if ro.attest || ro.from_attestation => {
+            return Err(ScanError::Format(format!("{}: no manifest digest to attach an attestation to", esc(spec))));
+        }
+        _ => None,
+    };
     let layers = crate::image::layers::parallel(&resolved.layers, opts.jobs, |l: &LayerRef| {
         let digest = l.digest.clone().expect("registry layers have digests");
-        if let Some(c) = &ro.cache
-            && let Some(hit) = c.get(&digest, &variant)
-        {
+        if let Some(a) = &attested {
+            // Fail closed: a layer the attestation does not cover is an error, not a pull.
+            let h = a.get(&digest).cloned().ok_or_else(|| ScanError::Layer {
+                layer: digest.clone(),
+                message: "not in the image's attestation".into(),
+            })?;
             from_cache.fetch_add(1, Ordering::Relaxed);
             progress.add(l.size.unwrap_or(0));
-            return Ok(hit);
+            return Ok(h);
+        }
+        let hit = |c: &LayerCache| {
+            let h = c.get(&digest, &variant);
+            if h.is_some() {
+                from_cache.fetch_add(1, Ordering::Relaxed);
+                progress.add(l.size.unwrap_or(0));
+            }
+            h
+        };
+        if let Some(h) = ro.cache.as_deref().and_then(hit) {
+            return Ok(h);
+        }
+        let remote_hit = || {
+            let h = ro.store.as_deref()?.get(&digest, &variant)?;
+            if let Some(c) = &ro.cache {
+                let _ = c.put(&digest, &variant, &h);
+            }
+            from_cache.fetch_add(1, Ordering::Relaxed);
+            progress.add(l.size.unwrap_or(0));
+            Some(h)
+        };
+        if let Some(h) = remote_hit() {
+            return Ok(h);
+        }
+        // Single flight: whoever holds the key's lock analyses the layer; the others wait for
+        // its entry (the lock is released when this closure returns, the entry written).
+        let _lock = ro.cache.as_ref().map(|c| c.lock(&digest, &variant));
+        if let Some(h) = ro.cache.as_deref().and_then(hit) {
+            return Ok(h);
+        }
+        if let Some(h) = remote_hit() {
+            return Ok(h);
+        }
+        if let Some(st) = &ro.store
+            && let store::Claim::Theirs = st.claim(&digest, &variant)
+            && let Some(h) = st.wait_for(&digest, &variant)
+        {
+            // Counted as a store hit by `get`; kept locally like any other.
+            if let Some(c) = &ro.cache {
+                let _ = c.put(&digest, &variant, &h);
+            }
+            from_cache.fetch_add(1, Ordering::Relaxed);
+            progress.add(l.size.unwrap_or(0));
+            return Ok(h);
         }
         let algo = Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
+        LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
         let mut reader = crate::image::progress::Counting::new(remote.blob(&digest, l.size)?, &progress);
         let mut o = crate::image::layers::stream(&mut reader, l, &opts.inspect, false)?;
         if algo != Algo::Sha256 {
@@ -781,15 +886,28 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
             o.blob_digest = Some(digest.clone());
         }
         let analyzed: AnalyzedLayer = crate::image::layers::check(l, o, opts.verify)?;
+        LAYER_COUNTS.analysed.fetch_add(1, Ordering::Relaxed);
         if let Some(c) = &ro.cache {
-            // A failed write only costs a later download.
+            // Only verified analyses are stored (the cache refuses others); a failed write only
+            // costs a later download.
             let _ = c.put(&digest, &variant, &analyzed);
+        }
+        if let Some(st) = &ro.store {
+            st.put(&digest, &variant, &analyzed);
         }
         Ok(analyzed)
     });
     progress.finish();
-    let mut report = assemble("registry", Some(&resolved), Some(reference.whole()), layers?);
+    let layers = layers?;
+    let attest_layers = (ro.attest && subject.is_some()).then(|| layers.clone());
+    let mut report = assemble("registry", Some(&resolved), Some(reference.whole()), layers);
     report.stats.downloaded_bytes = remote.downloaded.load(Ordering::Relaxed);
     report.stats.layers_from_cache = from_cache.load(Ordering::Relaxed);
+    if let (Some(layers), Some(s)) = (attest_layers, &subject) {
+        let st = attest::statement(s, &reference.whole(), &variant, &layers, &report)?;
+        let scope = format!("repository:{}:pull,push", reference.repository());
+        let push = Remote::connect_scoped(reference.clone(), ro, scope, Instant::now() + ro.deadline)?;
+        attest::push(&push, s, &st)?;
+    }
     Ok(report)
 }

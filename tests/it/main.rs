@@ -16,6 +16,7 @@ mod inspect_linkers;
 mod install;
 mod layer_tar;
 mod registry;
+mod registry_scale;
 mod reports;
 mod rules;
 mod scan;

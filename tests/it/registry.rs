@@ -280,7 +280,10 @@ fn opts(cache: Option<&Path>) -> ScanOptions {
 }
 
 fn cached_entries(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("layers")).map(|r| r.count()).unwrap_or(0)
+    // Entries only, not the single-flight lock files beside them.
+    std::fs::read_dir(dir.join("layers"))
+        .map(|r| r.flatten().filter(|e| !e.file_name().to_string_lossy().ends_with(".lock")).count())
+        .unwrap_or(0)
 }
 
 fn files_json(r: &cudalint::image::ImageReport) -> serde_json::Value {

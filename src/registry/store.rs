@@ -1,0 +1,324 @@
+//! A layer-analysis store in a registry repository (`--analysis-store HOST/REPO`): shards on
+//! different nodes, with no shared volume, share their layer analyses through the registry.
+//!
+//! Each analysis is an OCI artifact (artifact type `application/vnd.cudalint.layer-analysis.v1`)
+//! whose one blob is the layer cache's entry (header naming the key, body hash; see
+//! `crate::cache`), tagged `cudalint-layer-<key>` where `<key>` is the cache key (hex sha256 of
+//! analyser version, layer digest and analysis options). A layer blob cannot be the `subject` of
+//! a referrer (subjects are manifests), so lookup is by that tag: one manifest GET per layer
+//! before it is pulled. An entry is used only when its header names exactly the key looked up
+//! and its body hashes to what the header says; anything else is ignored and the layer pulled.
+//! A stored analysis is trusted as far as the repository is: whoever can push there can make
+//! the scan see what they like in a layer.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use oci_client::Reference;
+use reqwest::{Method, StatusCode};
+use sha2::{Digest as _, Sha256};
+
+use super::{Algo, RegistryOptions, Remote, esc, http, parse_reference};
+use crate::image::{AnalyzedLayer, ScanError};
+
+pub const ARTIFACT_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1";
+/// A marker that a shard is analysing a layer (single flight across nodes).
+pub const CLAIM_TYPE: &str = "application/vnd.cudalint.layer-claim.v1";
+pub const ENTRY_MEDIA_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1+zstd";
+const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
+const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// An entry blob larger than this is not read (the cache's own bound on a decoded entry is
+/// larger; compressed entries are far smaller).
+const MAX_ENTRY_BLOB: u64 = 64 << 20;
+
+pub struct AnalysisStore {
+    remote: Remote,
+    /// How long a claim holds: others wait for its analysis at most this long, and a claim
+    /// older than this (a killed shard's) is ignored.
+    claim_timeout: Duration,
+    pub claim_waits: AtomicU64,
+    pub hits: AtomicU64,
+    pub pushed: AtomicU64,
+    pub push_errors: AtomicU64,
+    warned: AtomicBool,
+}
+
+fn tag(digest: &str, variant: &str) -> String {
+    format!("cudalint-layer-{}", crate::cache::key(digest, variant))
+}
+
+fn claim_tag(digest: &str, variant: &str) -> String {
+    format!("cudalint-claim-{}", crate::cache::key(digest, variant))
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// What a shard that missed a layer in the store does.
+pub enum Claim {
+    /// Analyse it (no one else is, or their claim is stale).
+    Mine,
+    /// Another shard claimed it first: wait for its analysis (`wait_for`).
+    Theirs,
+}
+
+impl AnalysisStore {
+    /// Connects to `repo` (`host/name`) asking for pull and push.
+    pub fn connect(repo: &str, o: &RegistryOptions) -> Result<AnalysisStore, ScanError> {
+        let r = parse_reference(repo)?;
+        // The store's tags are its own: a tag or digest in the name is a mistake.
+        if r.digest().is_some() || r.tag().is_some_and(|t| t != "latest") {
+            return Err(ScanError::Usage(format!(
+                "--analysis-store {}: name a repository (host/name), without a tag or digest",
+                esc(repo)
+            )));
+        }
+        let r = Reference::with_tag(r.registry().to_string(), r.repository().to_string(), "latest".into());
+        let scope = format!("repository:{}:pull,push", r.repository());
+        // A store lives for the whole run (many images), not one image's deadline.
+        let remote = Remote::connect_scoped(r, o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600))?;
+        Ok(AnalysisStore {
+            remote,
+            claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
+            claim_waits: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            pushed: AtomicU64::new(0),
+            push_errors: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+        })
+    }
+
+    pub fn with_claim_timeout(mut self, t: Duration) -> AnalysisStore {
+        self.claim_timeout = t;
+        self
+    }
+
+    fn reference(&self, tag: String) -> Reference {
+        Reference::with_tag(
+            self.remote.reference.registry().to_string(),
+            self.remote.reference.repository().to_string(),
+            tag,
+        )
+    }
+
+    /// The claim on a key as (id, unix seconds), if one can be read.
+    fn read_claim(&self, tag: &str) -> Option<(String, u64)> {
+        let (m, _) = self.remote.manifest(&self.reference(tag.to_string())).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(CLAIM_TYPE) {
+            return None;
+        }
+        let a = v.get("annotations")?;
+        let id = a.get("dev.cudalint.claim.id")?.as_str()?.to_string();
+        let at = a.get("dev.cudalint.claim.at")?.as_str()?.parse().ok()?;
+        Some((id, at))
+    }
+
+    /// Single flight across nodes, as far as a registry allows (it has no compare-and-swap):
+    /// a live claim by another shard means wait; else push ours, let concurrent claimants'
+    /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
+    /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
+    pub fn claim(&self, digest: &str, variant: &str) -> Claim {
+        let t = claim_tag(digest, variant);
+        let live = |at: u64| now_secs().saturating_sub(at) < self.claim_timeout.as_secs();
+        if self.read_claim(&t).is_some_and(|(_, at)| live(at)) {
+            return Claim::Theirs;
+        }
+        let id = hex::encode(
+            &Sha256::digest(format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now()))[..16],
+        );
+        let pushed = self.write_claim(&t, &id, now_secs(), digest);
+        if pushed.is_err() {
+            return Claim::Mine;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+        match self.read_claim(&t) {
+            Some((other, at)) if other != id && live(at) => Claim::Theirs,
+            _ => Claim::Mine,
+        }
+    }
+
+    /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
+    fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), ScanError> {
+        let empty = b"{}";
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": CLAIM_TYPE,
+            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
+            "layers": [{"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()}],
+            "annotations": {"dev.cudalint.claim.id": id, "dev.cudalint.claim.at": at.to_string(),
+                            "dev.cudalint.layer.digest": digest},
+        });
+        self.remote.upload(empty)?;
+        let path = format!("/v2/{}/manifests/{t}", self.remote.reference.repository());
+        let body = serde_json::to_vec(&manifest).expect("json");
+        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
+        Ok(())
+    }
+
+    /// Waits for another shard's analysis of a layer, at most the claim timeout.
+    pub fn wait_for(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+        self.claim_waits.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(100);
+        loop {
+            if let Some(h) = self.get(digest, variant) {
+                return Some(h);
+            }
+            if start.elapsed() >= self.claim_timeout {
+                return None;
+            }
+            std::thread::sleep(pause.min(self.claim_timeout.saturating_sub(start.elapsed())));
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    pub fn repository(&self) -> String {
+        format!("{}/{}", self.remote.reference.registry(), self.remote.reference.repository())
+    }
+
+    /// The stored analysis of a layer, if there is one whose key matches; any failure to read
+    /// it (absent, unreachable, malformed, another key) is a miss: the layer is pulled.
+    pub fn get(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+        let (m, _) = self.remote.manifest(&self.reference(tag(digest, variant))).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(ARTIFACT_TYPE) {
+            return None;
+        }
+        let layers = v.get("layers")?.as_array()?;
+        let [l] = &layers[..] else { return None };
+        if l.get("mediaType").and_then(|m| m.as_str()) != Some(ENTRY_MEDIA_TYPE)
+            || l.get("size").and_then(|s| s.as_u64()).is_none_or(|s| s > MAX_ENTRY_BLOB)
+        {
+            return None;
+        }
+        let blob_digest = l.get("digest")?.as_str()?;
+        // Verified against its digest by small_blob; then the header must name this key.
+        let entry = self.remote.small_blob(blob_digest).ok()?;
+        let layer = crate::cache::decode(&entry[..], digest, variant)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(layer)
+    }
+
+    /// Stores an analysis (verified layers only). A failure is counted and said once on stderr:
+    /// it costs later shards a pull, never a wrong result.
+    pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) {
+        let entry = match crate::cache::encode(digest, variant, layer) {
+            Ok(Some(e)) => e,
+            _ => return,
+        };
+        let pushed = self
+            .push(&tag(digest, variant), digest, &entry)
+            .and_then(|_| self.write_claim(&claim_tag(digest, variant), "released", 0, digest));
+        match pushed {
+            Ok(()) => {
+                self.pushed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.push_errors.fetch_add(1, Ordering::Relaxed);
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    eprintln!("cudalint: analysis store {}: {e} (analyses are not shared)", esc(&self.repository()));
+                }
+            }
+        }
+    }
+
+    fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), ScanError> {
+        let empty = b"{}";
+        self.remote.upload(empty)?;
+        self.remote.upload(entry)?;
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "artifactType": ARTIFACT_TYPE,
+            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
+            "layers": [{"mediaType": ENTRY_MEDIA_TYPE, "digest": Algo::Sha256.digest(entry), "size": entry.len()}],
+            "annotations": {"dev.cudalint.layer.digest": layer_digest},
+        });
+        let body = serde_json::to_vec(&manifest).expect("json");
+        let path = format!("/v2/{}/manifests/{tag}", self.remote.reference.repository());
+        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
+        Ok(())
+    }
+}
+
+/// Writes to a registry (the analysis store, attestations).
+impl Remote {
+    /// A blob, uploaded monolithically (POST, then PUT with the digest) unless already there.
+    pub(crate) fn upload(&self, data: &[u8]) -> Result<(), ScanError> {
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(data)));
+        let repo = self.reference.repository();
+        let what = format!("blob {digest}");
+        let head = self.send(Method::HEAD, &format!("/v2/{repo}/blobs/{digest}"), None, Vec::new(), &what);
+        if head.is_ok() {
+            return Ok(());
+        }
+        let res = self.send(Method::POST, &format!("/v2/{repo}/blobs/uploads/"), None, Vec::new(), &what)?;
+        let loc = res
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .ok_or_else(|| ScanError::Format(format!("{what}: upload started without a Location")))?;
+        let mut url = self.inner.base.join(loc).map_err(|e| ScanError::Format(format!("{what}: {e}")))?;
+        if url.host_str() != self.inner.base.host_str() || url.port() != self.inner.base.port() {
+            // Credentials go to the registry's own host only.
+            return Err(ScanError::Format(format!("{what}: upload location {} is on another host", esc(loc))));
+        }
+        url.query_pairs_mut().append_pair("digest", &digest);
+        self.send_url(Method::PUT, url, Some("application/octet-stream"), data.to_vec(), &what)?;
+        Ok(())
+    }
+
+    pub(crate) fn send(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+        what: &str,
+    ) -> Result<reqwest::Response, ScanError> {
+        self.send_url(method, self.inner.url(path), content_type, body, what)
+    }
+
+    /// One request with the connection's authorization (renewed once on 401); non-success is an
+    /// error.
+    pub(crate) fn send_url(
+        &self,
+        method: Method,
+        url: reqwest::Url,
+        content_type: Option<&str>,
+        body: Vec<u8>,
+        what: &str,
+    ) -> Result<reqwest::Response, ScanError> {
+        let inner = &self.inner;
+        self.rt.block_on(async {
+            let mut renewed = false;
+            loop {
+                let auth = inner.authorization.lock().expect("auth lock").clone();
+                let mut r = inner.http.request(method.clone(), url.clone()).body(body.clone());
+                if let Some(a) = &auth {
+                    r = r.header(reqwest::header::AUTHORIZATION, a);
+                }
+                if let Some(c) = content_type {
+                    r = r.header(reqwest::header::CONTENT_TYPE, c);
+                }
+                inner.requests.fetch_add(1, Ordering::Relaxed);
+                let res = http::send(r, inner.limits, what)
+                    .await
+                    .map_err(|e| ScanError::Format(format!("{what}: {}", esc(&http::error_chain(&e)))))?;
+                if res.status() == StatusCode::UNAUTHORIZED && !renewed {
+                    renewed = true;
+                    let a = inner.authenticate().await.map_err(|f| f.error)?;
+                    *inner.authorization.lock().expect("auth lock") = a;
+                    continue;
+                }
+                if !res.status().is_success() {
+                    return Err(http::status_error(res, inner.limits, what).await);
+                }
+                return Ok(res);
+            }
+        })
+    }
+}

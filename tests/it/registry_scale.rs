@@ -1,0 +1,472 @@
+//! Registry scans at scale: shards of `cudalint registry` sharing one cache directory analyse
+//! each layer once (single flight), and a killed or hung holder of a layer's lock does not block
+//! the others past the timeout. Against the real `docker-registry` on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command as Proc, Stdio};
+use std::time::Duration;
+
+use sha2::Digest as _;
+
+use assert_cmd::Command;
+
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::registry::Registry;
+use crate::scan::which;
+use crate::util::read_fixture;
+
+/// Three images sharing a large base layer, each pushed under three tags (9 images, 4 unique
+/// layers if the pushes keep the blobs as built).
+fn shared_layer_registry() -> (Registry, Vec<tempfile::TempDir>) {
+    let reg = Registry::start(false, None);
+    let mut big = read_fixture("libmulti.so");
+    big.extend(vec![7u8; 4 << 20]);
+    let base = tar(&[
+        Ent::File("usr/lib/libmulti-padded.bin", big),
+        Ent::File("usr/lib/libsm90a.so", read_fixture("libsm90a.so")),
+    ]);
+    let mut layouts = Vec::new();
+    for (i, repo) in ["scale/a", "scale/b", "scale/c"].iter().enumerate() {
+        let app =
+            tar(&[Ent::File(["opt/a/libx.so", "opt/b/libx.so", "opt/c/libx.so"][i], read_fixture("libsm100f.so"))]);
+        let img = Image::new(vec![(base.clone(), Comp::Gzip), (app, Comp::None)]);
+        let layout = tempfile::tempdir().unwrap();
+        oci_layout(layout.path(), &[&img]);
+        for tag in ["1", "2", "3"] {
+            reg.push(layout.path(), &format!("{repo}:{tag}"), None);
+        }
+        layouts.push(layout);
+    }
+    (reg, layouts)
+}
+
+fn registry_cmd(reg: &Registry, out: &Path, cache: &Path, extra: &[&str]) -> Proc {
+    let mut c = Proc::new(assert_cmd::cargo::cargo_bin("cudalint"));
+    c.args(["registry", &reg.host(), "--quiet", "--gpu", "H100", "--output-dir"])
+        .arg(out)
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+fn stat(s: &serde_json::Value, k: &str) -> u64 {
+    s["stats"][k].as_u64().unwrap_or_else(|| panic!("summary has no stats.{k}: {s}"))
+}
+
+fn entries(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.zst"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn locks(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".lock"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn four_shards_on_one_cache_dir_analyse_each_unique_layer_once() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    // One process, its own cache: the unique layers are what it analyses (and stores).
+    let one_cache = work.path().join("one-cache");
+    let one = work.path().join("one");
+    let o = registry_cmd(&reg, &one, &one_cache, &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = summary(&one);
+    let unique = entries(&one_cache).len() as u64;
+    assert_eq!(stat(&whole, "layers_analysed"), unique);
+    assert_eq!(stat(&whole, "layers_pulled"), unique);
+    assert!(unique < 18, "the images share layers: {unique} unique of 18");
+
+    // Four shards at once on one shared directory.
+    let shared = work.path().join("shared-cache");
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            let d = work.path().join(format!("shard{k}"));
+            (d.clone(), registry_cmd(&reg, &d, &shared, &["--shard", &format!("{k}/4")]).spawn().unwrap())
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (d, c) in children {
+        let o = c.wait_with_output().unwrap();
+        assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+        parts.push(d.join("summary.json"));
+    }
+    let merged = work.path().join("merged.json");
+    let o = Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(m["images"], whole["images"], "the shards' verdicts are the whole run's");
+    assert_eq!(stat(&m, "layers_analysed"), unique, "layers analysed across shards: {}", m["stats"]);
+    assert_eq!(stat(&m, "layers_pulled"), unique, "layers pulled across shards: {}", m["stats"]);
+    assert_eq!(stat(&m, "stale_locks"), 0);
+    assert_eq!(entries(&shared).len() as u64, unique);
+}
+
+#[test]
+fn a_killed_or_hung_lock_holder_does_not_block_the_others() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let first = work.path().join("first");
+    let o = registry_cmd(&reg, &first, &cache, &["--repo", "scale/a"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let lock_files = locks(&cache);
+    assert_eq!(lock_files.len(), entries(&cache).len());
+    assert!(!lock_files.is_empty());
+
+    // A killed holder: a process takes every layer's lock and dies by SIGKILL mid-"analysis".
+    // The kernel drops its locks; the next run waits for nothing, even with the default
+    // (600 s) lock timeout. The entries are gone, so the layers must be analysed again.
+    for e in entries(&cache) {
+        std::fs::remove_file(e).unwrap();
+    }
+    let mut script = String::new();
+    for (i, l) in lock_files.iter().enumerate() {
+        let fd = 10 + i;
+        script.push_str(&format!("exec {fd}>'{}'; '{}' {fd}; ", l.display(), which("flock")));
+    }
+    script.push_str("echo locked; exec sleep 600");
+    let mut holder = Proc::new(which("bash")).arg("-c").arg(&script).stdout(Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "locked");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let after_kill = work.path().join("after-kill");
+    // The bound only turns a hang into a failure; nothing is asserted about time.
+    let o = Command::from_std(registry_cmd(&reg, &after_kill, &cache, &["--repo", "scale/a"]))
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&after_kill);
+    assert_eq!(stat(&s, "lock_waits"), 0, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), lock_files.len() as u64, "{}", s["stats"]);
+
+    // A hung holder (a frozen pod): this process holds every lock and never lets go. The run
+    // waits --cache-lock-timeout per layer, then analyses the layers itself.
+    for e in entries(&cache) {
+        std::fs::remove_file(e).unwrap();
+    }
+    let held: Vec<std::fs::File> = lock_files
+        .iter()
+        .map(|l| {
+            let f = std::fs::OpenOptions::new().write(true).open(l).unwrap();
+            rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive).unwrap();
+            f
+        })
+        .collect();
+    let hung = work.path().join("hung");
+    let o = Command::from_std(registry_cmd(&reg, &hung, &cache, &["--repo", "scale/a", "--cache-lock-timeout", "1"]))
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&hung);
+    assert_eq!(s["images"], summary(&first)["images"]);
+    // Each layer's lock was given up on once; its analysis was stored, so later images hit.
+    assert_eq!(stat(&s, "stale_locks"), lock_files.len() as u64, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), lock_files.len() as u64, "{}", s["stats"]);
+    drop(held);
+}
+
+#[test]
+fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let cache = work.path().join("cache");
+    let first = work.path().join("first");
+    let o = registry_cmd(&reg, &first, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let files = entries(&cache);
+    assert_eq!(files.len(), 2);
+    let plain: Vec<Vec<u8>> = files.iter().map(|f| zstd::decode_all(&std::fs::read(f).unwrap()[..]).unwrap()).collect();
+    // Swapped: each file now holds the other layer's (well-formed, self-consistent) entry.
+    std::fs::write(&files[0], zstd::encode_all(&plain[1][..], 3).unwrap()).unwrap();
+    std::fs::write(&files[1], zstd::encode_all(&plain[0][..], 3).unwrap()).unwrap();
+    let swapped = work.path().join("swapped");
+    registry_cmd(&reg, &swapped, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    let s = summary(&swapped);
+    assert_eq!(stat(&s, "cache_hits"), 0, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), 2, "{}", s["stats"]);
+    assert_eq!(s["images"], summary(&first)["images"]);
+    // A body changed after its header (a flipped verdict-relevant byte): the hash catches it.
+    let good = zstd::decode_all(&std::fs::read(&files[0]).unwrap()[..]).unwrap();
+    let text = String::from_utf8(good).unwrap();
+    assert!(text.contains("\"verified\":true"));
+    let forged = text.replacen("\"size\":", "\"size\":1", 1);
+    assert_ne!(forged, text);
+    std::fs::write(&files[0], zstd::encode_all(forged.as_bytes(), 3).unwrap()).unwrap();
+    let changed = work.path().join("changed");
+    registry_cmd(&reg, &changed, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
+    let s = summary(&changed);
+    assert_eq!(stat(&s, "cache_hits"), 1, "{}", s["stats"]);
+    assert_eq!(stat(&s, "layers_analysed"), 1, "{}", s["stats"]);
+}
+
+/// A bare HTTP/1.1 request to the loopback registry (no auth): status and body.
+fn http(reg: &Registry, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", reg.port)).unwrap();
+    let accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json";
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        reg.host(),
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, out[split + 4..].to_vec())
+}
+
+fn store_tags(reg: &Registry) -> Vec<String> {
+    let (st, body) = http(reg, "GET", "/v2/cudalint/analyses/tags/list", "text/plain", b"");
+    assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut t: Vec<String> = serde_json::from_value(v["tags"].clone()).unwrap();
+    t.sort();
+    t
+}
+
+#[test]
+fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let run = |name: &str, extra: &[&str]| {
+        let d = work.path().join(name);
+        // Each run has its own empty cache directory: pods on different nodes.
+        let o = registry_cmd(
+            &reg,
+            &d,
+            &work.path().join(format!("{name}-cache")),
+            &[&["--repo", "scale/a"], extra].concat(),
+        )
+        .output()
+        .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        summary(&d)
+    };
+    let first = run("first", &["--analysis-store", &store]);
+    let unique = stat(&first, "layers_analysed");
+    assert_eq!(stat(&first, "store_pushed"), unique, "{}", first["stats"]);
+    let all = store_tags(&reg);
+    let tags: Vec<String> = all.iter().filter(|t| t.starts_with("cudalint-layer-")).cloned().collect();
+    assert_eq!(tags.len() as u64, unique, "{all:?}");
+    // Besides the analyses, only their (released) claims.
+    assert!(all.iter().all(|t| t.starts_with("cudalint-layer-") || t.starts_with("cudalint-claim-")), "{all:?}");
+    // Another node: nothing pulled, nothing analysed, the same verdicts.
+    let second = run("second", &["--analysis-store", &store]);
+    assert_eq!(stat(&second, "layers_pulled"), 0, "{}", second["stats"]);
+    assert_eq!(stat(&second, "layers_analysed"), 0, "{}", second["stats"]);
+    assert_eq!(stat(&second, "store_hits"), unique, "{}", second["stats"]);
+    assert_eq!(second["images"], first["images"]);
+    // --no-remote-cache: the store is neither read nor written.
+    let off = run("off", &["--analysis-store", &store, "--no-remote-cache"]);
+    assert_eq!(stat(&off, "store_hits"), 0);
+    assert_eq!(stat(&off, "layers_analysed"), unique);
+    // An entry stored under another layer's key (a tag moved to another analysis) is not read.
+    let (st, m0) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{}", tags[0]), "text/plain", b"");
+    assert_eq!(st, 200);
+    let (st, body) = http(
+        &reg,
+        "PUT",
+        &format!("/v2/cudalint/analyses/manifests/{}", tags[1]),
+        "application/vnd.oci.image.manifest.v1+json",
+        &m0,
+    );
+    assert_eq!(st, 201, "{}", String::from_utf8_lossy(&body));
+    let moved = run("moved", &["--analysis-store", &store]);
+    assert_eq!(stat(&moved, "store_hits"), unique - 1, "{}", moved["stats"]);
+    assert_eq!(stat(&moved, "layers_analysed"), 1, "{}", moved["stats"]);
+    assert_eq!(moved["images"], first["images"]);
+}
+
+#[test]
+fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_store() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let one = work.path().join("one");
+    let o = registry_cmd(&reg, &one, &work.path().join("one-cache"), &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let whole = summary(&one);
+    let unique = stat(&whole, "layers_analysed");
+    let children: Vec<_> = (0..4)
+        .map(|k| {
+            let d = work.path().join(format!("shard{k}"));
+            let cache = work.path().join(format!("cache{k}"));
+            let args = ["--shard", &format!("{k}/4"), "--analysis-store", &store];
+            (d.clone(), registry_cmd(&reg, &d, &cache, &args).spawn().unwrap())
+        })
+        .collect();
+    let mut parts = Vec::new();
+    for (d, c) in children {
+        let o = c.wait_with_output().unwrap();
+        assert_ne!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+        parts.push(d.join("summary.json"));
+    }
+    let merged = work.path().join("merged.json");
+    Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(m["images"], whole["images"]);
+    assert_eq!(stat(&m, "layers_analysed"), unique, "{}", m["stats"]);
+    assert_eq!(stat(&m, "layers_pulled"), unique, "{}", m["stats"]);
+    assert_eq!(stat(&m, "store_pushed"), unique, "{}", m["stats"]);
+}
+
+#[test]
+fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let run = |name: &str, extra: &[&str]| {
+        let d = work.path().join(name);
+        let args = [&["--repo", "scale/a", "--tag", "1", "--analysis-store", &store], extra].concat();
+        let o = Command::from_std(registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &args))
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        summary(&d)
+    };
+    let first = run("first", &[]);
+    let all = store_tags(&reg);
+    let (layers, claims): (Vec<String>, Vec<String>) = all.into_iter().partition(|t| t.starts_with("cudalint-layer-"));
+    assert_eq!(layers.len(), 2);
+    assert_eq!(claims.len(), 2);
+    // The analyses disappear (deleted), and each layer carries a live claim by a shard that
+    // will never finish (killed): `at` now, or long ago.
+    let set_claims = |at: u64| {
+        for t in &claims {
+            let (st, m) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{t}"), "text/plain", b"");
+            assert_eq!(st, 200);
+            let mut v: serde_json::Value = serde_json::from_slice(&m).unwrap();
+            v["annotations"]["dev.cudalint.claim.id"] = "killed-shard".into();
+            v["annotations"]["dev.cudalint.claim.at"] = at.to_string().into();
+            let body = serde_json::to_vec(&v).unwrap();
+            let path = format!("/v2/cudalint/analyses/manifests/{t}");
+            let (st, b) = http(&reg, "PUT", &path, "application/vnd.oci.image.manifest.v1+json", &body);
+            assert_eq!(st, 201, "{}", String::from_utf8_lossy(&b));
+        }
+    };
+    let delete_analyses = || {
+        for t in &layers {
+            let (st, m) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{t}"), "text/plain", b"");
+            assert_eq!(st, 200);
+            let d = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&m)));
+            let (st, b) = http(&reg, "DELETE", &format!("/v2/cudalint/analyses/manifests/{d}"), "text/plain", b"");
+            assert_eq!(st, 202, "{}", String::from_utf8_lossy(&b));
+        }
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    delete_analyses();
+    set_claims(now);
+    // A live claim (younger than the timeout when the run meets it): waited for at most
+    // --cache-lock-timeout, then analysed here.
+    let waited = run("waited", &["--cache-lock-timeout", "10"]);
+    assert_eq!(stat(&waited, "store_claim_waits"), 2, "{}", waited["stats"]);
+    assert_eq!(stat(&waited, "layers_analysed"), 2, "{}", waited["stats"]);
+    assert_eq!(waited["images"], first["images"]);
+    // A claim older than the timeout (the default 600 s here) is not waited for at all.
+    delete_analyses();
+    set_claims(now - 3600);
+    let stale = run("stale", &[]);
+    assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
+    assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
+}
+
+fn scan_cmd(spec: &str, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", spec, "--quiet", "--no-cache"])
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let inv = work.path().join("inv.json");
+    let spec = format!("{}/scale/a:1", reg.host());
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", "inventory", "-o", inv.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
+    let manifest = pulled["image"]["manifest_digest"].as_str().unwrap().to_string();
+    // The loopback registry has no referrers API: the tag schema's index lists the statement.
+    let (st, tags) = http(&reg, "GET", "/v2/scale/a/tags/list", "text/plain", b"");
+    assert_eq!(st, 200);
+    let fallback = manifest.replace(':', "-");
+    assert!(String::from_utf8_lossy(&tags).contains(&fallback), "{}", String::from_utf8_lossy(&tags));
+    let (st, index) = http(&reg, "GET", &format!("/v2/scale/a/manifests/{fallback}"), "text/plain", b"");
+    assert_eq!(st, 200);
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let referrer = index["manifests"][0]["digest"].as_str().unwrap();
+    let (_, m) = http(&reg, "GET", &format!("/v2/scale/a/manifests/{referrer}"), "text/plain", b"");
+    let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+    assert_eq!(m["subject"]["digest"], manifest.as_str());
+    assert_eq!(m["artifactType"], "application/vnd.in-toto+json");
+
+    // Judged again, for other targets, through a proxy that counts requests: no layer pulled.
+    let proxy = crate::registry::Proxy::start(reg.port);
+    let via = format!("{}/scale/a:1", proxy.host());
+    let inv2 = work.path().join("inv2.json");
+    for gpu in ["H100", "A100", "B300", "RTX 5090"] {
+        let attested = scan_cmd(
+            &via,
+            &["--from-attestation", "--gpu", gpu, "--format", "inventory", "-o", inv2.to_str().unwrap()],
+        );
+        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "inventory", "-o", "/dev/null"]);
+        assert_eq!(attested.status.code(), fresh.status.code(), "{gpu}: {}", String::from_utf8_lossy(&attested.stderr));
+        let read: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv2).unwrap()).unwrap();
+        assert_eq!(read["files"], pulled["files"]);
+    }
+    // Other analysis options than the attested ones: the attestation does not apply (exit 2).
+    let o = scan_cmd(&via, &["--from-attestation", "--deep", "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("with other options"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // An image without an attestation: exit 2, nothing pulled in its place.
+    let o = scan_cmd(&format!("{}/scale/b:1", proxy.host()), &["--from-attestation", "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no usable cudalint attestation"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // (scale/b shares the base layer: not pulled either.)
+    for l in pulled["image"]["layers"].as_array().unwrap() {
+        assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
+    }
+}
