@@ -265,7 +265,11 @@ pub fn scan_stream<R: Read>(
                         media_type: None,
                     };
                     let mut raw = std::io::Cursor::new(head).chain(InputReader(&mut sub));
-                    outcomes.insert(name, layers::stream(&mut raw, &l, &opts.inspect, digest.is_none()));
+                    // Legacy layer names are no digests: the tar's own digest is what the config's
+                    // diff_ids name, so it is always hashed; a digest-named blob (Docker 25 OCI
+                    // layout) only under `--verify always`.
+                    let want_tar = digest.is_none() || opts.verify == super::Verify::Always;
+                    outcomes.insert(name, layers::stream(&mut raw, &l, &opts.inspect, want_tar));
                 }
             }
             _ => {}

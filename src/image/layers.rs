@@ -19,10 +19,13 @@ use crate::layer::pipe::{pipe, read_full_dyn};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
 pub enum Verify {
     /// Hash every blob that is read whole anyway (compressed layers, streams, manifests,
-    /// configs); uncompressed layers read by seeking are not hashed.
+    /// configs) against its digest; uncompressed layers read by seeking are not hashed. A
+    /// layer's diff_id is checked where no blob digest authenticates it (legacy docker-archive
+    /// layers).
     #[default]
     Auto,
-    /// Hash every layer, reading uncompressed ones in full.
+    /// Hash every layer, reading uncompressed ones in full, and check compressed layers'
+    /// diff_ids too (a second hash over every inflated byte).
     Always,
     /// Hash nothing.
     Never,
@@ -83,9 +86,11 @@ pub fn stream<R: Read + ?Sized>(
     let (raw_w, raw_r) = pipe();
     let mut blob = hasher_for(l.digest.as_ref());
     let alg = blob_alg(&blob);
-    // The uncompressed tar is hashed when its digest is one to check (config rootfs.diff_ids);
-    // an uncompressed blob is its own tar, hashed once where the algorithms agree.
-    let tar_hasher = (want_tar_digest || l.diff_id.is_some())
+    // The uncompressed tar is hashed when the caller wants its digest checked (the config's
+    // rootfs.diff_ids): always where no blob digest authenticates the bytes, and under
+    // `--verify always` besides; an uncompressed blob is its own tar, hashed once where the
+    // algorithms agree.
+    let tar_hasher = want_tar_digest
         .then(|| hasher_for(l.diff_id.as_ref()))
         .filter(|h| compression != Compression::None || blob_alg(h) != alg);
     // The walk hashes the tar as it reads it: on two cores inflating is the critical path, and
@@ -131,7 +136,12 @@ pub fn stream<R: Read + ?Sized>(
             LayerError::Io(e) => corrupt(&e),
         })?;
         let blob_digest = blob.finish();
-        let tar_digest = tar_hashed.or_else(|| (compression == Compression::None).then(|| blob_digest.clone()));
+        // An uncompressed blob is its own tar: its digest stands for the diff_id where both use
+        // the same algorithm (else the diff_id goes unchecked unless it was hashed above).
+        let same_alg = |d: &String| d.split(':').next() == blob_digest.split(':').next();
+        let tar_digest = tar_hashed.or_else(|| {
+            (compression == Compression::None && l.diff_id.as_ref().is_none_or(same_alg)).then(|| blob_digest.clone())
+        });
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
 }
@@ -149,6 +159,15 @@ fn name(c: Compression) -> &'static str {
         Compression::Gzip => "gzip",
         Compression::Zstd => "zstd",
     }
+}
+
+/// Whether a layer's uncompressed tar is hashed to check its diff_id. A verified blob digest
+/// already authenticates the bytes (and a runtime refuses a layer whose tar does not match its
+/// diff_id when it unpacks it), so by default the diff_id is checked only where no blob digest
+/// is known; `--verify always` checks both: on two cores the second SHA-256 over every
+/// inflated byte costs more than zstd itself.
+pub fn wants_tar_digest(l: &LayerRef, verify: Verify) -> bool {
+    l.diff_id.is_some() && (l.digest.is_none() || verify == Verify::Always)
 }
 
 /// Reads a layer blob stored at `[off, off+size)` of a file.
@@ -175,8 +194,7 @@ pub fn from_file(
         return Ok(Outcome { summary, compression, size, blob_digest: None, tar_digest: None });
     }
     let mut raw = Counting::new(InputReader(&mut input), progress);
-    let want_tar = l.digest.is_none() && l.diff_id.is_some();
-    stream(&mut raw, l, inspect, want_tar)
+    stream(&mut raw, l, inspect, wants_tar_digest(l, verify))
 }
 
 /// Checks an outcome against the layer's digests and describes the layer.

@@ -879,7 +879,8 @@ pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<Imag
         let algo = Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
         LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
         let mut reader = crate::image::progress::Counting::new(remote.blob(&digest, l.size)?, &progress);
-        let mut o = crate::image::layers::stream(&mut reader, l, &opts.inspect, false)?;
+        let want_tar = crate::image::layers::wants_tar_digest(l, opts.verify);
+        let mut o = crate::image::layers::stream(&mut reader, l, &opts.inspect, want_tar)?;
         if algo != Algo::Sha256 {
             // The walker hashes sha256; the download checked the blob's own algorithm (a
             // mismatch ended the stream above with an error).

@@ -514,7 +514,12 @@ fn digests_are_verified_whatever_their_algorithm() {
     let idx = serde_json::json!({"schemaVersion": 2, "manifests": [{
         "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": ms}]});
     std::fs::write(l.join("index.json"), serde_json::to_vec(&idx).unwrap()).unwrap();
-    exit2(&format!("oci:{}", l.display()), &["uncompressed tar", &lying_config_diff]);
+    // Checked under --verify always (a second SHA-256 over every inflated byte); by default the
+    // blob digest authenticates the bytes read, and a runtime refuses to unpack a layer whose
+    // tar does not match its diff_id.
+    let o = cli(&["scan", &format!("oci:{}", l.display()), "--quiet", "--verify", "always"], None);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("uncompressed tar") && o.stderr.contains(&lying_config_diff), "{}", o.stderr);
     // --verify never reads it (the user asked), and says it is not verified.
     let r = scan(&format!("oci:{}", l.display()), &ScanOptions { verify: Verify::Never, ..opts() }).unwrap();
     assert!(!r.image.layers[0].verified);
