@@ -121,6 +121,9 @@ pub struct BinaryFacts {
     /// Everything the inspector could not read in full (sorted): with a CUDA sign, the verdicts
     /// may be missing device code (CL015).
     pub problems: Vec<String>,
+    /// For a version-selected sibling the loader does not pick here: the one it picks (empty
+    /// otherwise). Such a binary is never loaded, so no rule about its own build applies.
+    pub not_loaded: String,
 }
 
 #[derive(Debug, Clone)]
@@ -575,6 +578,7 @@ pub fn binary(f: &ImageFile) -> Binary {
         driver_library: driver_lib.to_string(),
         cuda_sign: r.cuda_sign || !modules.is_empty() || !cuda_needed.is_empty() || r.has_device_code(),
         problems: r.all_problems(),
+        not_loaded: String::new(),
         cuda_needed,
     };
     Binary { facts, modules }

@@ -179,10 +179,13 @@ fn cell(c: &facts::Coverage, b: &Binary) -> String {
 }
 
 pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> {
-    let binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
+    let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     let mut image = facts::image(scan, &binaries);
     // What the runtimes need from the driver: NVIDIA_REQUIRE_CUDA is checked against it too.
     let unselected = verdict::unselected_siblings(scan, &binaries);
+    for (i, picked) in &unselected {
+        binaries[*i].facts.not_loaded = picked.clone();
+    }
     let floor = verdict::floor(scan, &binaries, &unselected);
     if floor.major * 100 > image.needs_cuda_n {
         image.needs_cuda_n = floor.major * 100;

@@ -132,7 +132,9 @@ impl AnalysisStore {
         if pushed.is_err() {
             return Claim::Mine;
         }
-        std::thread::sleep(Duration::from_millis(250));
+        // Long enough for concurrent claimants' pushes to land on a loaded machine; paid only
+        // by a shard that found no analysis and no live claim.
+        std::thread::sleep(Duration::from_millis(1000));
         match self.read_claim(&t) {
             Some((other, at)) if other != id && live(at) => Claim::Theirs,
             _ => Claim::Mine,
