@@ -377,11 +377,16 @@ fn sections_from_captures(l: &Layout, caps: &[Capture], report: &mut FileReport)
 
 /// Sections that may hold device code, merged into ascending ranges.
 fn scan_ranges(secs: &[Section], code: bool) -> Vec<(u64, u64)> {
-    let mut r: Vec<(u64, u64)> = secs
+    let r: Vec<(u64, u64)> = secs
         .iter()
         .filter(|s| s.may_hold_device_code() && (code || !s.exec()))
         .filter_map(Section::file_range)
         .collect();
+    merge_ranges(r)
+}
+
+/// Byte ranges sorted and merged where they overlap or touch.
+pub(crate) fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     r.sort_unstable();
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
     for (a, b) in r {

@@ -127,21 +127,13 @@ impl Layout {
 
     /// File ranges of the PT_LOAD segments (what the loader maps), sorted and merged.
     pub fn load_ranges(&self) -> Vec<(u64, u64)> {
-        let mut r: Vec<(u64, u64)> = self
-            .phdrs
-            .iter()
-            .filter(|p| p.p_type == PT_LOAD && p.p_filesz > 0)
-            .map(|p| (p.p_offset, p.p_offset.saturating_add(p.p_filesz)))
-            .collect();
-        r.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
-        for (a, b) in r {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        merged
+        super::elf::merge_ranges(
+            self.phdrs
+                .iter()
+                .filter(|p| p.p_type == PT_LOAD && p.p_filesz > 0)
+                .map(|p| (p.p_offset, p.p_offset.saturating_add(p.p_filesz)))
+                .collect(),
+        )
     }
 
     pub fn dynamic_range(&self) -> Option<(u64, u64)> {
