@@ -33,7 +33,6 @@ use crate::image::AnalyzedLayer;
 /// Bumped whenever the analysis of a layer would come out differently for the same bytes
 /// (2: package records per layer; sparse entries and non-UTF-8 names read exactly).
 const ANALYSIS_VERSION: u32 = 2;
-const SCHEMA: &str = "cudalint.layer-cache/v2";
 /// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
 /// memory (it is dropped instead).
 const MAX_ENTRY: u64 = 512 << 20;
@@ -224,7 +223,7 @@ pub fn encode(digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<
     }
     let body = serde_json::to_vec(layer).map_err(io::Error::other)?;
     let header = Header {
-        schema: SCHEMA.into(),
+        schema: crate::schema::LAYER_CACHE.into(),
         digest: digest.into(),
         analyzer: analyzer(),
         variant: variant.into(),
@@ -257,7 +256,7 @@ fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Op
     let header: Header = serde_json::from_slice(&plain[..nl]).ok()?;
     let body = &plain[nl + 1..];
     let want = Header {
-        schema: SCHEMA.into(),
+        schema: crate::schema::LAYER_CACHE.into(),
         digest: digest.into(),
         analyzer: analyzer(),
         variant: variant.into(),

@@ -17,3 +17,4 @@ pub mod lint;
 pub mod packages;
 pub mod registry;
 pub mod report;
+pub mod schema;

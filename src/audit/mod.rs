@@ -17,10 +17,8 @@ use crate::image::{ImageReport, ScanOptions};
 use crate::lint::rules::Severity;
 use crate::lint::targets::Target;
 use crate::lint::{Finding, LintReport};
-use crate::report::inspect::Tool;
+use crate::schema::{self, Tool};
 use cluster::{Placement, Pool};
-
-pub const AUDIT_SCHEMA: &str = "cudalint.audit/v1";
 
 /// What the audit reads.
 #[derive(Debug, Clone, Default)]
@@ -366,7 +364,7 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
         }
     }
     Ok(AuditReport {
-        schema: AUDIT_SCHEMA,
+        schema: schema::AUDIT,
         tool: Tool::current(),
         pools,
         images,

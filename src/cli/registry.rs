@@ -13,8 +13,6 @@ use super::write_stdout;
 use crate::lint::rules::Severity;
 use crate::registry::catalog::{self, Selection};
 
-pub const SUMMARY_SCHEMA: &str = "cudalint.registry-summary/v1";
-
 #[derive(clap::Args, Debug)]
 pub struct RegistryScanArgs {
     /// Registry host[:port].
@@ -263,7 +261,7 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
     }
     let summary = Summary {
-        schema: SUMMARY_SCHEMA.into(),
+        schema: crate::schema::REGISTRY_SUMMARY.into(),
         registry: a.registry.clone(),
         shards: shard.map(|(k, n)| vec![format!("{k}/{n}")]).unwrap_or_default(),
         images: results,
@@ -288,7 +286,7 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
     for p in &a.summaries {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
         let s: Summary = serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", p.display(), e.line()))?;
-        if s.schema != SUMMARY_SCHEMA {
+        if s.schema != crate::schema::REGISTRY_SUMMARY {
             return Err(format!("{}: not a cudalint registry summary", p.display()));
         }
         if !registry.is_empty() && registry != s.registry {
@@ -303,8 +301,13 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
     }
     check_shards(&shards)?;
     shards.sort_by_key(|s| parse_shard(s).ok());
-    let merged =
-        Summary { schema: SUMMARY_SCHEMA.into(), registry, shards, images: images.into_values().collect(), stats };
+    let merged = Summary {
+        schema: crate::schema::REGISTRY_SUMMARY.into(),
+        registry,
+        shards,
+        images: images.into_values().collect(),
+        stats,
+    };
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;
     }

@@ -19,11 +19,9 @@ use crate::inspect::InspectOptions;
 use crate::layer::analyze::{LayerStats, LayerSummary};
 use crate::layer::decode::Compression;
 use crate::layer::merge::merge;
-use crate::report::inspect::Tool;
+use crate::schema::{self, Tool};
 pub use layers::Verify;
 pub use oci::Platform;
-
-pub const SCAN_SCHEMA: &str = "cudalint.scan/v1";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
@@ -355,7 +353,7 @@ pub fn assemble(
         .collect();
     let cuda_packages = packages.all.iter().filter(|p| crate::packages::cuda_related(&p.name)).cloned().collect();
     ImageReport {
-        schema: SCAN_SCHEMA,
+        schema: schema::SCAN,
         tool: Tool::current(),
         image: ImageInfo {
             name: name.or_else(|| resolved.and_then(|r| r.name.clone())),

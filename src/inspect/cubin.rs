@@ -6,10 +6,9 @@
 use goblin::container::{Container as Class, Ctx};
 use goblin::elf::Elf;
 use goblin::elf::section_header::SectionHeader;
-use serde::{Deserialize, Serialize};
 
 use super::fatbin::Suffix;
-use super::model::hex;
+use super::model::{CubinInfo, hex};
 
 pub const EM_CUDA: u16 = 190;
 const SHT_SYMTAB: u32 = 2;
@@ -38,47 +37,6 @@ impl CubinBytes for &[u8] {
         r.and_then(|r| <[u8]>::get(self, r))
             .map(<[u8]>::to_vec)
             .ok_or_else(|| format!("range {off:#x}+{len:#x} lies outside the cubin ({:#x} bytes)", self.len()))
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CubinInfo {
-    /// `exec` (loadable) or `rel` (relocatable, from -rdc).
-    pub elf_type: String,
-    pub osabi: u8,
-    pub abi_version: u8,
-    pub e_flags: String,
-    /// Real SM the SASS is for, from e_flags.
-    pub sm: u32,
-    /// 'a'/'f' as far as the cubin itself proves it (a bare sm_100f cubin looks like sm_100).
-    pub suffix: Suffix,
-    /// The PTX target the SASS was compiled from, where the cubin records it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virtual_sm: Option<u32>,
-    /// Number of kernels (`__global__` entry points); null when the symbol table could not be
-    /// read (then the cubin is assumed to carry kernels).
-    pub kernel_count: Option<u32>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernels: Vec<String>,
-    /// Toolkit from `.note.nv.cuinfo`/`.note.nv.cuver` or the tkinfo release string.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub toolkit: Option<String>,
-    /// The full producer line from `.note.nv.tkinfo`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub producer: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ptxas_options: Option<String>,
-    /// Problems reading parts of the cubin (the header-level facts above still hold).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
-
-impl CubinInfo {
-    pub fn arch(&self) -> String {
-        format!("sm_{}{}", self.sm, self.suffix.as_str())
-    }
-    pub fn loadable(&self) -> bool {
-        self.elf_type == "exec"
     }
 }
 

@@ -382,20 +382,7 @@ fn scan_ranges(secs: &[Section], code: bool) -> Vec<(u64, u64)> {
         .filter(|s| s.may_hold_device_code() && (code || !s.exec()))
         .filter_map(Section::file_range)
         .collect();
-    merge_ranges(r)
-}
-
-/// Byte ranges sorted and merged where they overlap or touch.
-pub(crate) fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    r.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
-    for (a, b) in r {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    merged
+    hostelf::merge_ranges(r)
 }
 
 /// SONAME, DT_NEEDED and the ELF summary.

@@ -127,7 +127,7 @@ impl Layout {
 
     /// File ranges of the PT_LOAD segments (what the loader maps), sorted and merged.
     pub fn load_ranges(&self) -> Vec<(u64, u64)> {
-        super::elf::merge_ranges(
+        merge_ranges(
             self.phdrs
                 .iter()
                 .filter(|p| p.p_type == PT_LOAD && p.p_filesz > 0)
@@ -280,4 +280,17 @@ pub fn relative_relocations(
         }
     }
     out
+}
+
+/// Byte ranges sorted and merged where they overlap or touch.
+pub(crate) fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    r.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(r.len());
+    for (a, b) in r {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
 }

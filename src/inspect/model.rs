@@ -3,7 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cubin::CubinInfo;
 use super::fatbin::{Compression, EntryKind, Host, Suffix};
 
 pub fn hex(v: u64) -> String {
@@ -368,4 +367,46 @@ pub struct CudartVersion {
     /// `file-name` (the real file behind the SONAME), `machine-code` (CUDART_VERSION
     /// immediate, doc §5f), `soname` (major only).
     pub source: String,
+}
+
+/// What one device ELF carries (read by `cubin::parse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CubinInfo {
+    /// `exec` (loadable) or `rel` (relocatable, from -rdc).
+    pub elf_type: String,
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub e_flags: String,
+    /// Real SM the SASS is for, from e_flags.
+    pub sm: u32,
+    /// 'a'/'f' as far as the cubin itself proves it (a bare sm_100f cubin looks like sm_100).
+    pub suffix: Suffix,
+    /// The PTX target the SASS was compiled from, where the cubin records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_sm: Option<u32>,
+    /// Number of kernels (`__global__` entry points); null when the symbol table could not be
+    /// read (then the cubin is assumed to carry kernels).
+    pub kernel_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernels: Vec<String>,
+    /// Toolkit from `.note.nv.cuinfo`/`.note.nv.cuver` or the tkinfo release string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolkit: Option<String>,
+    /// The full producer line from `.note.nv.tkinfo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ptxas_options: Option<String>,
+    /// Problems reading parts of the cubin (the header-level facts above still hold).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+impl CubinInfo {
+    pub fn arch(&self) -> String {
+        format!("sm_{}{}", self.sm, self.suffix.as_str())
+    }
+    pub fn loadable(&self) -> bool {
+        self.elf_type == "exec"
+    }
 }

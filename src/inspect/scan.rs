@@ -7,12 +7,13 @@ use std::io;
 
 use memchr::memmem;
 
-use super::cubin::{self, CubinBytes, CubinInfo};
+use super::cubin::{self, CubinBytes};
 use super::decompress::{MAX_UNCOMPRESSED, decompress};
 use super::fatbin::{
     self, CONTAINER_HEADER_LEN, CONTAINER_PREFIX, Compression, ENTRY_BASE_LEN, EntryKind, FLAG_64BIT, FLAG_COMPAT_BLOB,
     FLAG_DEBUG, RawEntry,
 };
+use super::model::CubinInfo;
 use super::model::{Container, Entry, Kernels, Problem, arch_name, hex};
 use super::window::{WINDOW, Window};
 

@@ -237,8 +237,6 @@ pub fn read_ignore_file(path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, Stri
     ignore_entries(f.ignore, &text, path, rules)
 }
 
-pub const BASELINE_SCHEMA: &str = "cudalint.baseline/v1";
-
 #[derive(serde::Serialize, Deserialize)]
 pub struct Baseline {
     pub schema: String,
@@ -248,7 +246,7 @@ pub struct Baseline {
 pub fn read_baseline(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let b: Baseline = serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?;
-    if b.schema != BASELINE_SCHEMA {
+    if b.schema != crate::schema::BASELINE {
         return Err(format!("{}: not a cudalint baseline (schema {:?})", path.display(), b.schema));
     }
     Ok(b.fingerprints.into_iter().collect())
@@ -258,7 +256,7 @@ pub fn write_baseline(path: &Path, findings: &[Finding]) -> Result<(), String> {
     let mut fps: Vec<String> = findings.iter().map(|f| f.fingerprint.clone()).collect();
     fps.sort();
     fps.dedup();
-    let b = Baseline { schema: BASELINE_SCHEMA.into(), fingerprints: fps };
+    let b = Baseline { schema: crate::schema::BASELINE.into(), fingerprints: fps };
     let mut s = serde_json::to_string_pretty(&b).expect("serializes");
     s.push('\n');
     std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))

@@ -13,12 +13,10 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::image::ImageReport;
-use crate::report::inspect::Tool;
+use crate::schema::{self, Tool};
 use facts::{Binary, FixFacts};
 use rules::{Rule, Scope, Severity};
 use targets::Target;
-
-pub const LINT_SCHEMA: &str = "cudalint.lint/v2";
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Finding {
@@ -386,7 +384,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
     notes.extend(scan.notes.iter().cloned());
     Ok(LintReport {
-        schema: LINT_SCHEMA,
+        schema: schema::LINT,
         tool: Tool::current(),
         image: LintImage {
             name: scan.image.name.clone(),

@@ -6,12 +6,10 @@ use serde::Serialize;
 
 use super::escape::text as esc;
 use super::human_bytes;
-use crate::inspect::cubin::CubinInfo;
 use crate::inspect::fatbin::{Compression, EntryKind};
+use crate::inspect::model::CubinInfo;
 use crate::inspect::{Container, Entry, FileFormat, FileReport};
-
-/// Version of the JSON document; bumped on any incompatible change (docs/schema.md).
-pub const INSPECT_SCHEMA: &str = "cudalint.inspect/v1";
+use crate::schema::{self, Tool};
 
 #[derive(Serialize)]
 pub struct InspectDocument<'a> {
@@ -19,18 +17,6 @@ pub struct InspectDocument<'a> {
     pub tool: Tool,
     pub files: &'a [FileReport],
     pub errors: &'a [FileError],
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Tool {
-    pub name: &'static str,
-    pub version: &'static str,
-}
-
-impl Tool {
-    pub fn current() -> Tool {
-        Tool { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") }
-    }
 }
 
 /// A file that could not be read at all.
@@ -41,7 +27,7 @@ pub struct FileError {
 }
 
 pub fn json(files: &[FileReport], errors: &[FileError]) -> String {
-    let doc = InspectDocument { schema: INSPECT_SCHEMA, tool: Tool::current(), files, errors };
+    let doc = InspectDocument { schema: schema::INSPECT, tool: Tool::current(), files, errors };
     let mut s = serde_json::to_string_pretty(&doc).expect("report serializes");
     s.push('\n');
     s
