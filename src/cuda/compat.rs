@@ -1,7 +1,7 @@
-//! Which image of a module the driver uses on a device, or why none (doc §4.1–4.3, 4.7):
+//! Which image of a module the driver uses on a device, or why none (docs/cuda-binaries.md §4.1–4.3, 4.7):
 //! SASS runs forward within its major only; 'a' SASS/PTX only on its exact CC; 'f' within its
 //! family (same major, equal or higher minor); PTX JITs forward to any newer CC if the driver
-//! knows its ISA. Preferences among several matches are [U] in the doc: exact SASS first, then
+//! knows its ISA. Preferences among several matches are [U] in docs/cuda-binaries.md: exact SASS first, then
 //! the newest SASS at or below the device, then the newest PTX at or below it.
 
 use serde::Serialize;
@@ -66,7 +66,7 @@ pub fn ptx_jits(img: Cc, suffix: Suffix, dev: Cc) -> bool {
     }
 }
 
-/// Image settings from the environment the program runs with (doc §4.5).
+/// Image settings from the environment the program runs with (docs/cuda-binaries.md §4.5).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct JitEnv {
     /// `CUDA_FORCE_PTX_JIT=1`: cubins are ignored.
@@ -213,7 +213,7 @@ mod tests {
         decide(images, Cc::parse(cc).unwrap(), driver.and_then(CudaVersion::parse), JitEnv::default())
     }
 
-    // The cases the doc's rules (§4.1, §4.2) spell out.
+    // The cases the rules of docs/cuda-binaries.md (§4.1, §4.2) spell out.
     #[test]
     fn sass_runs_forward_within_its_major_only() {
         let s80 = [sass(80, Suffix::None)];

@@ -1,4 +1,4 @@
-//! Which drivers can drive which GPU at all (doc §5g), which runtimes need which driver
+//! Which drivers can drive which GPU at all (docs/cuda-binaries.md §5g), which runtimes need which driver
 //! (§5b, §5i), and which GPUs forward compatibility serves (§5h).
 //!
 //! First drivers: where NVIDIA documents an exact version for a product (A100's 450.51.05 release
@@ -51,7 +51,7 @@ pub fn first_driver(name: &str, cc: Cc) -> Option<FirstDriver> {
     }
 }
 
-/// The last driver branch that drives this GPU (doc §5g): Kepler ends with R470; Maxwell, Pascal
+/// The last driver branch that drives this GPU (docs/cuda-binaries.md §5g): Kepler ends with R470; Maxwell, Pascal
 /// and Volta with R580. Jetson parts (5.3, 6.2, 7.2) follow Jetson Linux instead.
 pub fn last_branch(cc: Cc) -> Option<u32> {
     match (cc.major, cc.minor) {
@@ -86,7 +86,7 @@ pub fn cannot_drive(name: &str, cc: Cc, driver: &DriverVersion) -> Option<String
 }
 
 /// GPUs that CUDA forward compatibility (`cuda-compat`) serves: data-center parts and
-/// professional RTX boards; GeForce and TITAN get error 804 (doc §5h).
+/// professional RTX boards; GeForce and TITAN get error 804 (docs/cuda-binaries.md §5h).
 pub fn forward_compat_supported(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     let consumer = ["rtx 2", "rtx 3", "rtx 4", "rtx 5", "gtx"].iter().any(|p| n.starts_with(p));

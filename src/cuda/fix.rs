@@ -1,5 +1,5 @@
 //! Concrete fixes: the smallest `TORCH_CUDA_ARCH_LIST` and `-gencode` list that cover a set of
-//! targets (doc §6), and the driver a CUDA version needs.
+//! targets (docs/cuda-binaries.md §6), and the driver a CUDA version needs.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use super::Cc;
 use crate::inspect::fatbin::Suffix;
 
-/// Architectures PyTorch's cpp_extension accepts (doc §6; no 'f' suffix anywhere).
+/// Architectures PyTorch's cpp_extension accepts (docs/cuda-binaries.md §6; no 'f' suffix anywhere).
 const TORCH_ARCHS: &[(u8, u8)] = &[
     (3, 5),
     (3, 7),

@@ -1,4 +1,4 @@
-//! GPU products and their compute capabilities (doc §5d, from NVIDIA's CUDA GPUs pages; rows the
+//! GPU products and their compute capabilities (docs/cuda-binaries.md §5d, from NVIDIA's CUDA GPUs pages; rows the
 //! doc marks unconfirmed are kept, flagged). Names match case-, space- and dash-insensitively,
 //! with the usual vendor words ("NVIDIA", "GeForce", "Tesla") and memory/form-factor suffixes
 //! as `nvidia-smi` prints them ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB") tolerated.
@@ -9,7 +9,7 @@ pub struct Gpu {
     pub name: &'static str,
     pub cc: Cc,
     pub aliases: &'static [&'static str],
-    /// From secondary sources only (doc [S]/[U]).
+    /// From secondary sources only (docs/cuda-binaries.md [S]/[U]).
     pub unconfirmed: bool,
 }
 

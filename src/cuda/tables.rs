@@ -1,4 +1,4 @@
-//! Version tables from doc §4.2 and §5 (sources and confidence markers there).
+//! Version tables from docs/cuda-binaries.md §4.2 and §5 (sources and confidence markers there).
 
 use super::{CudaVersion, DriverVersion};
 
@@ -6,7 +6,7 @@ const fn v(major: u16, minor: u16) -> CudaVersion {
     CudaVersion::new(major, minor)
 }
 
-/// PTX ISA -> the CUDA release that introduced it (doc §5a).
+/// PTX ISA -> the CUDA release that introduced it (docs/cuda-binaries.md §5a).
 static PTX_ISA: &[((u16, u16), CudaVersion)] = &[
     ((6, 0), v(9, 0)),
     ((6, 1), v(9, 1)),
@@ -41,7 +41,7 @@ static PTX_ISA: &[((u16, u16), CudaVersion)] = &[
 ];
 
 /// The oldest driver that reads a concatenated fatbin entry (kind 0x100, `fatbinary --concat`,
-/// doc §2.6). The format came with CUDA 13.4; a CUDA 13.0 driver (580.159, H200) answers a
+/// docs/cuda-binaries.md §2.6). The format came with CUDA 13.4; a CUDA 13.0 driver (580.159, H200) answers a
 /// module whose images are all concatenated with 209, as if it had no image (seen with
 /// scripts/device-check.sh). 13.4 itself is inferred from the release that introduced it.
 pub const CONCATENATED_NEEDS: CudaVersion = CudaVersion::new(13, 4);
@@ -59,7 +59,7 @@ pub fn cuda_for_ptx_isa(isa: (u16, u16)) -> CudaVersion {
     PTX_ISA.iter().rev().find(|(i, _)| *i <= isa).map_or(v(9, 0), |(_, c)| *c)
 }
 
-/// Driver branch -> the CUDA version it reports (doc §4.2; partly unconfirmed there).
+/// Driver branch -> the CUDA version it reports (docs/cuda-binaries.md §4.2; partly unconfirmed there).
 static BRANCHES: &[(u32, CudaVersion)] = &[
     (450, v(11, 0)),
     (455, v(11, 1)),
@@ -96,7 +96,7 @@ pub fn branch_for_cuda(c: CudaVersion) -> Option<u32> {
     BRANCHES.iter().find(|(_, v)| *v >= c).map(|(b, _)| *b)
 }
 
-/// Minor-version compatibility floor of a CUDA major (doc §5b): a runtime of that major runs on
+/// Minor-version compatibility floor of a CUDA major (docs/cuda-binaries.md §5b): a runtime of that major runs on
 /// any driver at or above it (API use; PTX newer than the driver is not covered).
 pub fn minor_compat_floor(major: u16) -> Option<(&'static str, u32)> {
     match major {
@@ -107,7 +107,7 @@ pub fn minor_compat_floor(major: u16) -> Option<(&'static str, u32)> {
     }
 }
 
-/// Driver the toolkit release notes list for all features of a release (doc §5b, GA values).
+/// Driver the toolkit release notes list for all features of a release (docs/cuda-binaries.md §5b, GA values).
 pub fn toolkit_driver(c: CudaVersion) -> Option<&'static str> {
     Some(match (c.major, c.minor) {
         (11, 0) => "450.51.05",

@@ -1,5 +1,5 @@
 //! Device ELF ("cubin", e_machine = EM_CUDA = 190): architecture from e_flags under both ABI
-//! layouts (doc §1.5), the 'a'/'f' suffix evidence (§1.6), `.nv.compat` (§1.7), the toolkit
+//! layouts (docs/cuda-binaries.md §1.5), the 'a'/'f' suffix evidence (§1.6), `.nv.compat` (§1.7), the toolkit
 //! notes (§1.8), and the kernels (`STT_FUNC` symbols marked `STO_CUDA_ENTRY`), which is what
 //! tells a real module from a kernel-less device-link stub.
 
@@ -49,7 +49,7 @@ pub fn looks_like_cubin(b: &[u8]) -> bool {
     }
 }
 
-/// SM and 'a' from e_flags (doc §1.5, §1.6): the layout is chosen by EI_ABIVERSION.
+/// SM and 'a' from e_flags (docs/cuda-binaries.md §1.5, §1.6): the layout is chosen by EI_ABIVERSION.
 pub fn decode_e_flags(abi_version: u8, e_flags: u32) -> (u32, Suffix, Option<u32>) {
     if abi_version >= 8 {
         let sm = (e_flags >> 8) & 0xFF;
@@ -167,7 +167,7 @@ pub fn parse(src: &mut dyn CubinBytes, want_names: bool) -> Result<CubinInfo, St
             _ => {}
         }
     }
-    // 'f' is recorded nowhere but in the ptxas command line (doc §1.6).
+    // 'f' is recorded nowhere but in the ptxas command line (docs/cuda-binaries.md §1.6).
     if let Some(s) = info.ptxas_options.as_deref().and_then(arch_suffix_in_options) {
         suffix = s;
     }
@@ -287,7 +287,7 @@ fn notes(b: &[u8], info: &mut CubinInfo) {
     }
 }
 
-/// Value of one `.nv.compat` attribute (doc §1.7): records `{u8 format, u8 attr, value}`.
+/// Value of one `.nv.compat` attribute (docs/cuda-binaries.md §1.7): records `{u8 format, u8 attr, value}`.
 pub fn compat_attr(b: &[u8], wanted: u8) -> Option<u16> {
     let mut o = 0usize;
     while o + 2 <= b.len() {

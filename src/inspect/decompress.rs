@@ -1,4 +1,4 @@
-//! Bounded decompression of fatbin payloads (doc §3): the output never grows past the size the
+//! Bounded decompression of fatbin payloads (docs/cuda-binaries.md §3): the output never grows past the size the
 //! entry header declares, so a hostile payload cannot make us allocate more than we chose to.
 
 use std::cell::RefCell;

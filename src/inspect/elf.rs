@@ -7,7 +7,7 @@ use std::io;
 
 use super::hostelf::{self, Layout, Section};
 use super::model::{CudartVersion, ElfInfo, FileFormat, FileReport, HiddenCubin, Wrapper};
-use super::scan::ScanResult;
+use super::scanner::ScanResult;
 use super::window::{Capture, Watch, Window};
 
 use super::{InspectOptions, cudart_from_name};
@@ -223,7 +223,7 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
 fn stream_scan(
     w: &mut Window,
     l: &Layout,
-    scanner: &super::scan::Scanner,
+    scanner: &super::scanner::Scanner,
     ranges: &[(u64, u64)],
     out: &mut ScanResult,
 ) -> io::Result<()> {

@@ -1,4 +1,4 @@
-//! Fatbinary container and entry headers (doc §2). Pure functions over byte slices: every
+//! Fatbinary container and entry headers (docs/cuda-binaries.md §2). Pure functions over byte slices: every
 //! offset and size is checked, nothing is allocated from a length read out of the input.
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ pub const FLAG_ZSTD: u64 = 0x8000;
 pub const FLAG_ARCH_SPECIFIC: u64 = 0x10_0000;
 pub const FLAG_FAMILY_SPECIFIC: u64 = 0x20_0000;
 /// Set on ELF entries for sm >= 100 by 12.9+/13.x producers: the options slot then holds a
-/// copy of the cubin's `.nv.compat` instead of an options string (doc §2.2).
+/// copy of the cubin's `.nv.compat` instead of an options string (docs/cuda-binaries.md §2.2).
 pub const FLAG_COMPAT_BLOB: u64 = 0x100_0000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -228,7 +228,7 @@ pub fn header_string(header: &[u8], off: u32, len: u32) -> Option<String> {
 }
 
 /// The options slot: `{u32 offset, u32 length}` at `options_offset`, both relative to the
-/// entry start. For sm >= 100 ELF entries it holds the `.nv.compat` copy instead (doc §2.2).
+/// entry start. For sm >= 100 ELF entries it holds the `.nv.compat` copy instead (docs/cuda-binaries.md §2.2).
 pub fn options_slot(header: &[u8], options_offset: u32) -> Option<(u32, u32)> {
     if options_offset == 0 {
         return None;
@@ -238,7 +238,7 @@ pub fn options_slot(header: &[u8], options_offset: u32) -> Option<(u32, u32)> {
     Some((u32_at(pair, 0), u32_at(pair, 4)))
 }
 
-/// One sub-image of a concatenated entry (kind 0x100, doc §2.6): a 0x40-byte header in the
+/// One sub-image of a concatenated entry (kind 0x100, docs/cuda-binaries.md §2.6): a 0x40-byte header in the
 /// normal layout except that +0x04 is the offset inside the decompressed blob and +0x08 the size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubImage {
@@ -274,7 +274,7 @@ pub fn concatenated_table(header: &[u8]) -> Result<Vec<SubImage>, String> {
 mod tests {
     use super::*;
 
-    // The compute_80 PTX entry of doc §2.7, byte for byte.
+    // The compute_80 PTX entry of docs/cuda-binaries.md §2.7, byte for byte.
     const PTX_ENTRY: [u8; 0x50] = [
         0x01, 0x00, 0x01, 0x01, 0x50, 0x00, 0x00, 0x00, 0x88, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x87, 0x01,
         0x00, 0x00, 0x40, 0x00, 0x00, 0x00, 0x05, 0x00, 0x09, 0x00, 0x50, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0, 0,

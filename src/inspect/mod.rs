@@ -8,7 +8,7 @@ pub mod fatbin;
 pub mod hostelf;
 pub mod model;
 pub mod ptx;
-pub mod scan;
+pub mod scanner;
 pub mod window;
 
 mod ar;
@@ -39,8 +39,8 @@ pub struct InspectOptions {
 }
 
 impl InspectOptions {
-    pub fn scanner(&self, host_patterns: bool) -> scan::Scanner {
-        scan::Scanner {
+    pub fn scanner(&self, host_patterns: bool) -> scanner::Scanner {
+        scanner::Scanner {
             every_cubin: self.every_cubin || self.kernel_names,
             kernel_names: self.kernel_names,
             host_patterns,
@@ -145,7 +145,7 @@ fn keeping_whole(
     f: impl FnOnce(&mut Window) -> io::Result<FileReport>,
 ) -> io::Result<FileReport> {
     let size = input.len();
-    let keep = opts.keep_modules && size <= scan::MAX_MODULE;
+    let keep = opts.keep_modules && size <= scanner::MAX_MODULE;
     let mut w = Window::new(input);
     if keep && !w.seekable() {
         w.capture(0, size as usize);
@@ -177,7 +177,7 @@ fn inspect_cubin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Resul
 fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
     let mut report = FileReport::new(path.to_string(), w.total_len(), FileFormat::Fatbin);
     let scanner = opts.scanner(false);
-    let mut out = scan::ScanResult::default();
+    let mut out = scanner::ScanResult::default();
     let len = w.total_len();
     scanner.scan(w, &[(0, len)], &mut out)?;
     report.containers = out.containers;
@@ -190,7 +190,7 @@ fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Resu
     Ok(report)
 }
 
-/// CUDA runtime version from a libcudart file name (doc §5f): the real file behind the SONAME
+/// CUDA runtime version from a libcudart file name (docs/cuda-binaries.md §5f): the real file behind the SONAME
 /// link carries the full version (`libcudart.so.12.9.79`); a SONAME only the major (11.x and
 /// later) or major.minor (9.x, 10.x, one SONAME per minor).
 pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {

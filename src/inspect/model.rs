@@ -206,7 +206,7 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrapper_version: Option<u32>,
     /// Whether the module carries kernels: `present` (an image read has some), `none` (every
-    /// image read, none has any: nvlink's device-link stub, doc §1.1; it cannot raise 209 at a
+    /// image read, none has any: nvlink's device-link stub, docs/cuda-binaries.md §1.1; it cannot raise 209 at a
     /// launch and does not count as coverage), `assumed` (images too large to decompress
     /// cheaply were not read; treated as `present`).
     pub kernels: Kernels,
@@ -264,7 +264,7 @@ pub struct Entry {
     pub arch: String,
     pub sm: u32,
     pub suffix: Suffix,
-    /// `[major, minor]`: cubin ELF ABI for ELF, PTX ISA for PTX (doc §2.5).
+    /// `[major, minor]`: cubin ELF ABI for ELF, PTX ISA for PTX (docs/cuda-binaries.md §2.5).
     pub code_version: [u16; 2],
     pub flags: String,
     pub bits64: bool,
@@ -365,7 +365,7 @@ pub struct CudartVersion {
     /// `shared` (this file is libcudart) or `static` (linked into this file).
     pub linkage: String,
     /// `file-name` (the real file behind the SONAME), `machine-code` (CUDART_VERSION
-    /// immediate, doc §5f), `soname` (major only).
+    /// immediate, docs/cuda-binaries.md §5f), `soname` (major only).
     pub source: String,
 }
 

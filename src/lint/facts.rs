@@ -341,7 +341,7 @@ pub fn vendor_library(name: &str) -> bool {
 
 /// The CUDA major a runtime or math library SONAME names (`libcudart.so.13`, `libcublasLt.so.12`,
 /// `libcudart.so.11.0`); None for libraries whose SONAME major is not the CUDA major (cuFFT,
-/// cuSPARSE, cuRAND, cuDNN, NCCL: doc §5i).
+/// cuSPARSE, cuRAND, cuDNN, NCCL: docs/cuda-binaries.md §5i).
 pub fn cuda_major_of_soname(name: &str) -> Option<u16> {
     let (base, ver) = name.split_once(".so.")?;
     let major: u16 = ver.split('.').next()?.parse().ok()?;

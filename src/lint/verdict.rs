@@ -15,7 +15,7 @@ use crate::image::ImageReport;
 use crate::inspect::fatbin::Suffix;
 use crate::layer::path::{file_name, parent};
 
-/// The oldest driver the image's CUDA runtimes run on, and why (doc §5i "composing an
+/// The oldest driver the image's CUDA runtimes run on, and why (docs/cuda-binaries.md §5i "composing an
 /// image-level driver floor").
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Floor {
@@ -100,7 +100,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     for p in &report.cuda_packages {
         let n = p.name.as_str();
         // `nvidia-cublas-cu12`, `nvidia-nccl-cu13`: the suffix is the CUDA major the package's
-        // libraries were built for (doc §5j).
+        // libraries were built for (docs/cuda-binaries.md §5j).
         if p.manager == "pypi"
             && let Some(major) = n.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok())
             && (11..=20).contains(&major)
@@ -254,7 +254,7 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMa
     out
 }
 
-/// Oldest and newest compute capability a CUDA major's compilers build SASS for (doc §5c).
+/// Oldest and newest compute capability a CUDA major's compilers build SASS for (docs/cuda-binaries.md §5c).
 fn buildable(major: u64) -> Option<(Cc, Cc)> {
     let c = |ma, mi| Cc { major: ma, minor: mi };
     match major {

@@ -1,7 +1,7 @@
 //! The forward scan: one pass over a file (or over chosen ranges of it) that finds fatbin
 //! containers wherever they are, walks each one entry header by entry header, hops over the
 //! payloads it does not need, and on the way notes `.nvFatBinSegment` wrappers, cubins embedded
-//! as data, and the CUDART_VERSION immediates of statically linked cudart (doc §5f).
+//! as data, and the CUDART_VERSION immediates of statically linked cudart (docs/cuda-binaries.md §5f).
 
 use std::io;
 
@@ -499,7 +499,7 @@ pub fn decode_entry(raw: &RawEntry, header: &[u8], offset: u64) -> Entry {
     let suffix = raw.suffix();
     let identifier = fatbin::header_string(header, raw.identifier_offset, raw.identifier_len);
     let compat_blob = kind == EntryKind::Elf && raw.flags & FLAG_COMPAT_BLOB != 0;
-    // A concatenated entry's +0x14 points at its image table, not at options (doc §2.6).
+    // A concatenated entry's +0x14 points at its image table, not at options (docs/cuda-binaries.md §2.6).
     let options = if compat_blob || kind == EntryKind::Concatenated {
         None
     } else {
