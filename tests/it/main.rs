@@ -15,6 +15,7 @@ mod inspect_layouts;
 mod inspect_linkers;
 mod install;
 mod layer_tar;
+mod layering;
 mod registry;
 mod registry_scale;
 mod reports;
