@@ -100,7 +100,7 @@ pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
         };
         match dest {
             Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => write_stdout(&text),
+            None => write_stdout(&text).map_err(|e| format!("{e:#}"))?,
         }
     }
     Ok(if report.incomplete {

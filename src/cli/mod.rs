@@ -5,6 +5,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
+
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::inspect::{InspectOptions, inspect_paths};
@@ -132,54 +134,58 @@ pub enum Format {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let code = match cli.command {
-        Command::Inspect(a) => inspect(a),
-        Command::Scan(a) => scan::run(*a).unwrap_or_else(|e| fail(&e)),
-        Command::Gpus => gpus(),
-        Command::Rules(a) => list_rules(a),
-        Command::Explain(a) => explain(a),
-        Command::Registry(a) => registry::run(*a).unwrap_or_else(|e| fail(&e)),
-        Command::DeviceChild { device, load, skip, kernels } => {
-            match if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) } {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(&e),
-            }
-        }
-        Command::Audit(a) => audit::run(*a).unwrap_or_else(|e| fail(&e)),
-        Command::Merge(a) => registry::merge(a).unwrap_or_else(|e| fail(&e)),
-        Command::Completions { shell } => {
-            let mut out = Vec::new();
-            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "cudalint", &mut out);
-            write_stdout(&String::from_utf8_lossy(&out));
-            ExitCode::SUCCESS
-        }
-        Command::Man => {
-            let mut out = Vec::new();
-            match clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out) {
-                Ok(()) => {
-                    write_stdout(&String::from_utf8_lossy(&out));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&format!("rendering the man page: {e}")),
-            }
-        }
-        Command::Cache(CacheCommand::Clean { cache_dir }) => {
-            let Some(dir) = cache_dir.or_else(crate::cache::default_dir) else {
-                return fail("no cache directory (set --cache-dir or HOME)");
-            };
-            match crate::cache::LayerCache::new(dir.clone()).clean() {
-                Ok(n) => {
-                    write_stdout(&format!("removed {n} cached layer analyses from {}\n", dir.display()));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(&format!("{}: {e}", dir.display())),
-            }
-        }
-    };
+    let code = run(cli).unwrap_or_else(|e| report_error(&e));
     if std::env::var_os("CUDALINT_STATS").is_some() {
         print_stats();
     }
     code
+}
+
+/// The one place a failed run is told: the error and its causes on stderr, exit 2 (never a
+/// partial "clean" result). Messages carry file names and registry answers, so no control
+/// character reaches the terminal.
+fn report_error(e: &anyhow::Error) -> ExitCode {
+    eprintln!("cudalint: error: {}", crate::report::escape::text(&format!("{e:#}")));
+    ExitCode::from(2)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    Ok(match cli.command {
+        Command::Inspect(a) => inspect(a)?,
+        Command::Scan(a) => scan::run(*a).map_err(anyhow::Error::msg)?,
+        Command::Gpus => gpus()?,
+        Command::Rules(a) => list_rules(a)?,
+        Command::Explain(a) => explain(a)?,
+        Command::Registry(a) => registry::run(*a).map_err(anyhow::Error::msg)?,
+        Command::DeviceChild { device, load, skip, kernels } => {
+            if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) }
+                .map_err(anyhow::Error::msg)?;
+            ExitCode::SUCCESS
+        }
+        Command::Audit(a) => audit::run(*a).map_err(anyhow::Error::msg)?,
+        Command::Merge(a) => registry::merge(a).map_err(anyhow::Error::msg)?,
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "cudalint", &mut out);
+            write_stdout(&String::from_utf8_lossy(&out))?;
+            ExitCode::SUCCESS
+        }
+        Command::Man => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut out)
+                .context("rendering the man page")?;
+            write_stdout(&String::from_utf8_lossy(&out))?;
+            ExitCode::SUCCESS
+        }
+        Command::Cache(CacheCommand::Clean { cache_dir }) => {
+            let dir =
+                cache_dir.or_else(crate::cache::default_dir).context("no cache directory (set --cache-dir or HOME)")?;
+            let n = crate::cache::LayerCache::new(dir.clone()).clean().with_context(|| dir.display().to_string())?;
+            write_stdout(&format!("removed {n} cached layer analyses from {}\n", dir.display()))?;
+            ExitCode::SUCCESS
+        }
+    })
 }
 
 /// `CUDALINT_STATS=1`: bytes this process read and its peak RSS, on stderr (benchmarks).
@@ -192,7 +198,7 @@ fn print_stats() {
     eprintln!("cudalint-stats: rchar={} peak_rss={}", field(&io, "rchar:"), field(&status, "VmHWM:"));
 }
 
-fn inspect(a: InspectArgs) -> ExitCode {
+fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     let opts = InspectOptions { every_cubin: a.cubins, kernel_names: a.kernels, ..Default::default() };
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -207,22 +213,22 @@ fn inspect(a: InspectArgs) -> ExitCode {
         Format::Text => report::inspect::text(&files, &errors),
         Format::Json => report::inspect::json(&files, &errors),
     };
-    write_stdout(&out);
-    if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS }
+    write_stdout(&out)?;
+    Ok(if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn write_stdout(s: &str) {
+pub fn write_stdout(s: &str) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(s.as_bytes()).and_then(|()| out.flush())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        eprintln!("cudalint: cannot write output: {e}");
-        std::process::exit(2);
+    match out.write_all(s.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write output"))
+        }
+        _ => Ok(()),
     }
 }
 
-fn gpus() -> ExitCode {
+fn gpus() -> anyhow::Result<ExitCode> {
     let mut out = String::from("GPU                                     compute capability\n");
     for g in crate::cuda::gpus::GPUS {
         let mut name = g.name.to_string();
@@ -231,15 +237,12 @@ fn gpus() -> ExitCode {
         }
         out.push_str(&format!("{name:<40} {}{}\n", g.cc, if g.unconfirmed { "  (secondary source)" } else { "" }));
     }
-    write_stdout(&out);
-    ExitCode::SUCCESS
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn list_rules(a: RulesArgs) -> ExitCode {
-    let rules = match crate::lint::rules::load(&a.rules) {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
-    };
+fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
+    let rules = crate::lint::rules::load(&a.rules).map_err(anyhow::Error::msg)?;
     let scope = |r: &crate::lint::rules::Rule| {
         serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
     };
@@ -257,27 +260,16 @@ fn list_rules(a: RulesArgs) -> ExitCode {
             r.summary
         ));
     }
-    write_stdout(&out);
-    ExitCode::SUCCESS
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn explain(a: ExplainArgs) -> ExitCode {
-    let rules = match crate::lint::rules::load(&a.rules) {
-        Ok(r) => r,
-        Err(e) => return fail(&e),
-    };
-    match rules.iter().find(|r| r.code.eq_ignore_ascii_case(&a.rule) || r.name == a.rule) {
-        Some(r) => {
-            write_stdout(&crate::lint::rules::markdown(r));
-            ExitCode::SUCCESS
-        }
-        None => fail(&format!("no rule {:?} (see `cudalint rules`)", a.rule)),
-    }
-}
-
-/// The run itself failed: say why on stderr, exit 2 (never a partial "clean" result).
-fn fail(msg: &str) -> ExitCode {
-    // Messages carry file names and registry answers: no control character reaches the terminal.
-    eprintln!("cudalint: error: {}", crate::report::escape::text(msg));
-    ExitCode::from(2)
+fn explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let rules = crate::lint::rules::load(&a.rules).map_err(anyhow::Error::msg)?;
+    let r = rules
+        .iter()
+        .find(|r| r.code.eq_ignore_ascii_case(&a.rule) || r.name == a.rule)
+        .with_context(|| format!("no rule {:?} (see `cudalint rules`)", a.rule))?;
+    write_stdout(&crate::lint::rules::markdown(r))?;
+    Ok(ExitCode::SUCCESS)
 }

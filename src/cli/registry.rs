@@ -268,7 +268,7 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         stats,
     };
     write_summary(&a.output_dir.join("summary.json"), &summary)?;
-    write_stdout(&table(&summary.images));
+    write_stdout(&table(&summary.images)).map_err(|e| format!("{e:#}"))?;
     Ok(exit_code(&summary.images))
 }
 
@@ -311,6 +311,6 @@ pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;
     }
-    write_stdout(&table(&merged.images));
+    write_stdout(&table(&merged.images)).map_err(|e| format!("{e:#}"))?;
     Ok(exit_code(&merged.images))
 }

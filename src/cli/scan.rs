@@ -194,7 +194,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
         };
         match dest {
             Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => write_stdout(&text),
+            None => write_stdout(&text).map_err(|e| format!("{e:#}"))?,
         }
     }
     Ok(if report.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
