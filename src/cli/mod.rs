@@ -238,7 +238,7 @@ fn gpus() -> ExitCode {
 fn list_rules(a: RulesArgs) -> ExitCode {
     let rules = match crate::lint::rules::load(&a.rules) {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     let scope = |r: &crate::lint::rules::Rule| {
         serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
@@ -264,7 +264,7 @@ fn list_rules(a: RulesArgs) -> ExitCode {
 fn explain(a: ExplainArgs) -> ExitCode {
     let rules = match crate::lint::rules::load(&a.rules) {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail(&e.to_string()),
     };
     match rules.iter().find(|r| r.code.eq_ignore_ascii_case(&a.rule) || r.name == a.rule) {
         Some(r) => {

@@ -176,7 +176,7 @@ fn cell(c: &facts::Coverage, b: &Binary) -> String {
     parts.join(" ")
 }
 
-pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> {
+pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::EvalError> {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     let mut image = facts::image(scan, &binaries);
     // What the runtimes need from the driver: NVIDIA_REQUIRE_CUDA is checked against it too.
@@ -195,27 +195,30 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let rules: Vec<&Rule> = opts.rules.iter().filter(|r| enabled(r, opts.config)).collect();
     let mut findings: Vec<Finding> = Vec::new();
     let config = opts.config;
-    let emit =
-        |r: &Rule, ctx: &cel::Context, b: Option<&Binary>, t: Option<&Target>| -> Result<Option<Finding>, String> {
-            Ok(r.eval(ctx)?.map(|(message, fix)| {
-                let path = b.map(|b| b.facts.path.clone());
-                let target = t.map(|t| t.name.clone());
-                Finding {
-                    rule: r.code.clone(),
-                    name: r.name.clone(),
-                    severity: severity(r, config),
-                    message,
-                    fix,
-                    fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
-                    layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
-                    package: b.filter(|b| !b.facts.package.is_empty()).map(|b| {
-                        format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)
-                    }),
-                    path,
-                    target,
-                }
-            }))
-        };
+    let emit = |r: &Rule,
+                ctx: &cel::Context,
+                b: Option<&Binary>,
+                t: Option<&Target>|
+     -> Result<Option<Finding>, rules::EvalError> {
+        Ok(r.eval(ctx)?.map(|(message, fix)| {
+            let path = b.map(|b| b.facts.path.clone());
+            let target = t.map(|t| t.name.clone());
+            Finding {
+                rule: r.code.clone(),
+                name: r.name.clone(),
+                severity: severity(r, config),
+                message,
+                fix,
+                fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
+                layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                package: b
+                    .filter(|b| !b.facts.package.is_empty())
+                    .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),
+                path,
+                target,
+            }
+        }))
+    };
 
     let mut ctx = rules::context();
     ctx.add_variable_from_value("image", image_v.clone());

@@ -233,10 +233,11 @@ fn rule_docs_are_generated_from_the_rule_files() {
 #[test]
 fn a_bad_rule_file_points_at_its_line() {
     let e = Rule::parse("code = \"X1\"\nname = \"x\"\nseverity = \"fatal\"\n", "mine/x.toml").unwrap_err();
-    assert!(e.starts_with("mine/x.toml:3:"), "{e}");
+    assert_eq!((e.file.as_deref(), e.line), (Some("mine/x.toml"), Some(3)), "{e}");
+    assert!(e.to_string().starts_with("mine/x.toml:3:"), "{e}");
     let text = "code = \"X1\"\nname = \"x\"\nseverity = \"error\"\nscope = \"binary\"\nsummary = \"s\"\n\
                 when = 'binary.debug &&'\nmessage = '\"m\"'\nfix = '\"f\"'\n[docs]\nwhat = \"\"\nwhy = \"\"\nexample = \"\"\nfix = \"\"\n";
-    let e = Rule::parse(text, "mine/y.toml").unwrap_err();
+    let e = Rule::parse(text, "mine/y.toml").unwrap_err().to_string();
     assert!(e.starts_with("mine/y.toml:6: `when` is not a valid CEL expression"), "{e}");
 }
 
@@ -275,6 +276,6 @@ fix = "w"
         std::fs::read_to_string(d.path().join("no-sm75.toml")).unwrap().replace("acme-needs-turing", "other"),
     )
     .unwrap();
-    let e = rules::load(&[d.path().to_path_buf()]).unwrap_err();
+    let e = rules::load(&[d.path().to_path_buf()]).unwrap_err().to_string();
     assert!(e.contains("ACME001") && e.contains("already defined"), "{e}");
 }
