@@ -5,6 +5,7 @@ pub mod config;
 pub mod facts;
 pub mod rules;
 pub mod targets;
+pub mod variables;
 pub mod verdict;
 
 use std::collections::BTreeSet;
@@ -220,10 +221,10 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
         }))
     };
 
-    let mut ctx = rules::context();
-    ctx.add_variable_from_value("image", image_v.clone());
-    ctx.add_variable_from_value("targets", targets_v.clone());
-    ctx.add_variable_from_value("fix", fix_v.clone());
+    let ctx = variables::context(
+        Scope::Image,
+        vec![("image", image_v.clone()), ("targets", targets_v.clone()), ("fix", fix_v.clone())],
+    );
     for r in rules.iter().filter(|r| r.scope == Scope::Image) {
         findings.extend(emit(r, &ctx, None, None)?);
     }
@@ -232,12 +233,12 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
     let deploys: Vec<verdict::Deploy> =
         opts.targets.iter().map(|t| verdict::deploy(scan, &binaries, &floor, t)).collect();
     for (t, d) in opts.targets.iter().zip(&deploys) {
-        let mut ctx = rules::context();
-        ctx.add_variable_from_value("image", image_v.clone());
         let mut tf = facts::target(t);
         tf.blocked = d.blocked;
-        ctx.add_variable_from_value("target", value(&tf));
-        ctx.add_variable_from_value("deploy", value(d));
+        let ctx = variables::context(
+            Scope::ImageTarget,
+            vec![("image", image_v.clone()), ("target", value(&tf)), ("deploy", value(d))],
+        );
         for r in rules.iter().filter(|r| r.scope == Scope::ImageTarget) {
             findings.extend(emit(r, &ctx, None, Some(t))?);
         }
@@ -270,10 +271,10 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
 
     let mut matrix = Vec::new();
     for (b, bcovs) in binaries.iter().zip(&covs) {
-        let mut ctx = rules::context();
-        ctx.add_variable_from_value("image", image_v.clone());
-        ctx.add_variable_from_value("binary", value(&b.facts));
-        ctx.add_variable_from_value("fix", fix_v.clone());
+        let ctx = variables::context(
+            Scope::Binary,
+            vec![("image", image_v.clone()), ("binary", value(&b.facts)), ("fix", fix_v.clone())],
+        );
         for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
             findings.extend(emit(r, &ctx, Some(b), None)?);
         }
@@ -314,13 +315,17 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             });
             let mut tf = facts::target(t);
             tf.blocked = d.blocked;
-            let mut ctx = rules::context();
-            ctx.add_variable_from_value("image", image_v.clone());
-            ctx.add_variable_from_value("binary", value(&b.facts));
-            ctx.add_variable_from_value("target", value(&tf));
-            ctx.add_variable_from_value("coverage", value(cov));
-            ctx.add_variable_from_value("runtime", value(&rt));
-            ctx.add_variable_from_value("fix", value(&fix));
+            let ctx = variables::context(
+                Scope::BinaryTarget,
+                vec![
+                    ("image", image_v.clone()),
+                    ("binary", value(&b.facts)),
+                    ("target", value(&tf)),
+                    ("coverage", value(cov)),
+                    ("runtime", value(&rt)),
+                    ("fix", value(&fix)),
+                ],
+            );
             for r in rules.iter().filter(|r| r.scope == Scope::BinaryTarget) {
                 findings.extend(emit(r, &ctx, Some(b), Some(t))?);
             }
@@ -343,12 +348,16 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
     if let Some(dev) = &opts.device {
         for m in &dev.modules {
             let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
-            let mut ctx = rules::context();
-            ctx.add_variable_from_value("image", image_v.clone());
-            ctx.add_variable_from_value("binary", value(&b.facts));
-            ctx.add_variable_from_value("module", value(m));
             let d = dev.devices.iter().find(|d| d.index == m.device);
-            ctx.add_variable_from_value("device", value(&d));
+            let ctx = variables::context(
+                Scope::DeviceModule,
+                vec![
+                    ("image", image_v.clone()),
+                    ("binary", value(&b.facts)),
+                    ("module", value(m)),
+                    ("device", value(&d)),
+                ],
+            );
             for r in rules.iter().filter(|r| r.scope == Scope::DeviceModule) {
                 // One finding per module and device: the module and GPU are part of its identity.
                 if let Some(mut f) = emit(r, &ctx, Some(b), None)? {

@@ -55,19 +55,20 @@ impl Severity {
     }
 }
 
-/// What a rule is evaluated over, and so which facts it sees.
+/// What a rule is evaluated over, and so which facts it sees (`Scope::variables`, in
+/// lint/variables.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
-    /// Once: `image`, `targets`, `fix`.
+    /// Once.
     Image,
-    /// Per file with CUDA content: `image`, `binary`, `fix`.
+    /// Per file with CUDA content.
     Binary,
-    /// Per file and target GPU: `image`, `binary`, `target`, `coverage`, `runtime`, `fix`.
+    /// Per file and target GPU.
     BinaryTarget,
-    /// Per target GPU, for the image as a whole: `image`, `target`, `deploy`.
+    /// Per target GPU, for the image as a whole.
     ImageTarget,
-    /// Per module loaded on a GPU (`--on-device`): `image`, `binary`, `module`, `device`.
+    /// Per module loaded on a GPU (`--on-device`).
     DeviceModule,
 }
 
@@ -282,13 +283,7 @@ pub fn markdown(r: &Rule) -> String {
         name = r.name,
         summary = r.summary,
         sev = r.severity.as_str(),
-        scope = match r.scope {
-            Scope::Image => "image",
-            Scope::Binary => "binary",
-            Scope::BinaryTarget => "binary-target",
-            Scope::ImageTarget => "image-target",
-            Scope::DeviceModule => "device-module",
-        },
+        scope = r.scope.as_str(),
         src = r.source,
         when = r.when_src.trim(),
         what = r.docs.what.trim(),

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use cudalint::lint::rules::{self, Rule, RuleTest};
+use cudalint::lint::{facts, variables, verdict};
 
 use crate::util::root;
 
@@ -152,4 +153,95 @@ fix = "w"
     .unwrap();
     let e = rules::load(&[d.path().to_path_buf()]).unwrap_err().to_string();
     assert!(e.contains("ACME001") && e.contains("already defined"), "{e}");
+}
+
+/// docs/facts.md is `variables::markdown()`; regenerate with
+/// `UPDATE_FACTS_DOC=1 cargo test --test it rules::`.
+#[test]
+fn facts_doc_is_generated_from_the_variables() {
+    let path = root().join("docs/facts.md");
+    let text = variables::markdown();
+    if std::env::var_os("UPDATE_FACTS_DOC").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(disk == text, "docs/facts.md out of sync: UPDATE_FACTS_DOC=1 cargo test --test it rules::");
+}
+
+/// Every field of every fact object rules can read is described in lint/variables.rs (and so in
+/// docs/facts.md), and nothing described is missing: the objects are built here as `lint::run`
+/// builds them, from an image with a runtime, device code, a target with a driver and a GPU's
+/// answer.
+#[test]
+fn every_fact_field_is_documented() {
+    let case = RuleTest {
+        expect: "fire".into(),
+        files: [
+            ("/usr/lib/libsm90a.so".to_string(), "libsm90a.so".to_string()),
+            ("/usr/local/cuda/lib64/libcudart.so.12.9.79".to_string(), "libcudart.so.12.9.79".to_string()),
+        ]
+        .into(),
+        gpus: vec!["H100".into()],
+        driver: Some("550.54.14".into()),
+        device: Some(rules::DeviceCase {
+            cc: "9.0".into(),
+            driver_cuda: "12.4".into(),
+            result: 0,
+            how: "native".into(),
+        }),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(&case, dir.path());
+    let bins: Vec<facts::Binary> = inv.files.iter().map(facts::binary).collect();
+    let b = bins.iter().find(|b| !b.modules.is_empty()).expect("a binary with device code");
+    let targets = targets_for(&case);
+    let t = &targets[0];
+    let floor = verdict::floor(&inv, &bins, &BTreeMap::new());
+    let dev = case::device_for(&case, &inv).unwrap();
+    let mut seen = Vec::new();
+    for v in variables::ALL {
+        let sample = match v.name {
+            "image" => json(&facts::image(&inv, &bins)),
+            "binary" => json(&b.facts),
+            "target" => json(&facts::target(t)),
+            "targets" => json(&vec![facts::target(t)]),
+            "coverage" => json(&facts::coverage(b, t, Default::default())),
+            "runtime" => json(&facts::runtime(&b.facts, t)),
+            "fix" => json(&facts::fix(&targets, String::new())),
+            "deploy" => json(&verdict::deploy(&inv, &bins, &floor, t)),
+            "module" => json(&dev.modules[0]),
+            "device" => json(&dev.devices[0]),
+            other => panic!("no sample of `{other}` here: add one, as lint::run builds it"),
+        };
+        let (object, documented) = match v.list_of {
+            Some(item) => (sample[0].clone(), item.fields),
+            None => (sample, v.fields),
+        };
+        let keys: Vec<&str> = object.as_object().expect("an object").keys().map(String::as_str).collect();
+        for k in &keys {
+            assert!(documented.iter().any(|(f, _)| f == k), "`{}.{k}` is not described in lint/variables.rs", v.name);
+        }
+        // Fields serde leaves out when empty.
+        let may_be_absent = ["launches"];
+        for (f, _) in documented {
+            assert!(
+                keys.contains(f) || may_be_absent.contains(f),
+                "`{}.{f}` is described in lint/variables.rs but the object has no such field",
+                v.name
+            );
+        }
+        seen.push(v.name);
+    }
+    // Every variable a scope binds is among those described.
+    for scope in rules::Scope::ALL {
+        for v in scope.variables() {
+            assert!(seen.contains(&v.name), "{} is not in variables::ALL", v.name);
+        }
+    }
+}
+
+/// A fact object as CEL reads it.
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap()
 }
