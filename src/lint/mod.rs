@@ -2,6 +2,7 @@
 //! matrix and an exit status out.
 
 pub mod config;
+mod error;
 pub mod facts;
 pub mod rules;
 pub mod targets;

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-pub use super::config::ConfigError;
-use super::config::parse_toml;
+pub use super::error::ConfigError;
+use super::error::parse_toml;
 
 include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
 

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::config::ConfigError;
+use super::error::ConfigError;
 use crate::cuda::{Cc, CudaVersion, DriverVersion, gpus, tables};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
