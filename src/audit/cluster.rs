@@ -103,9 +103,8 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), String
         normalise(&mut labels);
         let node_v = serde_json::json!({"metadata": {"name": name, "labels": labels}});
         let target = match targets::from_nodes(&node_v) {
+            // None: the node has GPUs, but not the compute capability labels: it cannot be judged.
             Ok(mut t) => t.pop(),
-            // The node has GPUs, but not the compute capability labels: it cannot be judged.
-            Err(e) if e.starts_with("no node carries") => None,
             Err(e) => return Err(format!("{origin}: node {name}: {e}")),
         };
         let pool_name = match &target {

@@ -47,8 +47,15 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Exit 1 when a finding at or above this severity remains (default: error).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = severity_parser())]
     pub fail_on: Option<Severity>,
+}
+
+/// `--fail-on`'s values: the severities by name (the library type carries no clap derive).
+fn severity_parser() -> impl clap::builder::TypedValueParser<Value = Severity> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Severity::ALL.map(Severity::as_str))
+        .map(|s| Severity::parse(&s).expect("a possible value"))
 }
 
 /// How an image is read.
@@ -205,9 +212,9 @@ pub struct Gate {
 
 fn load_config(path: Option<&PathBuf>) -> Result<Option<config::RawConfig>, String> {
     match path {
-        Some(p) => config::read(p).map(Some),
+        Some(p) => Ok(config::read(p).map(Some)?),
         None if std::path::Path::new("cudalint.toml").exists() => {
-            config::read(std::path::Path::new("cudalint.toml")).map(Some)
+            Ok(config::read(std::path::Path::new("cudalint.toml")).map(Some)?)
         }
         None => Ok(None),
     }
@@ -283,7 +290,7 @@ impl Gate {
         inventory: &ImageReport,
         device: Option<crate::device::DeviceReport>,
     ) -> Result<LintReport, String> {
-        gate::run(
+        Ok(gate::run(
             inventory,
             LintOptions {
                 rules: &self.rules,
@@ -294,6 +301,6 @@ impl Gate {
                 baseline: self.baseline.clone(),
                 device,
             },
-        )
+        )?)
     }
 }

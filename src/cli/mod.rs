@@ -242,7 +242,7 @@ fn gpus() -> anyhow::Result<ExitCode> {
 }
 
 fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
-    let rules = crate::lint::rules::load(&a.rules).map_err(anyhow::Error::msg)?;
+    let rules = crate::lint::rules::load(&a.rules)?;
     let scope = |r: &crate::lint::rules::Rule| {
         serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
     };
@@ -265,7 +265,7 @@ fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
-    let rules = crate::lint::rules::load(&a.rules).map_err(anyhow::Error::msg)?;
+    let rules = crate::lint::rules::load(&a.rules)?;
     let r = rules
         .iter()
         .find(|r| r.code.eq_ignore_ascii_case(&a.rule) || r.name == a.rule)

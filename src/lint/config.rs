@@ -8,7 +8,14 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::Finding;
+pub use super::error::ConfigError;
+use super::error::{line_of, parse_toml};
 use super::rules::{Rule, Severity};
+
+/// An I/O error on `path`.
+fn io(path: &Path, e: std::io::Error) -> ConfigError {
+    ConfigError::at(path.display(), None, e.to_string())
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -83,17 +90,6 @@ pub struct Ignore {
     pub origin: String,
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-fn parse_toml<T: for<'de> Deserialize<'de>>(text: &str, path: &Path) -> Result<T, String> {
-    toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
-        format!("{}:{line}: {}", path.display(), e.message())
-    })
-}
-
 /// Days since 1970-01-01 of a `YYYY-MM-DD` date (proleptic Gregorian).
 pub fn days_from_civil(s: &str) -> Option<i64> {
     let mut it = s.split('-');
@@ -122,33 +118,33 @@ fn ignore_entries(
     text: &str,
     path: &Path,
     rules: &[Rule],
-) -> Result<Vec<Ignore>, String> {
+) -> Result<Vec<Ignore>, ConfigError> {
     let mut out = Vec::new();
     for e in entries {
         let line = line_of(text, e.span().start);
-        let at = format!("{}:{line}", path.display());
+        let err = |message: String| ConfigError::at(path.display(), Some(line), message);
         let entry = e.into_inner();
         if !rules.iter().any(|r| r.code == entry.rule || r.name == entry.rule) {
-            return Err(format!("{at}: ignore names an unknown rule {:?}", entry.rule));
+            return Err(err(format!("ignore names an unknown rule {:?}", entry.rule)));
         }
         if entry.reason.trim().is_empty() {
-            return Err(format!("{at}: an ignore needs a reason"));
+            return Err(err("an ignore needs a reason".into()));
         }
         let glob = match &entry.path {
             Some(p) => Some(
                 globset::GlobBuilder::new(p)
                     .literal_separator(true)
                     .build()
-                    .map_err(|g| format!("{at}: bad path glob {p:?}: {g}"))?
+                    .map_err(|g| err(format!("bad path glob {p:?}: {g}")))?
                     .compile_matcher(),
             ),
             None => None,
         };
         let expires = match &entry.expires {
-            Some(d) => Some(days_from_civil(d).ok_or_else(|| format!("{at}: expires {d:?} is not a YYYY-MM-DD date"))?),
+            Some(d) => Some(days_from_civil(d).ok_or_else(|| err(format!("expires {d:?} is not a YYYY-MM-DD date")))?),
             None => None,
         };
-        out.push(Ignore { entry, glob, expires, origin: at });
+        out.push(Ignore { entry, glob, expires, origin: format!("{}:{line}", path.display()) });
     }
     Ok(out)
 }
@@ -185,9 +181,9 @@ pub struct RawConfig {
     path: PathBuf,
 }
 
-pub fn read(path: &Path) -> Result<RawConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file: ConfigFile = parse_toml(&text, path)?;
+pub fn read(path: &Path) -> Result<RawConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let file: ConfigFile = parse_toml(&text, path.display())?;
     Ok(RawConfig { file, text, path: path.to_path_buf() })
 }
 
@@ -198,28 +194,30 @@ impl RawConfig {
         self.file.rules.dirs.iter().map(|d| base.join(d)).collect()
     }
 
-    pub fn resolve(self, rules: &[Rule]) -> Result<Config, String> {
-        let at = |span: std::ops::Range<usize>| format!("{}:{}", self.path.display(), line_of(&self.text, span.start));
+    pub fn resolve(self, rules: &[Rule]) -> Result<Config, ConfigError> {
+        let at = |span: std::ops::Range<usize>, message: String| {
+            ConfigError::at_offset(self.path.display(), &self.text, span.start, message)
+        };
         let known = |name: &str| rules.iter().any(|r| r.code == name || r.name == name);
         let mut cfg = Config { path: Some(self.path.clone()), rule_dirs: self.rule_dirs(), ..Default::default() };
         if let Some(f) = &self.file.fail_on {
             cfg.fail_on = Some(
                 Severity::parse(f.get_ref())
-                    .ok_or_else(|| format!("{}: fail-on must be error, warning or info", at(f.span())))?,
+                    .ok_or_else(|| at(f.span(), "fail-on must be error, warning or info".into()))?,
             );
         }
         for d in &self.file.rules.disable {
             if !known(d.get_ref()) {
-                return Err(format!("{}: unknown rule {:?} in [rules] disable", at(d.span()), d.get_ref()));
+                return Err(at(d.span(), format!("unknown rule {:?} in [rules] disable", d.get_ref())));
             }
             cfg.disable.push(d.get_ref().clone());
         }
         for (k, v) in &self.file.rules.severity {
             if !known(k) {
-                return Err(format!("{}: unknown rule {k:?} in [rules.severity]", at(v.span())));
+                return Err(at(v.span(), format!("unknown rule {k:?} in [rules.severity]")));
             }
             let s = Severity::parse(v.get_ref())
-                .ok_or_else(|| format!("{}: severity must be error, warning or info", at(v.span())))?;
+                .ok_or_else(|| at(v.span(), "severity must be error, warning or info".into()))?;
             cfg.severity.insert(k.clone(), s);
         }
         let base = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -231,9 +229,9 @@ impl RawConfig {
 }
 
 /// An ignore file (`.cudalintignore.toml`): `[[ignore]]` entries as in `cudalint.toml`.
-pub fn read_ignore_file(path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let f: IgnoreFile = parse_toml(&text, path)?;
+pub fn read_ignore_file(path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let f: IgnoreFile = parse_toml(&text, path.display())?;
     ignore_entries(f.ignore, &text, path, rules)
 }
 
@@ -243,28 +241,67 @@ pub struct Baseline {
     pub fingerprints: Vec<String>,
 }
 
-pub fn read_baseline(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let b: Baseline = serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?;
+pub fn read_baseline(path: &Path) -> Result<std::collections::BTreeSet<String>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let b: Baseline =
+        serde_json::from_str(&text).map_err(|e| ConfigError::at(path.display(), Some(e.line()), e.to_string()))?;
     if b.schema != crate::schema::BASELINE {
-        return Err(format!("{}: not a cudalint baseline (schema {:?})", path.display(), b.schema));
+        return Err(ConfigError::at(path.display(), None, format!("not a cudalint baseline (schema {:?})", b.schema)));
     }
     Ok(b.fingerprints.into_iter().collect())
 }
 
-pub fn write_baseline(path: &Path, findings: &[Finding]) -> Result<(), String> {
+pub fn write_baseline(path: &Path, findings: &[Finding]) -> Result<(), ConfigError> {
     let mut fps: Vec<String> = findings.iter().map(|f| f.fingerprint.clone()).collect();
     fps.sort();
     fps.dedup();
     let b = Baseline { schema: crate::schema::BASELINE.into(), fingerprints: fps };
     let mut s = serde_json::to_string_pretty(&b).expect("serializes");
     s.push('\n');
-    std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, s).map_err(|e| io(path, e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rules() -> Vec<Rule> {
+        super::super::rules::load(&[]).unwrap()
+    }
+
+    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("cudalint.toml");
+        std::fs::write(&p, text).unwrap();
+        (d, p)
+    }
+
+    #[test]
+    fn errors_name_the_file_and_line() {
+        // A TOML syntax error: the span becomes the line.
+        let (_d, p) = file("fail-on = \"error\"\n[targets\n");
+        let e = read(&p).err().unwrap();
+        assert_eq!((e.file.clone(), e.line), (Some(p.display().to_string()), Some(2)), "{e}");
+        assert!(e.to_string().starts_with(&format!("{}:2: ", p.display())), "{e}");
+        // A value the schema accepts but the rules refuse: the line of the value.
+        let (_d, p) = file("[rules]\ndisable = [\n  \"CL001\",\n  \"CL999\",\n]\n");
+        let e = read(&p).unwrap().resolve(&rules()).unwrap_err();
+        assert_eq!(e.line, Some(4), "{e}");
+        assert_eq!(e.message, "unknown rule \"CL999\" in [rules] disable");
+        // Ignore entries: the line of the entry.
+        let (_d, p) =
+            file("[[ignore]]\nrule = \"CL001\"\nreason = \"x\"\n\n[[ignore]]\nrule = \"CL001\"\nreason = \" \"\n");
+        let e = read_ignore_file(&p, &rules()).unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (Some(5), "an ignore needs a reason"), "{e}");
+        // No such file: the file, no line.
+        let e = read_baseline(Path::new("/nonexistent/baseline.json")).unwrap_err();
+        assert_eq!((e.file.as_deref(), e.line), (Some("/nonexistent/baseline.json"), None));
+        assert_eq!(ConfigError::new("m").to_string(), "m");
+        assert_eq!(
+            ConfigError { file: None, line: Some(3), message: "m".into() }.in_file("t.csv").to_string(),
+            "t.csv:3: m"
+        );
+    }
 
     #[test]
     fn civil_days() {

@@ -2,9 +2,11 @@
 //! matrix and an exit status out.
 
 pub mod config;
+mod error;
 pub mod facts;
 pub mod rules;
 pub mod targets;
+pub mod variables;
 pub mod verdict;
 
 use std::collections::BTreeSet;
@@ -176,7 +178,7 @@ fn cell(c: &facts::Coverage, b: &Binary) -> String {
     parts.join(" ")
 }
 
-pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> {
+pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::EvalError> {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     let mut image = facts::image(scan, &binaries);
     // What the runtimes need from the driver: NVIDIA_REQUIRE_CUDA is checked against it too.
@@ -195,32 +197,35 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let rules: Vec<&Rule> = opts.rules.iter().filter(|r| enabled(r, opts.config)).collect();
     let mut findings: Vec<Finding> = Vec::new();
     let config = opts.config;
-    let emit =
-        |r: &Rule, ctx: &cel::Context, b: Option<&Binary>, t: Option<&Target>| -> Result<Option<Finding>, String> {
-            Ok(r.eval(ctx)?.map(|(message, fix)| {
-                let path = b.map(|b| b.facts.path.clone());
-                let target = t.map(|t| t.name.clone());
-                Finding {
-                    rule: r.code.clone(),
-                    name: r.name.clone(),
-                    severity: severity(r, config),
-                    message,
-                    fix,
-                    fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
-                    layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
-                    package: b.filter(|b| !b.facts.package.is_empty()).map(|b| {
-                        format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)
-                    }),
-                    path,
-                    target,
-                }
-            }))
-        };
+    let emit = |r: &Rule,
+                ctx: &cel::Context,
+                b: Option<&Binary>,
+                t: Option<&Target>|
+     -> Result<Option<Finding>, rules::EvalError> {
+        Ok(r.eval(ctx)?.map(|(message, fix)| {
+            let path = b.map(|b| b.facts.path.clone());
+            let target = t.map(|t| t.name.clone());
+            Finding {
+                rule: r.code.clone(),
+                name: r.name.clone(),
+                severity: severity(r, config),
+                message,
+                fix,
+                fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
+                layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                package: b
+                    .filter(|b| !b.facts.package.is_empty())
+                    .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),
+                path,
+                target,
+            }
+        }))
+    };
 
-    let mut ctx = rules::context();
-    ctx.add_variable_from_value("image", image_v.clone());
-    ctx.add_variable_from_value("targets", targets_v.clone());
-    ctx.add_variable_from_value("fix", fix_v.clone());
+    let ctx = variables::context(
+        Scope::Image,
+        vec![("image", image_v.clone()), ("targets", targets_v.clone()), ("fix", fix_v.clone())],
+    );
     for r in rules.iter().filter(|r| r.scope == Scope::Image) {
         findings.extend(emit(r, &ctx, None, None)?);
     }
@@ -229,12 +234,12 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     let deploys: Vec<verdict::Deploy> =
         opts.targets.iter().map(|t| verdict::deploy(scan, &binaries, &floor, t)).collect();
     for (t, d) in opts.targets.iter().zip(&deploys) {
-        let mut ctx = rules::context();
-        ctx.add_variable_from_value("image", image_v.clone());
         let mut tf = facts::target(t);
         tf.blocked = d.blocked;
-        ctx.add_variable_from_value("target", value(&tf));
-        ctx.add_variable_from_value("deploy", value(d));
+        let ctx = variables::context(
+            Scope::ImageTarget,
+            vec![("image", image_v.clone()), ("target", value(&tf)), ("deploy", value(d))],
+        );
         for r in rules.iter().filter(|r| r.scope == Scope::ImageTarget) {
             findings.extend(emit(r, &ctx, None, Some(t))?);
         }
@@ -267,10 +272,10 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
 
     let mut matrix = Vec::new();
     for (b, bcovs) in binaries.iter().zip(&covs) {
-        let mut ctx = rules::context();
-        ctx.add_variable_from_value("image", image_v.clone());
-        ctx.add_variable_from_value("binary", value(&b.facts));
-        ctx.add_variable_from_value("fix", fix_v.clone());
+        let ctx = variables::context(
+            Scope::Binary,
+            vec![("image", image_v.clone()), ("binary", value(&b.facts)), ("fix", fix_v.clone())],
+        );
         for r in rules.iter().filter(|r| r.scope == Scope::Binary) {
             findings.extend(emit(r, &ctx, Some(b), None)?);
         }
@@ -311,13 +316,17 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
             });
             let mut tf = facts::target(t);
             tf.blocked = d.blocked;
-            let mut ctx = rules::context();
-            ctx.add_variable_from_value("image", image_v.clone());
-            ctx.add_variable_from_value("binary", value(&b.facts));
-            ctx.add_variable_from_value("target", value(&tf));
-            ctx.add_variable_from_value("coverage", value(cov));
-            ctx.add_variable_from_value("runtime", value(&rt));
-            ctx.add_variable_from_value("fix", value(&fix));
+            let ctx = variables::context(
+                Scope::BinaryTarget,
+                vec![
+                    ("image", image_v.clone()),
+                    ("binary", value(&b.facts)),
+                    ("target", value(&tf)),
+                    ("coverage", value(cov)),
+                    ("runtime", value(&rt)),
+                    ("fix", value(&fix)),
+                ],
+            );
             for r in rules.iter().filter(|r| r.scope == Scope::BinaryTarget) {
                 findings.extend(emit(r, &ctx, Some(b), Some(t))?);
             }
@@ -340,12 +349,16 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, String> 
     if let Some(dev) = &opts.device {
         for m in &dev.modules {
             let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
-            let mut ctx = rules::context();
-            ctx.add_variable_from_value("image", image_v.clone());
-            ctx.add_variable_from_value("binary", value(&b.facts));
-            ctx.add_variable_from_value("module", value(m));
             let d = dev.devices.iter().find(|d| d.index == m.device);
-            ctx.add_variable_from_value("device", value(&d));
+            let ctx = variables::context(
+                Scope::DeviceModule,
+                vec![
+                    ("image", image_v.clone()),
+                    ("binary", value(&b.facts)),
+                    ("module", value(m)),
+                    ("device", value(&d)),
+                ],
+            );
             for r in rules.iter().filter(|r| r.scope == Scope::DeviceModule) {
                 // One finding per module and device: the module and GPU are part of its identity.
                 if let Some(mut f) = emit(r, &ctx, Some(b), None)? {

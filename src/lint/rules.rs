@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+pub use super::error::ConfigError;
+use super::error::parse_toml;
+
 include!(concat!(env!("OUT_DIR"), "/builtin_rules.rs"));
 
 /// The CEL environment rules are compiled and evaluated in: the standard library plus the
@@ -23,7 +26,7 @@ pub fn context() -> cel::Context<'static, 'static> {
     cel::Context::with_env(CEL_ENV.clone())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     Info,
@@ -32,6 +35,9 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Every severity, weakest first (the CLI's `--fail-on` values).
+    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Error];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Info => "info",
@@ -49,19 +55,20 @@ impl Severity {
     }
 }
 
-/// What a rule is evaluated over, and so which facts it sees.
+/// What a rule is evaluated over, and so which facts it sees (`Scope::variables`, in
+/// lint/variables.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
-    /// Once: `image`, `targets`, `fix`.
+    /// Once.
     Image,
-    /// Per file with CUDA content: `image`, `binary`, `fix`.
+    /// Per file with CUDA content.
     Binary,
-    /// Per file and target GPU: `image`, `binary`, `target`, `coverage`, `runtime`, `fix`.
+    /// Per file and target GPU.
     BinaryTarget,
-    /// Per target GPU, for the image as a whole: `image`, `target`, `deploy`.
+    /// Per target GPU, for the image as a whole.
     ImageTarget,
-    /// Per module loaded on a GPU (`--on-device`): `image`, `binary`, `module`, `device`.
+    /// Per module loaded on a GPU (`--on-device`).
     DeviceModule,
 }
 
@@ -123,7 +130,7 @@ pub struct DeviceCase {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleFile {
-    code: String,
+    code: Spanned<String>,
     name: String,
     severity: Severity,
     scope: Scope,
@@ -158,30 +165,54 @@ impl std::fmt::Debug for Rule {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
+/// A rule's `when`, `message` or `fix` failed at evaluation (a field the facts lack, a wrong
+/// type): the rule is broken, not the image.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("rule {code} ({source_file}): {part}: {message}")]
+pub struct EvalError {
+    pub code: String,
+    /// The rule's file.
+    pub source_file: String,
+    /// `when`, `message` or `fix`.
+    pub part: &'static str,
+    pub message: String,
+}
+
+/// See `From<ConfigError> for String`: the CLI reports text until it moves to `anyhow`.
+impl From<EvalError> for String {
+    fn from(e: EvalError) -> String {
+        e.to_string()
+    }
 }
 
 impl Rule {
-    pub fn parse(text: &str, source: &str) -> Result<Rule, String> {
-        let f: RuleFile = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start)).unwrap_or(0);
-            format!("{source}:{line}: {}", e.message())
-        })?;
+    pub fn parse(text: &str, source: &str) -> Result<Rule, ConfigError> {
+        let f: RuleFile = parse_toml(text, source)?;
         let compile = |field: &str, s: &Spanned<String>| {
             CEL_ENV.compile(s.get_ref()).map_err(|e| {
-                format!("{source}:{}: `{field}` is not a valid CEL expression: {e}", line_of(text, s.span().start))
+                ConfigError::at_offset(
+                    source,
+                    text,
+                    s.span().start,
+                    format!("`{field}` is not a valid CEL expression: {e}"),
+                )
             })
         };
-        if f.code.is_empty() || !f.code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(format!("{source}: code {:?} must be letters, digits and dashes", f.code));
+        let code = f.code.get_ref();
+        if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(ConfigError::at_offset(
+                source,
+                text,
+                f.code.span().start,
+                format!("code {code:?} must be letters, digits and dashes"),
+            ));
         }
         Ok(Rule {
             when: compile("when", &f.when)?,
             message: compile("message", &f.message)?,
             fix: compile("fix", &f.fix)?,
             when_src: f.when.into_inner(),
-            code: f.code,
+            code: f.code.into_inner(),
             name: f.name,
             severity: f.severity,
             scope: f.scope,
@@ -193,14 +224,19 @@ impl Rule {
     }
 
     /// Evaluates the rule in `ctx`: `Some((message, fix))` when it fires.
-    pub fn eval(&self, ctx: &cel::Context) -> Result<Option<(String, String)>, String> {
-        let err = |what: &str, e: &dyn std::fmt::Display| format!("rule {} ({}): {what}: {e}", self.code, self.source);
+    pub fn eval(&self, ctx: &cel::Context) -> Result<Option<(String, String)>, EvalError> {
+        let err = |part: &'static str, e: &dyn std::fmt::Display| EvalError {
+            code: self.code.clone(),
+            source_file: self.source.clone(),
+            part,
+            message: e.to_string(),
+        };
         match self.when.execute(ctx).map_err(|e| err("when", &e))? {
             cel::Value::Bool(false) => return Ok(None),
             cel::Value::Bool(true) => {}
             other => return Err(err("when", &format!("evaluates to {other:?}, not a bool"))),
         }
-        let text = |p: &cel::Program, what: &str| match p.execute(ctx).map_err(|e| err(what, &e))? {
+        let text = |p: &cel::Program, what: &'static str| match p.execute(ctx).map_err(|e| err(what, &e))? {
             cel::Value::String(s) => Ok(s.to_string()),
             other => Err(err(what, &format!("evaluates to {other:?}, not a string"))),
         };
@@ -209,21 +245,21 @@ impl Rule {
 }
 
 /// The built-in rules, then every `*.toml` in each directory (sorted). Codes must be unique.
-pub fn load(dirs: &[std::path::PathBuf]) -> Result<Vec<Rule>, String> {
+pub fn load(dirs: &[std::path::PathBuf]) -> Result<Vec<Rule>, ConfigError> {
     let mut rules = Vec::new();
     for (name, text) in BUILTIN_RULES {
         rules.push(Rule::parse(text, &format!("rules/{name}"))?);
     }
     for d in dirs {
         let mut files: Vec<_> = std::fs::read_dir(d)
-            .map_err(|e| format!("{}: {e}", d.display()))?
+            .map_err(|e| ConfigError::at(d.display(), None, e.to_string()))?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
             .collect();
         files.sort();
         for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let text = std::fs::read_to_string(&f).map_err(|e| ConfigError::at(f.display(), None, e.to_string()))?;
             rules.push(Rule::parse(&text, &f.display().to_string())?);
         }
     }
@@ -231,7 +267,7 @@ pub fn load(dirs: &[std::path::PathBuf]) -> Result<Vec<Rule>, String> {
     for r in &rules {
         for key in [&r.code, &r.name] {
             if let Some(other) = seen.insert(key.clone(), r.source.clone()) {
-                return Err(format!("{}: rule {key} is already defined in {other}", r.source));
+                return Err(ConfigError::at(&r.source, None, format!("rule {key} is already defined in {other}")));
             }
         }
     }
@@ -247,13 +283,7 @@ pub fn markdown(r: &Rule) -> String {
         name = r.name,
         summary = r.summary,
         sev = r.severity.as_str(),
-        scope = match r.scope {
-            Scope::Image => "image",
-            Scope::Binary => "binary",
-            Scope::BinaryTarget => "binary-target",
-            Scope::ImageTarget => "image-target",
-            Scope::DeviceModule => "device-module",
-        },
+        scope = r.scope.as_str(),
         src = r.source,
         when = r.when_src.trim(),
         what = r.docs.what.trim(),

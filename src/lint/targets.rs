@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use super::error::ConfigError;
 use crate::cuda::{Cc, CudaVersion, DriverVersion, gpus, tables};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,18 +31,20 @@ impl Target {
 }
 
 /// `H100`, `rtx 4090`, `NVIDIA A10G`: a GPU name, or an error naming the closest ones.
-pub fn gpu(name: &str) -> Result<Target, String> {
+pub fn gpu(name: &str) -> Result<Target, ConfigError> {
     match gpus::lookup(name) {
         Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
-        None => {
-            Err(format!("unknown GPU {name:?}; closest: {} (see `cudalint gpus`)", gpus::closest(name, 4).join(", ")))
-        }
+        None => Err(ConfigError::new(format!(
+            "unknown GPU {name:?}; closest: {} (see `cudalint gpus`)",
+            gpus::closest(name, 4).join(", ")
+        ))),
     }
 }
 
 /// `sm_90`, `8.9`, `90`, `sm_90a` (its CC), `sm_100f` (every known CC of the family from 10.0 up).
-pub fn arch(spec: &str) -> Result<Vec<Target>, String> {
-    let cc = Cc::parse(spec).ok_or_else(|| format!("{spec:?} is not an architecture (sm_90, 8.9, sm_100f)"))?;
+pub fn arch(spec: &str) -> Result<Vec<Target>, ConfigError> {
+    let cc = Cc::parse(spec)
+        .ok_or_else(|| ConfigError::new(format!("{spec:?} is not an architecture (sm_90, 8.9, sm_100f)")))?;
     let s = spec.trim().to_ascii_lowercase();
     if s.ends_with('f') {
         let mut ccs: Vec<Cc> =
@@ -57,46 +60,55 @@ pub fn arch(spec: &str) -> Result<Vec<Target>, String> {
     Ok(vec![Target { name: format!("sm_{}", cc.sm()), cc, driver: None, driver_cuda: None }])
 }
 
-pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), String> {
-    let d = DriverVersion::parse(spec).ok_or_else(|| format!("{spec:?} is not a driver version (535.104.05)"))?;
-    let c = tables::cuda_for_driver(&d).ok_or_else(|| format!("driver {d} is older than any CUDA 11 driver"))?;
+pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), ConfigError> {
+    let d = DriverVersion::parse(spec)
+        .ok_or_else(|| ConfigError::new(format!("{spec:?} is not a driver version (535.104.05)")))?;
+    let c = tables::cuda_for_driver(&d)
+        .ok_or_else(|| ConfigError::new(format!("driver {d} is older than any CUDA 11 driver")))?;
     Ok((d, c))
 }
 
 /// Targets from a file: `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`
 /// output, or Kubernetes nodes as JSON (`kubectl get nodes -o json`, one node, or a list) with
 /// GPU feature discovery labels.
-pub fn from_file(path: &str) -> Result<Vec<Target>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::at(path, None, e.to_string()))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))?;
-        from_nodes(&v).map_err(|e| format!("{path}: {e}"))
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| ConfigError::at(path, Some(e.line()), e.to_string()))?;
+        let t = from_nodes(&v).map_err(|e| e.in_file(path))?;
+        if t.is_empty() {
+            let m = format!("no node carries the {L_MAJOR}/{L_MINOR} labels of GPU feature discovery");
+            return Err(ConfigError::at(path, None, m));
+        }
+        Ok(t)
     } else {
-        from_nvidia_smi(&text).map_err(|e| format!("{path}: {e}"))
+        from_nvidia_smi(&text).map_err(|e| e.in_file(path))
     }
 }
 
-pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, String> {
+/// Errors carry the line (of `csv`) but no file: `from_file` names it.
+pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, ConfigError> {
     let mut lines = csv.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines.next().ok_or("empty nvidia-smi output")?;
+    let (_, header) = lines.next().ok_or_else(|| ConfigError::new("empty nvidia-smi output"))?;
     let cols: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
     let col = |name: &str| cols.iter().position(|c| c.starts_with(name));
     let (Some(ni), Some(ci)) = (col("name"), col("compute_cap")) else {
-        return Err(
-            "expected the columns of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`".into()
-        );
+        return Err(ConfigError::new(
+            "expected the columns of `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`",
+        ));
     };
     let di = col("driver_version");
     let mut out = Vec::new();
     for (n, line) in lines {
         let f: Vec<&str> = line.split(',').map(str::trim).collect();
-        let line_no = n + 1;
-        let name = f.get(ni).ok_or(format!("line {line_no}: missing name"))?;
-        let cc = f.get(ci).and_then(|c| Cc::parse(c)).ok_or(format!("line {line_no}: bad compute_cap"))?;
+        let at = |message: String| ConfigError { file: None, line: Some(n + 1), message };
+        let name = f.get(ni).ok_or_else(|| at("missing name".into()))?;
+        let cc = f.get(ci).and_then(|c| Cc::parse(c)).ok_or_else(|| at("bad compute_cap".into()))?;
         let (driver, driver_cuda) = match di.and_then(|i| f.get(i)) {
             Some(d) => {
-                let (d, c) = driver(d).map_err(|e| format!("line {line_no}: {e}"))?;
+                let (d, c) = driver(d).map_err(|e| at(e.message))?;
                 (Some(d), Some(c))
             }
             None => (None, None),
@@ -113,7 +125,9 @@ const L_DRV_MAJOR: &str = "nvidia.com/cuda.driver.major";
 const L_DRV_MINOR: &str = "nvidia.com/cuda.driver.minor";
 const L_DRV_REV: &str = "nvidia.com/cuda.driver.rev";
 
-pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
+/// Nodes without the compute capability labels are left out: none labelled gives an empty list
+/// (a cluster audit reports such nodes as not judgeable; a target file refuses it).
+pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
     let nodes: Vec<&serde_json::Value> = match v {
         serde_json::Value::Array(a) => a.iter().collect(),
         v if v.get("items").is_some() => v["items"].as_array().into_iter().flatten().collect(),
@@ -135,8 +149,8 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
         };
         let (Some(ma), Some(mi)) = (get(L_MAJOR), get(L_MINOR)) else { continue };
         let cc = Cc {
-            major: ma.parse().map_err(|_| format!("bad {L_MAJOR}"))?,
-            minor: mi.parse().map_err(|_| format!("bad {L_MINOR}"))?,
+            major: ma.parse().map_err(|_| ConfigError::new(format!("bad {L_MAJOR}")))?,
+            minor: mi.parse().map_err(|_| ConfigError::new(format!("bad {L_MINOR}")))?,
         };
         let node_name = node.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("node");
         let product = get(L_PRODUCT).map(|p| p.replace('-', " "));
@@ -155,9 +169,6 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, String> {
             _ => None,
         };
         out.push(Target { name, cc, driver: drv.as_ref().map(|d| d.0.clone()), driver_cuda: drv.map(|d| d.1) });
-    }
-    if out.is_empty() {
-        return Err(format!("no node carries the {L_MAJOR}/{L_MINOR} labels of GPU feature discovery"));
     }
     Ok(out)
 }
@@ -196,6 +207,7 @@ mod tests {
             arch("sm_100f").unwrap().iter().map(|t| t.cc.to_string()).collect::<Vec<_>>(),
             ["10.0", "10.3", "10.7"]
         );
-        assert!(gpu("H1000").unwrap_err().contains("H100"));
+        assert!(gpu("H1000").unwrap_err().to_string().contains("H100"));
+        assert!(from_nodes(&serde_json::json!({"metadata": {"name": "cpu-node"}})).unwrap().is_empty());
     }
 }

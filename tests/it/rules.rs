@@ -1,156 +1,31 @@
-//! Every rule against its own cases (the `[[test]]` tables in its file): it fires where it must
-//! and stays quiet where it must not; codes are unique and stable; docs/rules is generated from
-//! the rule files and kept in sync.
+//! Codes are unique and stable, every rule has cases both ways, docs/rules is generated from the
+//! rule files and kept in sync, rule files with errors point at their line. The cases themselves
+//! run one test each in `tests/rule_cases.rs`.
 
 use std::collections::BTreeMap;
 
-use cudalint::image::{ImageReport, ScanOptions, scan};
 use cudalint::lint::rules::{self, Rule, RuleTest};
-use cudalint::lint::{LintOptions, LintReport, config, run, targets};
+use cudalint::lint::{facts, variables, verdict};
 
-use crate::images::{Comp, Ent, Image, oci_layout, tar};
-use crate::util::{read_fixture, root};
+use crate::util::root;
 
-pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
-    let entries: Vec<Ent> = case
-        .files
-        .iter()
-        .map(|(path, fixture)| {
-            Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), read_fixture(fixture))
-        })
-        .chain(case.text.iter().map(|(path, text)| {
-            Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), text.as_bytes().to_vec())
-        }))
-        .collect();
-    let mut img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
-    img.env = case.env.iter().map(|e| &*Box::leak(e.clone().into_boxed_str())).collect();
-    oci_layout(dir, &[&img]);
-    let mut opts = ScanOptions { progress: false, ..ScanOptions::default() };
-    opts.inspect.lean = !case.deep;
-    scan(&format!("oci:{}", dir.display()), &opts).unwrap()
-}
+#[path = "../common/rule_case.rs"]
+mod case;
+pub use case::{image_for, lint, lint_with_device, targets_for};
 
-pub fn targets_for(case: &RuleTest) -> Vec<targets::Target> {
-    let mut t: Vec<targets::Target> = case.gpus.iter().map(|g| targets::gpu(g).unwrap()).collect();
-    for a in &case.arch {
-        t.extend(targets::arch(a).unwrap());
-    }
-    let driver = case.driver.as_ref().map(|d| targets::driver(d).unwrap());
-    let cuda = case.cuda_driver.as_ref().map(|c| cudalint::cuda::CudaVersion::parse(c).unwrap());
-    for x in &mut t {
-        if let Some((d, c)) = &driver {
-            x.driver = Some(d.clone());
-            x.driver_cuda = Some(*c);
-        }
-        if let Some(c) = cuda {
-            x.driver_cuda = Some(c);
-        }
-    }
-    t
-}
-
-/// What a GPU would have answered (`device` in a rule case), judged by the same comparison
-/// `--on-device` uses.
-pub fn device_for(case: &RuleTest, inv: &ImageReport) -> Option<cudalint::device::DeviceReport> {
-    use cudalint::cuda::{Cc, CudaVersion, compat};
-    let d = case.device.as_ref()?;
-    let cc = Cc::parse(&d.cc).unwrap();
-    let cuda = CudaVersion::parse(&d.driver_cuda).unwrap();
-    let mut modules = Vec::new();
-    for f in &inv.files {
-        let b = cudalint::lint::facts::binary(f);
-        for m in &b.modules {
-            let verdict = compat::decide(&m.images, cc, Some(cuda), compat::JitEnv::default());
-            let load = cudalint::device::driver::Load {
-                result: d.result,
-                error: cudalint::device::driver::error_name(d.result),
-                ms: 1.0,
-                jit_ms: None,
-                log: String::new(),
-            };
-            modules.push(cudalint::device::judge(&b.facts.path, &m.label, 0, &verdict, load, &d.how, vec![]));
-        }
-    }
-    Some(cudalint::device::DeviceReport {
-        driver_version: i32::from(cuda.major) * 1000 + i32::from(cuda.minor) * 10,
-        devices: vec![cudalint::device::driver::DeviceInfo {
-            index: 0,
-            name: "test GPU".into(),
-            cc: cc.to_string(),
-            driver_cuda: cuda.to_string(),
-        }],
-        canary: vec![],
-        modules,
-        skipped: vec![],
-    })
-}
-
-pub fn lint(rules: &[Rule], case: &RuleTest) -> LintReport {
-    let dir = tempfile::tempdir().unwrap();
-    let inv = image_for(case, dir.path());
-    let device = device_for(case, &inv);
-    lint_inventory(rules, case, &inv, device)
-}
-
-/// The same case judged with a given device report.
-pub fn lint_with_device(rules: &[Rule], case: &RuleTest, device: cudalint::device::DeviceReport) -> LintReport {
-    let dir = tempfile::tempdir().unwrap();
-    let inv = image_for(case, dir.path());
-    lint_inventory(rules, case, &inv, Some(device))
-}
-
-fn lint_inventory(
-    rules: &[Rule],
-    case: &RuleTest,
-    inv: &ImageReport,
-    device: Option<cudalint::device::DeviceReport>,
-) -> LintReport {
-    let cfg = config::Config::default();
-    let opts = LintOptions {
-        rules,
-        targets: targets_for(case),
-        fail_on: rules::Severity::Error,
-        config: &cfg,
-        extra_ignores: vec![],
-        baseline: None,
-        device,
-    };
-    run(inv, opts).unwrap()
-}
-
+/// The per-case runner judges each case; that every rule has a case where it fires and one
+/// where it must stay quiet is checked here, once.
 #[test]
-fn every_rule_fires_on_its_failing_cases_and_only_there() {
+fn every_rule_has_cases_both_ways() {
     let rules = rules::load(&[]).unwrap();
     assert!(rules.len() >= 12);
     for r in &rules {
+        for (i, case) in r.tests.iter().enumerate() {
+            assert!(case.expect == "fire" || case.expect == "pass", "{} case {i}: expect fire or pass", r.code);
+        }
         let fire = r.tests.iter().filter(|t| t.expect == "fire").count();
         let pass = r.tests.iter().filter(|t| t.expect == "pass").count();
         assert!(fire >= 1 && pass >= 1, "{}: needs a case where it fires and one where it must not", r.code);
-        for (i, case) in r.tests.iter().enumerate() {
-            assert!(case.expect == "fire" || case.expect == "pass", "{} case {i}: expect fire or pass", r.code);
-            let report = lint(&rules, case);
-            let fired: Vec<_> = report.findings.iter().filter(|f| f.rule == r.code).collect();
-            assert_eq!(
-                !fired.is_empty(),
-                case.expect == "fire",
-                "{} case {i} ({case:?}):\n{:#?}",
-                r.code,
-                report.findings
-            );
-            for f in fired {
-                assert!(
-                    !f.fix.is_empty() && !f.message.is_empty(),
-                    "{}: every finding carries a message and a fix",
-                    r.code
-                );
-                if let Some(m) = &case.message {
-                    assert!(f.message.contains(m.as_str()), "{} case {i}: {:?} lacks {m:?}", r.code, f.message);
-                }
-                if let Some(m) = &case.fix {
-                    assert!(f.fix.contains(m.as_str()), "{} case {i}: fix {:?} lacks {m:?}", r.code, f.fix);
-                }
-            }
-        }
     }
 }
 
@@ -233,10 +108,11 @@ fn rule_docs_are_generated_from_the_rule_files() {
 #[test]
 fn a_bad_rule_file_points_at_its_line() {
     let e = Rule::parse("code = \"X1\"\nname = \"x\"\nseverity = \"fatal\"\n", "mine/x.toml").unwrap_err();
-    assert!(e.starts_with("mine/x.toml:3:"), "{e}");
+    assert_eq!((e.file.as_deref(), e.line), (Some("mine/x.toml"), Some(3)), "{e}");
+    assert!(e.to_string().starts_with("mine/x.toml:3:"), "{e}");
     let text = "code = \"X1\"\nname = \"x\"\nseverity = \"error\"\nscope = \"binary\"\nsummary = \"s\"\n\
                 when = 'binary.debug &&'\nmessage = '\"m\"'\nfix = '\"f\"'\n[docs]\nwhat = \"\"\nwhy = \"\"\nexample = \"\"\nfix = \"\"\n";
-    let e = Rule::parse(text, "mine/y.toml").unwrap_err();
+    let e = Rule::parse(text, "mine/y.toml").unwrap_err().to_string();
     assert!(e.starts_with("mine/y.toml:6: `when` is not a valid CEL expression"), "{e}");
 }
 
@@ -275,6 +151,97 @@ fix = "w"
         std::fs::read_to_string(d.path().join("no-sm75.toml")).unwrap().replace("acme-needs-turing", "other"),
     )
     .unwrap();
-    let e = rules::load(&[d.path().to_path_buf()]).unwrap_err();
+    let e = rules::load(&[d.path().to_path_buf()]).unwrap_err().to_string();
     assert!(e.contains("ACME001") && e.contains("already defined"), "{e}");
+}
+
+/// docs/facts.md is `variables::markdown()`; regenerate with
+/// `UPDATE_FACTS_DOC=1 cargo test --test it rules::`.
+#[test]
+fn facts_doc_is_generated_from_the_variables() {
+    let path = root().join("docs/facts.md");
+    let text = variables::markdown();
+    if std::env::var_os("UPDATE_FACTS_DOC").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(disk == text, "docs/facts.md out of sync: UPDATE_FACTS_DOC=1 cargo test --test it rules::");
+}
+
+/// Every field of every fact object rules can read is described in lint/variables.rs (and so in
+/// docs/facts.md), and nothing described is missing: the objects are built here as `lint::run`
+/// builds them, from an image with a runtime, device code, a target with a driver and a GPU's
+/// answer.
+#[test]
+fn every_fact_field_is_documented() {
+    let case = RuleTest {
+        expect: "fire".into(),
+        files: [
+            ("/usr/lib/libsm90a.so".to_string(), "libsm90a.so".to_string()),
+            ("/usr/local/cuda/lib64/libcudart.so.12.9.79".to_string(), "libcudart.so.12.9.79".to_string()),
+        ]
+        .into(),
+        gpus: vec!["H100".into()],
+        driver: Some("550.54.14".into()),
+        device: Some(rules::DeviceCase {
+            cc: "9.0".into(),
+            driver_cuda: "12.4".into(),
+            result: 0,
+            how: "native".into(),
+        }),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(&case, dir.path());
+    let bins: Vec<facts::Binary> = inv.files.iter().map(facts::binary).collect();
+    let b = bins.iter().find(|b| !b.modules.is_empty()).expect("a binary with device code");
+    let targets = targets_for(&case);
+    let t = &targets[0];
+    let floor = verdict::floor(&inv, &bins, &BTreeMap::new());
+    let dev = case::device_for(&case, &inv).unwrap();
+    let mut seen = Vec::new();
+    for v in variables::ALL {
+        let sample = match v.name {
+            "image" => json(&facts::image(&inv, &bins)),
+            "binary" => json(&b.facts),
+            "target" => json(&facts::target(t)),
+            "targets" => json(&vec![facts::target(t)]),
+            "coverage" => json(&facts::coverage(b, t, Default::default())),
+            "runtime" => json(&facts::runtime(&b.facts, t)),
+            "fix" => json(&facts::fix(&targets, String::new())),
+            "deploy" => json(&verdict::deploy(&inv, &bins, &floor, t)),
+            "module" => json(&dev.modules[0]),
+            "device" => json(&dev.devices[0]),
+            other => panic!("no sample of `{other}` here: add one, as lint::run builds it"),
+        };
+        let (object, documented) = match v.list_of {
+            Some(item) => (sample[0].clone(), item.fields),
+            None => (sample, v.fields),
+        };
+        let keys: Vec<&str> = object.as_object().expect("an object").keys().map(String::as_str).collect();
+        for k in &keys {
+            assert!(documented.iter().any(|(f, _)| f == k), "`{}.{k}` is not described in lint/variables.rs", v.name);
+        }
+        // Fields serde leaves out when empty.
+        let may_be_absent = ["launches"];
+        for (f, _) in documented {
+            assert!(
+                keys.contains(f) || may_be_absent.contains(f),
+                "`{}.{f}` is described in lint/variables.rs but the object has no such field",
+                v.name
+            );
+        }
+        seen.push(v.name);
+    }
+    // Every variable a scope binds is among those described.
+    for scope in rules::Scope::ALL {
+        for v in scope.variables() {
+            assert!(seen.contains(&v.name), "{} is not in variables::ALL", v.name);
+        }
+    }
+}
+
+/// A fact object as CEL reads it.
+fn json<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::to_value(v).unwrap()
 }

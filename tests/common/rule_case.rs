@@ -1,0 +1,118 @@
+//! A rule case (a `[[test]]` table of a rule file) made real: its image built as an OCI layout
+//! and scanned, its targets, what a GPU would have answered, and the lint report. Shared by the
+//! `it` tests (as `crate::rules`) and the per-case runner `tests/rule_cases.rs`; both crates hold
+//! `images` and `util` at their root.
+
+use cudalint::image::{ImageReport, ScanOptions, scan};
+use cudalint::lint::rules::{self, Rule, RuleTest};
+use cudalint::lint::{LintOptions, LintReport, config, run, targets};
+
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::util::read_fixture;
+
+pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
+    let entries: Vec<Ent> = case
+        .files
+        .iter()
+        .map(|(path, fixture)| {
+            Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), read_fixture(fixture))
+        })
+        .chain(case.text.iter().map(|(path, text)| {
+            Ent::File(Box::leak(path.trim_start_matches('/').to_string().into_boxed_str()), text.as_bytes().to_vec())
+        }))
+        .collect();
+    let mut img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
+    img.env = case.env.iter().map(|e| &*Box::leak(e.clone().into_boxed_str())).collect();
+    oci_layout(dir, &[&img]);
+    let mut opts = ScanOptions { progress: false, ..ScanOptions::default() };
+    opts.inspect.lean = !case.deep;
+    scan(&format!("oci:{}", dir.display()), &opts).unwrap()
+}
+
+pub fn targets_for(case: &RuleTest) -> Vec<targets::Target> {
+    let mut t: Vec<targets::Target> = case.gpus.iter().map(|g| targets::gpu(g).unwrap()).collect();
+    for a in &case.arch {
+        t.extend(targets::arch(a).unwrap());
+    }
+    let driver = case.driver.as_ref().map(|d| targets::driver(d).unwrap());
+    let cuda = case.cuda_driver.as_ref().map(|c| cudalint::cuda::CudaVersion::parse(c).unwrap());
+    for x in &mut t {
+        if let Some((d, c)) = &driver {
+            x.driver = Some(d.clone());
+            x.driver_cuda = Some(*c);
+        }
+        if let Some(c) = cuda {
+            x.driver_cuda = Some(c);
+        }
+    }
+    t
+}
+
+/// What a GPU would have answered (`device` in a rule case), judged by the same comparison
+/// `--on-device` uses.
+pub fn device_for(case: &RuleTest, inv: &ImageReport) -> Option<cudalint::device::DeviceReport> {
+    use cudalint::cuda::{Cc, CudaVersion, compat};
+    let d = case.device.as_ref()?;
+    let cc = Cc::parse(&d.cc).unwrap();
+    let cuda = CudaVersion::parse(&d.driver_cuda).unwrap();
+    let mut modules = Vec::new();
+    for f in &inv.files {
+        let b = cudalint::lint::facts::binary(f);
+        for m in &b.modules {
+            let verdict = compat::decide(&m.images, cc, Some(cuda), compat::JitEnv::default());
+            let load = cudalint::device::driver::Load {
+                result: d.result,
+                error: cudalint::device::driver::error_name(d.result),
+                ms: 1.0,
+                jit_ms: None,
+                log: String::new(),
+            };
+            modules.push(cudalint::device::judge(&b.facts.path, &m.label, 0, &verdict, load, &d.how, vec![]));
+        }
+    }
+    Some(cudalint::device::DeviceReport {
+        driver_version: i32::from(cuda.major) * 1000 + i32::from(cuda.minor) * 10,
+        devices: vec![cudalint::device::driver::DeviceInfo {
+            index: 0,
+            name: "test GPU".into(),
+            cc: cc.to_string(),
+            driver_cuda: cuda.to_string(),
+        }],
+        canary: vec![],
+        modules,
+        skipped: vec![],
+    })
+}
+
+pub fn lint(rules: &[Rule], case: &RuleTest) -> LintReport {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(case, dir.path());
+    let device = device_for(case, &inv);
+    lint_inventory(rules, case, &inv, device)
+}
+
+/// The same case judged with a given device report.
+pub fn lint_with_device(rules: &[Rule], case: &RuleTest, device: cudalint::device::DeviceReport) -> LintReport {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(case, dir.path());
+    lint_inventory(rules, case, &inv, Some(device))
+}
+
+fn lint_inventory(
+    rules: &[Rule],
+    case: &RuleTest,
+    inv: &ImageReport,
+    device: Option<cudalint::device::DeviceReport>,
+) -> LintReport {
+    let cfg = config::Config::default();
+    let opts = LintOptions {
+        rules,
+        targets: targets_for(case),
+        fail_on: rules::Severity::Error,
+        config: &cfg,
+        extra_ignores: vec![],
+        baseline: None,
+        device,
+    };
+    run(inv, opts).unwrap()
+}
