@@ -142,7 +142,7 @@ pub fn main() -> ExitCode {
         Command::DeviceChild { device, load, skip, kernels } => {
             match if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) } {
                 Ok(()) => ExitCode::SUCCESS,
-                Err(e) => fail(&e),
+                Err(e) => fail(&e.to_string()),
             }
         }
         Command::Audit(a) => audit::run(*a).unwrap_or_else(|e| fail(&e)),
