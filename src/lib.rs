@@ -14,6 +14,7 @@ pub mod input;
 pub mod inspect;
 pub mod layer;
 pub mod lint;
+pub mod module;
 pub mod packages;
 pub mod registry;
 pub mod report;

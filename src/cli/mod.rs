@@ -158,8 +158,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(a) => explain(a)?,
         Command::Registry(a) => registry::run(*a).map_err(anyhow::Error::msg)?,
         Command::DeviceChild { device, load, skip, kernels } => {
-            if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) }
-                .map_err(anyhow::Error::msg)?;
+            if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) }?;
             ExitCode::SUCCESS
         }
         Command::Audit(a) => audit::run(*a).map_err(anyhow::Error::msg)?,

@@ -117,7 +117,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
             // compute-cache hits, unless the user chose otherwise.
             unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
         }
-        let d = crate::device::driver::Driver::load()?;
+        let d = crate::device::driver::Driver::load().map_err(|e| e.to_string())?;
         opts.inspect.keep_modules = true;
         // Cached analyses carry no module bytes.
         opts.registry.cache = None;
@@ -137,7 +137,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
                 load_timeout: std::time::Duration::from_secs(a.device.load_timeout),
                 jit_env: env,
             };
-            let mut r = crate::device::run(d, &std::sync::Arc::new(plans), &o)?;
+            let mut r = crate::device::run(d, &std::sync::Arc::new(plans), &o).map_err(|e| e.to_string())?;
             r.skipped = skipped;
             Some(r)
         }

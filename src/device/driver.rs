@@ -8,6 +8,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use serde::Serialize;
 
+use super::DeviceError;
 use crate::cuda::{Cc, CudaVersion};
 
 pub struct Driver {
@@ -53,10 +54,10 @@ fn code(r: sys::CUresult) -> u32 {
     r as u32
 }
 
-fn check(r: sys::CUresult, what: &str) -> Result<(), String> {
+fn check(r: sys::CUresult, what: &'static str) -> Result<(), DeviceError> {
     match code(r) {
         0 => Ok(()),
-        c => Err(format!("{what}: {} ({c})", error_name(c))),
+        code => Err(DeviceError::Call { what, code }),
     }
 }
 
@@ -98,16 +99,17 @@ pub struct Module(sys::CUmodule);
 
 impl Driver {
     /// Finds and initialises libcuda, or says plainly why not.
-    pub fn load() -> Result<Driver, String> {
+    pub fn load() -> Result<Driver, DeviceError> {
         // SAFETY: only probes whether the library can be opened.
         if !unsafe { sys::is_culib_present() } {
-            return Err(
-                "no NVIDIA driver on this machine (libcuda.so.1 not found): --on-device needs a GPU node".into()
-            );
+            return Err(DeviceError::NoDriver);
         }
         // SAFETY: libcuda is present; cuInit and cuDriverGetVersion exist in every driver.
         unsafe {
-            check(sys::cuInit(0), "cuInit").map_err(|e| format!("the NVIDIA driver does not initialise: {e}"))?;
+            match code(sys::cuInit(0)) {
+                0 => {}
+                code => return Err(DeviceError::Init { code }),
+            }
             let mut v: c_int = 0;
             check(sys::cuDriverGetVersion(&mut v), "cuDriverGetVersion")?;
             Ok(Driver { version: v })
@@ -118,7 +120,7 @@ impl Driver {
         CudaVersion::new((self.version / 1000) as u16, ((self.version % 1000) / 10) as u16)
     }
 
-    pub fn devices(&self) -> Result<Vec<(DeviceInfo, Cc)>, String> {
+    pub fn devices(&self) -> Result<Vec<(DeviceInfo, Cc)>, DeviceError> {
         let mut out = Vec::new();
         // SAFETY: driver initialised; out-parameters are valid locals.
         unsafe {
@@ -160,7 +162,7 @@ impl Driver {
     }
 
     /// Makes the device's primary context current on this thread.
-    pub fn use_device(&self, index: u32) -> Result<(), String> {
+    pub fn use_device(&self, index: u32) -> Result<(), DeviceError> {
         // SAFETY: valid ordinal checked by the driver; out-parameters are locals.
         unsafe {
             let mut dev: sys::CUdevice = 0;
@@ -304,11 +306,11 @@ impl Driver {
 
     /// Launches `name` once on a 1x1x1 grid with zero-filled parameters sized by
     /// `cuFuncGetParamInfo` (12.4+). Returns the launch and synchronise result.
-    pub fn launch_zeroed(&self, m: &Module, name: &str) -> Result<u32, String> {
+    pub fn launch_zeroed(&self, m: &Module, name: &str) -> Result<u32, DeviceError> {
         if self.version < 12040 {
-            return Err("parameter sizes need a CUDA 12.4+ driver (cuFuncGetParamInfo)".into());
+            return Err(DeviceError::NoParamInfo);
         }
-        let c = CString::new(name).map_err(|_| "kernel name with NUL".to_string())?;
+        let c = CString::new(name).map_err(|_| DeviceError::NulInName)?;
         // SAFETY: the function comes from the loaded module; every parameter buffer is as large
         // as the driver says and lives until the launch has been synchronised.
         unsafe {
@@ -345,7 +347,7 @@ impl Driver {
 
     /// The canary: this project's own PTX, JIT-compiled for the device, run, its result checked
     /// on the host. Proves the device and driver really execute code.
-    pub fn canary(&self) -> Result<String, String> {
+    pub fn canary(&self) -> Result<String, DeviceError> {
         // Every thread of one block writes 1000 + its index.
         const PTX: &str = ".version 6.0\n.target sm_50\n.address_size 64\n\
             .visible .entry cudalint_canary(.param .u64 out)\n{\n\
@@ -356,7 +358,7 @@ impl Driver {
             st.global.u32 [%rd4], %r2;\nret;\n}\n\0";
         const N: usize = 64;
         let (load, m) = self.load_module(PTX.as_bytes());
-        let m = m.ok_or_else(|| format!("canary PTX does not load: {} {}", load.error, load.log))?;
+        let m = m.ok_or_else(|| DeviceError::CanaryDoesNotLoad { error: load.error.clone(), log: load.log.clone() })?;
         // SAFETY: a device buffer of N u32 is allocated, written by the kernel, copied back and freed.
         let r = unsafe {
             let mut f: sys::CUfunction = std::ptr::null_mut();
@@ -394,7 +396,7 @@ impl Driver {
         let bad = host.iter().enumerate().find(|(i, v)| **v != 1000 + *i as u32);
         match bad {
             None => Ok(format!("{N} threads ran and wrote the expected values (JIT {:.1} ms)", load.ms)),
-            Some((i, v)) => Err(format!("thread {i} wrote {v}, expected {}", 1000 + i)),
+            Some((thread, &wrote)) => Err(DeviceError::CanaryWrongValue { thread, wrote, expected: 1000 + thread }),
         }
     }
 }

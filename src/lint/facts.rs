@@ -7,52 +7,16 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::targets::Target;
-use crate::cuda::compat::{self, Image, ImageKind, JitEnv, Verdict};
+use crate::cuda::compat::{self, JitEnv, Verdict};
 use crate::cuda::fix::{ArchFix, arch_fix};
 use crate::cuda::{Cc, CudaVersion, gpus, tables};
 use crate::image::{ImageFile, ImageReport};
-use crate::inspect::fatbin::{Compression, EntryKind, Suffix};
-use crate::inspect::{Container, Entry, FileFormat, FileReport};
+use crate::inspect::Container;
+use crate::inspect::fatbin::EntryKind;
 use crate::layer::path::file_name;
-
-/// How a module reaches the driver, which decides whether it counts for coverage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Loading {
-    /// Handed to the CUDA runtime by the host code (`.nv_fatbin` containers reached from
-    /// `.nvFatBinSegment` wrappers): these decide whether the binary runs on a GPU.
-    Registered,
-    /// A cubin, fatbin or PTX file: whoever loads it loads it whole.
-    Standalone,
-    /// Kept as data (hidden containers, bare cubins in `.rodata`, `.lrodata`, `.cask_resource`):
-    /// the library loads them itself with its own per-architecture dispatch. Inventory and
-    /// matrix detail only; they never make a binary pass or fail.
-    LibraryManaged,
-}
-
-/// One module (fatbin container, bare cubin, PTX file) the driver loads as a unit.
-#[derive(Debug, Clone)]
-pub struct Module {
-    /// `.nv_fatbin@0x2680`, `cubin`.
-    pub label: String,
-    pub images: Vec<Image>,
-    /// Uncompressed bytes of its PTX.
-    pub ptx_bytes: u64,
-    pub loading: Loading,
-}
-
-impl Module {
-    /// Every image is architecture- ('a') or family-specific ('f') code.
-    pub fn specific_only(&self) -> bool {
-        !self.images.is_empty() && self.images.iter().all(|i| i.suffix != Suffix::None)
-    }
-    /// Built for one architecture (a per-arch variant, as cuBLAS and NCCL ship their kernels),
-    /// not a generic list.
-    pub fn single_arch(&self) -> bool {
-        let ccs: BTreeSet<Cc> = self.images.iter().filter(|i| i.suffix == Suffix::None).map(|i| i.cc).collect();
-        ccs.len() <= 1
-    }
-}
+use crate::module::{Source, ptx_size};
+// The module model lives in `crate::module`; these paths stay for the rules and reports.
+pub use crate::module::{Loading, Module, container_images, driver_library, image_of};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CudartFacts {
@@ -248,68 +212,6 @@ pub struct FixFacts {
     pub action: String,
 }
 
-fn loadable_kind(f: &FileReport) -> (&'static str, bool) {
-    match (&f.format, &f.elf) {
-        (FileFormat::Elf, Some(e)) => match e.elf_type.as_str() {
-            "shared-object" => ("shared-object", true),
-            "executable" => ("executable", true),
-            "relocatable" => ("object", false),
-            _ => ("other", false),
-        },
-        (FileFormat::Elf, None) => ("other", false),
-        (FileFormat::Cubin, _) => ("cubin", f.cubin.as_ref().is_some_and(|c| c.loadable())),
-        (FileFormat::Fatbin, _) => ("fatbin", true),
-        (FileFormat::Ptx, _) => ("ptx", true),
-        (FileFormat::Archive, _) => ("archive", false),
-        (FileFormat::Other, _) => ("other", false),
-    }
-}
-
-/// The images the driver may load from a container, each with what reading it needs.
-pub fn container_images(c: &Container) -> Vec<Image> {
-    let mut out = Vec::new();
-    for e in &c.entries {
-        if e.kind == EntryKind::Concatenated {
-            out.extend(e.images.iter().filter_map(|i| image_of(i, Some(tables::CONCATENATED_NEEDS))));
-        } else {
-            out.extend(image_of(e, None));
-        }
-    }
-    out
-}
-
-pub fn image_of(e: &Entry, needs_driver: Option<CudaVersion>) -> Option<Image> {
-    let cc = Cc::from_sm(e.sm);
-    match e.kind {
-        // Relocatable cubins are linked, not loaded.
-        EntryKind::Elf if e.cubin.as_ref().is_none_or(|c| c.loadable()) => {
-            Some(Image { kind: ImageKind::Sass, cc, suffix: e.suffix, isa: None, needs_driver })
-        }
-        EntryKind::Ptx => Some(Image {
-            kind: ImageKind::Ptx,
-            cc,
-            suffix: e.suffix,
-            isa: Some((e.code_version[0], e.code_version[1])),
-            needs_driver,
-        }),
-        EntryKind::TileIr => Some(Image { kind: ImageKind::TileIr, cc, suffix: e.suffix, isa: None, needs_driver }),
-        _ => None,
-    }
-}
-
-fn ptx_size(e: &Entry) -> u64 {
-    if e.compression == Compression::None { e.payload_size } else { e.uncompressed_size }
-}
-
-fn container_module(c: &Container, loading: Loading) -> Module {
-    Module {
-        label: c.label(),
-        images: container_images(c),
-        ptx_bytes: c.images().filter(|e| e.kind == EntryKind::Ptx).map(ptx_size).sum(),
-        loading,
-    }
-}
-
 /// NVIDIA's closed-source libraries (by file name): rebuilt by nobody but NVIDIA.
 pub fn vendor_library(name: &str) -> bool {
     const PREFIXES: &[&str] = &[
@@ -368,32 +270,14 @@ fn group_dir(path: &str) -> String {
     path.to_string()
 }
 
-pub fn driver_library(path: &str) -> &'static str {
-    let name = file_name(path);
-    let driver_name = name.starts_with("libcuda.so") || name.starts_with("libcudadebugger.so");
-    // The forward-compatibility package's copies (`/usr/local/cuda-13.0/compat/`, conda's
-    // `cuda-compat/`) first: they are meant to be in the image.
-    if (path.contains("/cuda-compat/") || path.contains("/compat/")) && (driver_name || name.starts_with("libnvidia-"))
-    {
-        "cuda-compat"
-    } else if driver_name {
-        "libcuda"
-    } else if name.starts_with("libnvidia-") && name.contains(".so.") {
-        "libnvidia"
-    } else {
-        ""
-    }
-}
-
 fn version_of(s: &str) -> Option<CudaVersion> {
     CudaVersion::parse(s)
 }
 
 pub fn binary(f: &ImageFile) -> Binary {
     let r = &f.file;
-    let (kind, loadable) = loadable_kind(r);
-    let mut modules = Vec::new();
-    let mut kernel_less = 0;
+    let found = crate::module::modules(r);
+    let (kind, loadable) = (found.kind, found.loadable);
     let mut sass = BTreeSet::new();
     let mut ptx = BTreeSet::new();
     let mut ptx_bytes = 0;
@@ -441,66 +325,18 @@ pub fn binary(f: &ImageFile) -> Binary {
         }
         note_entries(c, loadable && !c.relocatable, *hidden);
     }
-    let standalone = matches!(kind, "cubin" | "fatbin" | "ptx");
-    let mut hidden = 0;
+    // The modules the verdicts count; a bare cubin kept as data lists its arch apart.
+    let modules: Vec<Module> = found.modules.into_iter().filter(Module::counts).collect();
+    for m in &modules {
+        if let Source::HiddenCubin(i) = m.source {
+            managed.insert(r.hidden_cubins[i].cubin.arch());
+        }
+    }
     if loadable {
-        for (c, is_hidden) in &containers {
-            if c.relocatable {
-                continue;
-            }
-            if c.kernel_less() {
-                kernel_less += 1;
-                continue;
-            }
-            hidden += u64::from(*is_hidden);
-            let loading = if *is_hidden {
-                Loading::LibraryManaged
-            } else if standalone {
-                Loading::Standalone
-            } else {
-                Loading::Registered
-            };
-            let m = container_module(c, loading);
-            if !m.images.is_empty() {
-                modules.push(m);
-            }
-        }
-        for h in &r.hidden_cubins {
-            if h.cubin.loadable() && h.cubin.kernel_count != Some(0) {
-                hidden += 1;
-                managed.insert(h.cubin.arch());
-                modules.push(Module {
-                    label: h.label(),
-                    images: vec![Image {
-                        kind: ImageKind::Sass,
-                        cc: Cc::from_sm(h.cubin.sm),
-                        suffix: h.cubin.suffix,
-                        isa: None,
-                        needs_driver: None,
-                    }],
-                    ptx_bytes: 0,
-                    loading: Loading::LibraryManaged,
-                });
-            }
-        }
         if let Some(c) = &r.cubin {
             sass.insert(c.arch());
             if let Some(t) = c.toolkit.as_deref().and_then(version_of) {
                 toolkit = toolkit.max(Some(t));
-            }
-            if c.kernel_count != Some(0) {
-                modules.push(Module {
-                    label: "cubin".into(),
-                    images: vec![Image {
-                        kind: ImageKind::Sass,
-                        cc: Cc::from_sm(c.sm),
-                        suffix: c.suffix,
-                        isa: None,
-                        needs_driver: None,
-                    }],
-                    ptx_bytes: 0,
-                    loading: Loading::Standalone,
-                });
             }
         }
         if let Some(p) = &r.ptx {
@@ -510,23 +346,10 @@ pub fn binary(f: &ImageFile) -> Binary {
             toolkit = toolkit.max(Some(tables::cuda_for_ptx_isa(v)));
             ptx_bytes += r.size;
             debug |= p.debug;
-            if p.entry_count > 0 {
-                modules.push(Module {
-                    label: "ptx".into(),
-                    images: vec![Image {
-                        kind: ImageKind::Ptx,
-                        cc: Cc::from_sm(p.sm),
-                        suffix: p.suffix,
-                        isa: Some(v),
-                        needs_driver: None,
-                    }],
-                    ptx_bytes: r.size,
-                    loading: Loading::Standalone,
-                });
-            }
         }
     }
-    let driver_lib = driver_library(&r.path);
+    let (kernel_less, hidden) = (found.kernel_less, found.hidden);
+    let driver_lib = found.driver_library;
     let counted = |m: &&Module| driver_lib.is_empty() && m.loading != Loading::LibraryManaged;
     let cuda_needed: Vec<String> = r.elf.as_ref().map(|e| e.cuda_needed.clone()).unwrap_or_default();
     let cudart_major = r.cudart.as_ref().and_then(|c| CudaVersion::parse(&c.version)).map(|v| v.major);

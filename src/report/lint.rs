@@ -178,7 +178,7 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
                     esc(&m.binary),
                     esc(&m.module),
                     if m.static_image.is_empty() {
-                        m.static_result.clone()
+                        m.static_result.to_string()
                     } else {
                         format!("{} {}", m.static_result, m.static_image)
                     },
@@ -187,7 +187,7 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
                     } else {
                         format!("{} ({})", m.driver.error, m.driver.result)
                     },
-                    m.how.clone(),
+                    m.how.to_string(),
                     if m.jit_ms > 0.0 { format!("{:.1}", m.jit_ms) } else { "-".into() },
                 ]
             })

@@ -67,7 +67,8 @@ pub fn device_for(case: &RuleTest, inv: &ImageReport) -> Option<cudalint::device
                 jit_ms: None,
                 log: String::new(),
             };
-            modules.push(cudalint::device::judge(&b.facts.path, &m.label, 0, &verdict, load, &d.how, vec![]));
+            let how = d.how.parse().unwrap();
+            modules.push(cudalint::device::judge(&b.facts.path, &m.label, 0, &verdict, load, how, vec![]));
         }
     }
     Some(cudalint::device::DeviceReport {

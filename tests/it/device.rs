@@ -7,7 +7,7 @@ use std::process::Command as Proc;
 use std::time::Duration;
 
 use assert_cmd::Command;
-use cudalint::device::{self, isolate};
+use cudalint::device::{self, How, isolate};
 use cudalint::image::{ScanOptions, scan};
 use cudalint::lint::rules::{self, RuleTest};
 
@@ -187,12 +187,12 @@ fn isolated_children_that_crash_or_hang_do_not_take_the_parent_down() {
 fn static_and_driver_outcomes_compared() {
     use cudalint::cuda::compat::Verdict;
     let native = Verdict::Native { image: "sm_90".into() };
-    assert!(device::compare(&native, 0, "native").is_none());
-    assert!(device::compare(&native, 209, "failed").unwrap().contains("CUDA_ERROR_NO_BINARY_FOR_GPU"));
-    assert!(device::compare(&native, 0, "jit").unwrap().contains("went jit"));
+    assert!(device::compare(&native, 0, How::Native).is_none());
+    assert!(device::compare(&native, 209, How::Failed).unwrap().contains("CUDA_ERROR_NO_BINARY_FOR_GPU"));
+    assert!(device::compare(&native, 0, How::Jit).unwrap().contains("went jit"));
     let none = Verdict::NoImage { error: 209, arch_specific: vec![], format_needs_cuda: None };
-    assert!(device::compare(&none, 209, "failed").is_none());
-    assert!(device::compare(&none, 0, "native").is_some());
+    assert!(device::compare(&none, 209, How::Failed).is_none());
+    assert!(device::compare(&none, 0, How::Native).is_some());
     let too_new = Verdict::PtxTooNew {
         error: 222,
         image: "compute_80".into(),
@@ -200,7 +200,7 @@ fn static_and_driver_outcomes_compared() {
         needs_cuda: cudalint::cuda::CudaVersion::new(13, 5),
         driver_cuda: cudalint::cuda::CudaVersion::new(12, 8),
     };
-    assert!(device::compare(&too_new, 218, "failed").unwrap().contains("222"));
+    assert!(device::compare(&too_new, 218, How::Failed).unwrap().contains("222"));
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn device_results_and_a_disagreement_in_every_format() {
         log: String::new(),
     };
     let native = cudalint::cuda::compat::Verdict::Native { image: "sm_90a".into() };
-    dev.modules[m] = device::judge(&b, &label, 0, &native, refused, "failed", vec![]);
+    dev.modules[m] = device::judge(&b, &label, 0, &native, refused, How::Failed, vec![]);
     let redo = crate::rules::lint_with_device(&rules, &case, dev.clone());
     let f: Vec<_> = redo.findings.iter().filter(|f| f.rule == "CL013").collect();
     assert_eq!(f.len(), 1, "{:#?}", redo.findings);
@@ -250,4 +250,87 @@ fn device_results_and_a_disagreement_in_every_format() {
     let sarif: serde_json::Value = serde_json::from_str(&cudalint::report::lint::sarif(&redo, &rules)).unwrap();
     assert!(sarif["runs"][0]["results"].as_array().unwrap().iter().any(|x| x["ruleId"] == "CL013"));
     assert!(cudalint::report::lint::junit(&redo).contains("CL013"));
+}
+
+#[test]
+fn statuses_serialize_to_the_words_reports_have_always_used() {
+    use cudalint::device::{LaunchStatus, Loading, StaticResult};
+    let words = |v: serde_json::Value| v.as_str().unwrap().to_string();
+    for (h, w) in [
+        (How::Native, "native"),
+        (How::Jit, "jit"),
+        (How::Failed, "failed"),
+        (How::Unknown, "unknown"),
+        (How::Crashed, "crashed"),
+    ] {
+        assert_eq!((words(serde_json::to_value(h).unwrap()), h.to_string()), (w.to_string(), w.to_string()));
+        assert_eq!(w.parse::<How>().unwrap(), h);
+    }
+    for (s, w) in [
+        (LaunchStatus::Launched, "launched"),
+        (LaunchStatus::Faulted, "faulted"),
+        (LaunchStatus::TimedOut, "timed-out"),
+        (LaunchStatus::Skipped, "skipped"),
+    ] {
+        assert_eq!((words(serde_json::to_value(s).unwrap()), s.to_string()), (w.to_string(), w.to_string()));
+    }
+    for (s, w) in [
+        (StaticResult::Native, "native"),
+        (StaticResult::Jit, "jit"),
+        (StaticResult::NoImage, "no-image"),
+        (StaticResult::PtxTooNew, "ptx-too-new"),
+        (StaticResult::JitDisabled, "jit-disabled"),
+    ] {
+        assert_eq!((words(serde_json::to_value(s).unwrap()), s.to_string()), (w.to_string(), w.to_string()));
+    }
+    for (l, w) in [
+        (Loading::Unset, ""),
+        (Loading::Registered, "registered"),
+        (Loading::Standalone, "standalone"),
+        (Loading::LibraryManaged, "library-managed"),
+        (Loading::DriverLibrary, "driver-library"),
+    ] {
+        assert_eq!((words(serde_json::to_value(l).unwrap()), l.to_string()), (w.to_string(), w.to_string()));
+        assert_eq!(serde_json::from_value::<Loading>(serde_json::json!(w)).unwrap(), l);
+    }
+    assert!("sideways".parse::<How>().is_err());
+}
+
+#[test]
+fn device_errors_read_as_before() {
+    use cudalint::device::DeviceError;
+    assert_eq!(DeviceError::NoSuchDevice { asked: vec![3], seen: 1 }.to_string(), "no device [3] (the driver sees 1)");
+    assert_eq!(DeviceError::Call { what: "cuDeviceGet", code: 101 }.to_string(), "cuDeviceGet: CUDA error 101 (101)");
+    assert_eq!(
+        DeviceError::Init { code: 100 }.to_string(),
+        "the NVIDIA driver does not initialise: cuInit: CUDA error 100 (100)"
+    );
+}
+
+#[test]
+fn verdicts_and_device_plan_read_one_module_list() {
+    let layer = tar(&[
+        Ent::File("lib/libmulti.so", read_fixture("libmulti.so")),
+        Ent::File("lib/librdc.so", read_fixture("librdc.so")),
+        Ent::File("kernels/sm90a.cubin", read_fixture("abi8_sm90a.cubin")),
+        Ent::File("kernels/vecadd.ptx", read_fixture("vecadd.ptx")),
+    ]);
+    let d = tempfile::tempdir().unwrap();
+    oci_layout(d.path(), &[&Image::new(vec![(layer, Comp::Gzip)])]);
+    let inv = scan(&format!("oci:{}", d.path().display()), &keep()).unwrap();
+    let plans = device::plan(&inv);
+    for f in &inv.files {
+        let b = cudalint::lint::facts::binary(f);
+        let found = cudalint::module::modules(&f.file);
+        // The verdicts count the model's modules that count, in its order.
+        let counted: Vec<&str> = found.modules.iter().filter(|m| m.counts()).map(|m| m.label.as_str()).collect();
+        assert_eq!(b.modules.iter().map(|m| m.label.as_str()).collect::<Vec<_>>(), counted);
+        assert_eq!((b.facts.kernel_less_modules, b.facts.hidden_modules), (found.kernel_less, found.hidden));
+        // Every counted module is loaded on the device, with the images the verdict reads.
+        for m in &b.modules {
+            let p = plans.iter().find(|p| p.binary == b.facts.path && p.label == m.label).unwrap();
+            assert_eq!(p.images, m.images, "{}", m.label);
+        }
+    }
+    assert_eq!(plans.iter().filter(|p| p.binary == "/lib/libmulti.so").count(), 2);
 }
