@@ -6,7 +6,8 @@ use std::fmt::Write;
 use super::{AuditContainer, AuditReport};
 use crate::lint::Finding;
 use crate::lint::rules::Rule;
-use crate::report::lint as lint_report;
+use crate::report::text::Paint;
+use crate::report::{RenderConfig, sarif as lint_sarif};
 
 fn where_(f: &Finding) -> String {
     f.path.clone().unwrap_or_else(|| "image".into())
@@ -62,7 +63,7 @@ fn container_line(c: &AuditContainer) -> String {
     format!("{}{} {}  ({} GPU)", if c.init { "init container " } else { "container " }, c.name, c.image, c.gpus)
 }
 
-pub fn text(r: &AuditReport, paint: lint_report::Paint) -> String {
+pub fn text(r: &AuditReport, paint: Paint) -> String {
     let p = |code: &str, s: &str| if paint.0 { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() };
     let verdict = |v: &str| {
         let s = format!("{v:<8}");
@@ -175,7 +176,9 @@ pub fn sarif(r: &AuditReport, rules: &[Rule]) -> String {
     let mut runs = Vec::new();
     let mut log = serde_json::json!({});
     for l in &r.lints {
-        let v: serde_json::Value = serde_json::from_str(&lint_report::sarif(l, rules)).expect("own SARIF parses");
+        let cfg = RenderConfig { rules, ..Default::default() };
+        let sarif = lint_sarif::render(l, &cfg).expect("SARIF renders");
+        let v: serde_json::Value = serde_json::from_str(&sarif).expect("own SARIF parses");
         runs.extend(v["runs"].as_array().cloned().unwrap_or_default());
         log = v;
     }

@@ -92,7 +92,7 @@ pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
             Color::Auto => dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
         let text = match f {
-            AuditFormat::Text => render::text(&report, crate::report::lint::Paint(color)),
+            AuditFormat::Text => render::text(&report, crate::report::text::Paint(color)),
             AuditFormat::Json => render::json(&report),
             AuditFormat::Sarif => render::sarif(&report, &gate.rules),
             AuditFormat::Junit => render::junit(&report),

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::ValueEnum;
+use clap::builder::TypedValueParser as _;
 
 use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
-use crate::report;
+use crate::report::{self, Format, RenderConfig, Subject};
 
 #[derive(clap::Args, Debug)]
 pub struct ScanArgs {
@@ -29,8 +30,8 @@ pub struct ScanArgs {
     /// Output format; repeat for several, each paired in order with an --output (text, json,
     /// sarif, junit, markdown, html, cyclonedx; `inventory` is the scan's file listing as JSON,
     /// `listing` as text).
-    #[arg(long, value_enum)]
-    pub format: Vec<ScanFormat>,
+    #[arg(long, value_parser = format_parser())]
+    pub format: Vec<Format>,
     /// A CycloneDX JSON SBOM of this image (from Syft, Trivy, ...): `--format cyclonedx` writes it
     /// with cudalint's properties added to the binaries it lists and the binaries it misses added
     /// (the default format when no --format is given).
@@ -72,17 +73,11 @@ pub struct DeviceArgs {
     pub load_timeout: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScanFormat {
-    Text,
-    Json,
-    Sarif,
-    Junit,
-    Markdown,
-    Html,
-    Cyclonedx,
-    Inventory,
-    Listing,
+/// `--format`: the library's format names, listed in `--help` and completions as clap lists
+/// enum values.
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
+    clap::builder::PossibleValuesParser::new(Format::NAMES.map(|(name, _)| name))
+        .map(|name| name.parse::<Format>().expect("a listed format name"))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,16 +89,13 @@ pub enum Color {
 
 pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
     let mut gate = Gate::load(&a.targets, &a.policy)?;
-    let default = if a.enrich.is_some() { ScanFormat::Cyclonedx } else { ScanFormat::Text };
+    let default = if a.enrich.is_some() { Format::Cyclonedx } else { Format::Text };
     let formats = if a.format.is_empty() { vec![default] } else { a.format.clone() };
-    if a.enrich.is_some() && !formats.contains(&ScanFormat::Cyclonedx) {
+    if a.enrich.is_some() && !formats.contains(&Format::Cyclonedx) {
         return Err("--enrich writes the enriched SBOM as --format cyclonedx; add that format".into());
     }
     // Read before the scan: a missing SBOM fails first.
-    let enrich = match &a.enrich {
-        Some(p) => Some((p, read_sbom(p)?)),
-        None => None,
-    };
+    let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
     if a.output.len() > formats.len() {
         return Err("more --output than --format".into());
     }
@@ -170,28 +162,13 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
             Color::Never => false,
             Color::Auto => dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
-        let text = match f {
-            ScanFormat::Text => report::lint::text(&report, report::lint::Paint(color)),
-            ScanFormat::Json => report::lint::json(&report),
-            ScanFormat::Sarif => report::lint::sarif(&report, &gate.rules),
-            ScanFormat::Junit => report::lint::junit(&report),
-            ScanFormat::Markdown => report::lint::markdown(&report),
-            ScanFormat::Html => report::html::html(&report),
-            ScanFormat::Cyclonedx => match &enrich {
-                Some((p, text)) => {
-                    let origin = p.display().to_string();
-                    let (out, n) = report::cyclonedx::enrich(text, &origin, &report, &inventory)?;
-                    eprintln!(
-                        "cudalint: {origin}: enriched {} components, added {} binaries with device code",
-                        n.enriched, n.added
-                    );
-                    out
-                }
-                None => report::cyclonedx::bom(&report, &inventory),
-            },
-            ScanFormat::Inventory => report::scan::json(&inventory),
-            ScanFormat::Listing => report::scan::text(&inventory),
-        };
+        let cfg = RenderConfig { color, rules: &gate.rules, sbom: sbom.as_ref() };
+        let subject = Subject { report: &report, inventory: &inventory };
+        let out = report::render(*f, &subject, &cfg).map_err(|e| e.to_string())?;
+        if let Some(note) = &out.note {
+            eprintln!("cudalint: {note}");
+        }
+        let text = out.text;
         match dest {
             Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
             None => write_stdout(&text).map_err(|e| format!("{e:#}"))?,
@@ -203,12 +180,11 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
 /// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.
 const MAX_SBOM: u64 = 1 << 30;
 
-fn read_sbom(p: &std::path::Path) -> Result<String, String> {
+fn read_sbom(p: &std::path::Path) -> Result<report::cyclonedx::Sbom, String> {
     let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
     if meta.len() > MAX_SBOM {
         return Err(format!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len()));
     }
     let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    report::cyclonedx::check(&text, &p.display().to_string())?;
-    Ok(text)
+    report::cyclonedx::Sbom::new(text, p.display().to_string()).map_err(|e| e.to_string())
 }

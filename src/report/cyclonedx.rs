@@ -11,6 +11,7 @@ use std::io::Read;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::{RenderConfig, Rendered, ReportError};
 use crate::cuda::{CudaVersion, tables};
 use crate::image::ImageReport;
 use crate::lint::facts::{self, Binary};
@@ -203,10 +204,41 @@ fn tool() -> Value {
     }]})
 }
 
+/// An SBOM to enrich, checked (see [`check`]) when it is read so that a bad one fails before the
+/// scan. `origin` names it in errors and notes.
+#[derive(Debug, Clone)]
+pub struct Sbom {
+    text: String,
+    origin: String,
+}
+
+impl Sbom {
+    pub fn new(text: String, origin: String) -> Result<Self, ReportError> {
+        check(&text, &origin)?;
+        Ok(Sbom { text, origin })
+    }
+}
+
+/// `--format cyclonedx`: the scan's own SBOM, or with `cfg.sbom` that SBOM enriched (and a note
+/// saying how many components were enriched and added).
+pub fn render(r: &LintReport, inventory: &ImageReport, cfg: &RenderConfig) -> Result<Rendered, ReportError> {
+    match cfg.sbom {
+        Some(sbom) => {
+            let (text, n) = enrich(&sbom.text, &sbom.origin, r, inventory)?;
+            let note = format!(
+                "{}: enriched {} components, added {} binaries with device code",
+                sbom.origin, n.enriched, n.added
+            );
+            Ok(Rendered { text, note: Some(note) })
+        }
+        None => Ok(bom(r, inventory).into()),
+    }
+}
+
 /// The SBOM of a scan: the image as the root component, each owning package (pypi, deb, conda)
 /// a `library` component with its purl and, nested in it, its binaries with device code; the
 /// binaries no package owns are top-level `file` components.
-pub fn bom(report: &LintReport, inventory: &ImageReport) -> String {
+fn bom(report: &LintReport, inventory: &ImageReport) -> String {
     let items = items(report, inventory);
     let mut packages: BTreeMap<&Package, Vec<Value>> = BTreeMap::new();
     let mut components = Vec::new();
@@ -256,11 +288,11 @@ pub fn bom(report: &LintReport, inventory: &ImageReport) -> String {
 
 /// What `--enrich` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EnrichStats {
+struct EnrichStats {
     /// Components of the input that got `cudalint:` properties.
-    pub enriched: usize,
+    enriched: usize,
     /// Binaries the input did not list, added as `file` components.
-    pub added: usize,
+    added: usize,
 }
 
 /// Adds the `cudalint:` properties to an SBOM (CycloneDX JSON, as Syft or Trivy write it) of the
@@ -268,12 +300,12 @@ pub struct EnrichStats {
 /// same path (with or without the leading `/`) whose SHA-256, when both sides know one, is the
 /// same; a binary nothing matches is added as a top-level `file` component. Everything else in
 /// `input` is kept byte for byte. Errors name `origin`.
-pub fn enrich(
+fn enrich(
     input: &str,
     origin: &str,
     report: &LintReport,
     inventory: &ImageReport,
-) -> Result<(String, EnrichStats), String> {
+) -> Result<(String, EnrichStats), ReportError> {
     check(input, origin)?;
     let b = input.as_bytes();
     let root = skip_ws(b, 0);
@@ -347,17 +379,19 @@ pub fn enrich(
 }
 
 /// Refuses what `enrich` cannot work on: not JSON, not CycloneDX 1.4 to 1.6, already enriched.
-pub fn check(input: &str, origin: &str) -> Result<(), String> {
-    let doc: Value = serde_json::from_str(input).map_err(|e| format!("{origin}: not JSON: {e}"))?;
+fn check(input: &str, origin: &str) -> Result<(), ReportError> {
+    let origin = || origin.to_string();
+    let doc: Value =
+        serde_json::from_str(input).map_err(|source| ReportError::SbomNotJson { origin: origin(), source })?;
     if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
-        return Err(format!("{origin}: not a CycloneDX SBOM (no \"bomFormat\": \"CycloneDX\")"));
+        return Err(ReportError::NotCycloneDx { origin: origin() });
     }
     let spec = doc.get("specVersion").and_then(Value::as_str).unwrap_or("");
     if !matches!(spec, "1.4" | "1.5" | "1.6") {
-        return Err(format!("{origin}: CycloneDX specVersion {spec:?}; cudalint enriches 1.4 to 1.6"));
+        return Err(ReportError::CycloneDxVersion { origin: origin(), spec: spec.to_string() });
     }
     if input.contains("\"cudalint:") {
-        return Err(format!("{origin}: already carries cudalint: properties; enrich the SBOM as its tool wrote it"));
+        return Err(ReportError::AlreadyEnriched { origin: origin() });
     }
     Ok(())
 }
@@ -377,20 +411,20 @@ struct Comp {
 /// Components are nested at most this deep (a hostile input cannot exhaust the stack).
 const MAX_DEPTH: usize = 64;
 
-fn collect_components(b: &[u8], array: usize, out: &mut Vec<Comp>, depth: usize) -> Result<(), String> {
+fn collect_components(b: &[u8], array: usize, out: &mut Vec<Comp>, depth: usize) -> Result<(), ReportError> {
     if depth > MAX_DEPTH {
-        return Err("components nested too deeply".into());
+        return Err(ReportError::SbomShape("components nested too deeply"));
     }
     if b.get(array) != Some(&b'[') {
-        return Err("\"components\" is not an array".into());
+        return Err(ReportError::SbomShape("\"components\" is not an array"));
     }
     for (s, e) in items_of(b, array)? {
         if b[s] != b'{' {
             continue;
         }
-        let v: Value = serde_json::from_slice(&b[s..e]).map_err(|e| e.to_string())?;
+        let v: Value = serde_json::from_slice(&b[s..e]).map_err(ReportError::SbomJson)?;
         let ms = members(b, s)?;
-        let properties = ms.iter().find(|m| m.0 == "properties").map(|&(_, ps, _)| -> Result<_, String> {
+        let properties = ms.iter().find(|m| m.0 == "properties").map(|&(_, ps, _)| -> Result<_, ReportError> {
             let list = items_of(b, ps)?;
             Ok(match list.last() {
                 Some(&(_, last)) => (last, true),
@@ -430,16 +464,18 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
     i
 }
 
+const TRUNCATED: ReportError = ReportError::SbomShape("truncated JSON");
+
 /// End (exclusive) of the value starting at `i`.
-fn value_end(b: &[u8], i: usize) -> Result<usize, String> {
+fn value_end(b: &[u8], i: usize) -> Result<usize, ReportError> {
     let mut depth = 0usize;
     let mut j = i;
     loop {
-        let c = *b.get(j).ok_or("truncated JSON")?;
+        let c = *b.get(j).ok_or(TRUNCATED)?;
         match c {
             b'"' => {
                 j += 1;
-                while *b.get(j).ok_or("truncated JSON")? != b'"' {
+                while *b.get(j).ok_or(TRUNCATED)? != b'"' {
                     j += if b[j] == b'\\' { 2 } else { 1 };
                 }
                 j += 1;
@@ -449,7 +485,7 @@ fn value_end(b: &[u8], i: usize) -> Result<usize, String> {
                 j += 1;
             }
             b'}' | b']' => {
-                depth = depth.checked_sub(1).ok_or("unbalanced JSON")?;
+                depth = depth.checked_sub(1).ok_or(ReportError::SbomShape("unbalanced JSON"))?;
                 j += 1;
             }
             _ if depth == 0 => {
@@ -468,9 +504,9 @@ fn value_end(b: &[u8], i: usize) -> Result<usize, String> {
 }
 
 /// Members of the object at `i` (`{`): key, value start, value end.
-fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, String> {
+fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, ReportError> {
     if b.get(i) != Some(&b'{') {
-        return Err("expected a JSON object".into());
+        return Err(ReportError::SbomShape("expected a JSON object"));
     }
     let mut out = Vec::new();
     let mut j = skip_ws(b, i + 1);
@@ -479,7 +515,7 @@ fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, String> {
     }
     loop {
         let ke = value_end(b, j)?;
-        let key: String = serde_json::from_slice(&b[j..ke]).map_err(|e| e.to_string())?;
+        let key: String = serde_json::from_slice(&b[j..ke]).map_err(ReportError::SbomJson)?;
         j = skip_ws(b, ke);
         j = skip_ws(b, j + 1); // ':'
         let ve = value_end(b, j)?;
@@ -488,15 +524,15 @@ fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, String> {
         match b.get(j) {
             Some(b',') => j = skip_ws(b, j + 1),
             Some(b'}') => return Ok(out),
-            _ => return Err("malformed JSON object".into()),
+            _ => return Err(ReportError::SbomShape("malformed JSON object")),
         }
     }
 }
 
 /// Items of the array at `i` (`[`): start, end.
-fn items_of(b: &[u8], i: usize) -> Result<Vec<(usize, usize)>, String> {
+fn items_of(b: &[u8], i: usize) -> Result<Vec<(usize, usize)>, ReportError> {
     if b.get(i) != Some(&b'[') {
-        return Err("expected a JSON array".into());
+        return Err(ReportError::SbomShape("expected a JSON array"));
     }
     let mut out = Vec::new();
     let mut j = skip_ws(b, i + 1);
@@ -510,7 +546,7 @@ fn items_of(b: &[u8], i: usize) -> Result<Vec<(usize, usize)>, String> {
         match b.get(j) {
             Some(b',') => j = skip_ws(b, j + 1),
             Some(b']') => return Ok(out),
-            _ => return Err("malformed JSON array".into()),
+            _ => return Err(ReportError::SbomShape("malformed JSON array")),
         }
     }
 }

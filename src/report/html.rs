@@ -10,6 +10,7 @@ use std::fmt::Write;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use super::{RenderConfig, ReportError};
 use crate::lint::LintReport;
 
 /// The verdict classes of matrix cells and their colours (background, text).
@@ -61,7 +62,11 @@ fn style() -> String {
 }
 
 /// The page. Deterministic: the same report gives the same bytes.
-pub fn html(r: &LintReport) -> String {
+pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
+    Ok(html(r))
+}
+
+fn html(r: &LintReport) -> String {
     let css = style();
     let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(css.as_bytes()));
     let name = r.image.name.clone().unwrap_or_else(|| "image".into());

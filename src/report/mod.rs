@@ -1,11 +1,117 @@
-//! Report sinks. `inspect` has a human listing and a JSON document (schema in docs/schema.md).
+//! Report sinks: one file per output format of `cudalint scan`, dispatched by the one match in
+//! [`render`]; `inspect` has a human listing and a JSON document (schema in docs/schema.md), and
+//! `registry` renders the summary of a registry run. Output is sorted and free of timestamps, so
+//! snapshots and CI diffs are stable.
+//!
+//! A new format is a file with a `render` function, a [`Format`] variant with its name in
+//! [`Format::NAMES`], and an arm in [`render`].
+
+use std::str::FromStr;
+
+use crate::image::ImageReport;
+use crate::lint::LintReport;
+use crate::lint::rules::Rule;
 
 pub mod cyclonedx;
+mod error;
 pub mod escape;
 pub mod html;
 pub mod inspect;
-pub mod lint;
+pub mod json;
+pub mod junit;
+mod lines;
+pub mod markdown;
+pub mod registry;
+pub mod sarif;
 pub mod scan;
+pub mod text;
+
+pub use error::ReportError;
+
+/// An output format of `cudalint scan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Sarif,
+    Junit,
+    Markdown,
+    Html,
+    Cyclonedx,
+    /// The scan's file listing as JSON.
+    Inventory,
+    /// The scan's file listing as text.
+    Listing,
+}
+
+impl Format {
+    /// Every format with its name on the command line, in the order `--help` lists them.
+    pub const NAMES: [(&'static str, Format); 9] = [
+        ("text", Format::Text),
+        ("json", Format::Json),
+        ("sarif", Format::Sarif),
+        ("junit", Format::Junit),
+        ("markdown", Format::Markdown),
+        ("html", Format::Html),
+        ("cyclonedx", Format::Cyclonedx),
+        ("inventory", Format::Inventory),
+        ("listing", Format::Listing),
+    ];
+}
+
+impl FromStr for Format {
+    type Err = ReportError;
+
+    fn from_str(s: &str) -> Result<Self, ReportError> {
+        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, f)| *f).ok_or_else(|| ReportError::UnknownFormat(s.into()))
+    }
+}
+
+/// What a scan produced: the judged report and the inventory it was judged from.
+#[derive(Clone, Copy)]
+pub struct Subject<'a> {
+    pub report: &'a LintReport,
+    pub inventory: &'a ImageReport,
+}
+
+/// How to render: what the formats need beside the report.
+#[derive(Clone, Copy, Default)]
+pub struct RenderConfig<'a> {
+    /// ANSI colours (text).
+    pub color: bool,
+    /// The rules the report was judged with (SARIF lists the ones its findings use).
+    pub rules: &'a [Rule],
+    /// An SBOM to enrich instead of writing cudalint's own (CycloneDX).
+    pub sbom: Option<&'a cyclonedx::Sbom>,
+}
+
+/// A rendered report, and what the renderer has to tell the user beside it (for stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub text: String,
+    pub note: Option<String>,
+}
+
+impl From<String> for Rendered {
+    fn from(text: String) -> Self {
+        Rendered { text, note: None }
+    }
+}
+
+/// The one dispatch from a format to its renderer.
+pub fn render(format: Format, s: &Subject, cfg: &RenderConfig) -> Result<Rendered, ReportError> {
+    Ok(match format {
+        Format::Text => text::render(s.report, cfg)?.into(),
+        Format::Json => json::render(s.report, cfg)?.into(),
+        Format::Sarif => sarif::render(s.report, cfg)?.into(),
+        Format::Junit => junit::render(s.report, cfg)?.into(),
+        Format::Markdown => markdown::render(s.report, cfg)?.into(),
+        Format::Html => html::render(s.report, cfg)?.into(),
+        Format::Cyclonedx => cyclonedx::render(s.report, s.inventory, cfg)?,
+        Format::Inventory => scan::json(s.inventory).into(),
+        Format::Listing => scan::text(s.inventory).into(),
+    })
+}
 
 /// `1.1 MiB`, `904 B`: sizes for people.
 pub fn human_bytes(n: u64) -> String {
@@ -17,4 +123,17 @@ pub fn human_bytes(n: u64) -> String {
         u += 1;
     }
     if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_name_parses() {
+        for (name, f) in Format::NAMES {
+            assert_eq!(name.parse::<Format>().unwrap(), f);
+        }
+        assert!("xml".parse::<Format>().is_err());
+    }
 }

@@ -240,16 +240,24 @@ fn device_results_and_a_disagreement_in_every_format() {
     let f: Vec<_> = redo.findings.iter().filter(|f| f.rule == "CL013").collect();
     assert_eq!(f.len(), 1, "{:#?}", redo.findings);
     assert!(f[0].message.contains(&label) && f[0].path.as_deref() == Some(b.as_str()));
-    let text = cudalint::report::lint::text(&redo, cudalint::report::lint::Paint(false));
+    let text = cudalint::report::text::render(&redo, &Default::default()).unwrap();
     assert!(text.contains("on device: GPU 0 test GPU (9.0), driver CUDA 12.8"), "{text}");
     assert!(text.contains("CUDA_ERROR_NO_BINARY_FOR_GPU (209)"), "{text}");
-    let md = cudalint::report::lint::markdown(&redo);
+    let md = cudalint::report::markdown::render(&redo, &Default::default()).unwrap();
     assert!(md.contains("### On device"));
-    let json: serde_json::Value = serde_json::from_str(&cudalint::report::lint::json(&redo)).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&cudalint::report::json::render(&redo, &Default::default()).unwrap()).unwrap();
     assert_eq!(json["device"]["modules"].as_array().unwrap().iter().filter(|m| m["disagrees"] == true).count(), 1);
-    let sarif: serde_json::Value = serde_json::from_str(&cudalint::report::lint::sarif(&redo, &rules)).unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(
+        &cudalint::report::sarif::render(
+            &redo,
+            &cudalint::report::RenderConfig { rules: &rules, ..Default::default() },
+        )
+        .unwrap(),
+    )
+    .unwrap();
     assert!(sarif["runs"][0]["results"].as_array().unwrap().iter().any(|x| x["ruleId"] == "CL013"));
-    assert!(cudalint::report::lint::junit(&redo).contains("CL013"));
+    assert!(cudalint::report::junit::render(&redo, &Default::default()).unwrap().contains("CL013"));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use assert_cmd::Command;
 use cudalint::lint::rules::{self, RuleTest, Severity};
 use cudalint::lint::{LintOptions, config, run};
-use cudalint::report::lint as sink;
+use cudalint::report::{self, RenderConfig};
 
 use crate::rules::{image_for, targets_for};
 use crate::scan::which;
@@ -50,14 +50,15 @@ fn text_reports_show_hostile_names_escaped() {
     let (r, _, inv) = hostile();
     assert!(r.failed, "the sm_90a library fails on an A100");
     assert!(r.findings.iter().any(|f| f.path.as_deref() == Some(EVIL)), "a finding names the hostile file");
-    for (what, out) in
-        [("lint text", sink::text(&r, sink::Paint(false))), ("scan text", cudalint::report::scan::text(&inv))]
-    {
+    for (what, out) in [
+        ("lint text", report::text::render(&r, &RenderConfig::default()).unwrap()),
+        ("scan text", cudalint::report::scan::text(&inv)),
+    ] {
         no_controls(what, &out);
         assert!(out.contains(EVIL_ESCAPED), "{what}:\n{out}");
         assert!(!out.lines().any(|l| l.trim_start().starts_with("passed")), "{what} has a forged line:\n{out}");
     }
-    let text = sink::text(&r, sink::Paint(false));
+    let text = report::text::render(&r, &RenderConfig::default()).unwrap();
     assert!(text.trim_end().lines().last().unwrap().ends_with("FAILED"), "{text}");
     // The env value reaches the report only escaped (where a rule quotes it).
     assert!(!text.contains("\x07"));
@@ -72,7 +73,7 @@ fn cells(line: &str) -> usize {
 #[test]
 fn markdown_cells_hold_hostile_names() {
     let (r, _, _) = hostile();
-    let md = sink::markdown(&r);
+    let md = report::markdown::render(&r, &RenderConfig::default()).unwrap();
     no_controls("markdown", &md);
     // Outside code spans (where it is literal text), no HTML tag opens.
     let outside: String = md.split("``").step_by(2).collect();
@@ -119,7 +120,10 @@ fn percent_decode(s: &str) -> Vec<u8> {
 #[test]
 fn sarif_uris_are_percent_encoded_and_junit_and_json_stay_well_formed() {
     let (r, rules, _) = hostile();
-    let sarif: serde_json::Value = serde_json::from_str(&sink::sarif(&r, &rules)).unwrap();
+    let sarif: serde_json::Value = serde_json::from_str(
+        &report::sarif::render(&r, &RenderConfig { rules: &rules, ..Default::default() }).unwrap(),
+    )
+    .unwrap();
     let uris: Vec<String> = sarif["runs"][0]["results"]
         .as_array()
         .unwrap()
@@ -134,7 +138,7 @@ fn sarif_uris_are_percent_encoded_and_junit_and_json_stay_well_formed() {
         uris.iter().any(|u| percent_decode(u) == EVIL.trim_start_matches('/').as_bytes()),
         "the URI decodes to the file's path: {uris:?}"
     );
-    let xml = sink::junit(&r);
+    let xml = report::junit::render(&r, &RenderConfig::default()).unwrap();
     no_controls("junit", &xml);
     assert!(xml.contains("lib\\x1b[2K\\rpassed\\n| x`y &lt;b"), "{xml}");
     let dir = tempfile::tempdir().unwrap();
@@ -142,7 +146,7 @@ fn sarif_uris_are_percent_encoded_and_junit_and_json_stay_well_formed() {
     std::fs::write(&p, &xml).unwrap();
     let o = std::process::Command::new(which("xmllint")).arg("--noout").arg(&p).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let json = sink::json(&r);
+    let json = report::json::render(&r, &RenderConfig::default()).unwrap();
     assert!(!json.contains('\x1b') && !json.contains('\r'));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v["findings"].as_array().unwrap().iter().any(|f| f["path"] == EVIL), "JSON keeps the exact name");

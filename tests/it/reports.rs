@@ -7,7 +7,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use cudalint::lint::rules::{self, RuleTest, Severity};
 use cudalint::lint::{LintOptions, LintReport, config, run};
-use cudalint::report::lint as sink;
+use cudalint::report::{self, RenderConfig};
 
 use crate::rules::{image_for, targets_for};
 use crate::util::{fixture, root};
@@ -75,11 +75,14 @@ fn every_format_over_the_same_findings() {
     for c in ["CL001", "CL002", "CL004", "CL006", "CL007", "CL008", "CL010", "CL011", "CL016"] {
         assert!(codes.contains(c), "shared findings should include {c}: {codes:?}");
     }
-    insta::assert_snapshot!("text", redact(&sink::text(&r, sink::Paint(false))));
-    insta::assert_snapshot!("json", redact(&sink::json(&r)));
-    insta::assert_snapshot!("sarif", redact(&sink::sarif(&r, &rules)));
-    insta::assert_snapshot!("junit", redact(&sink::junit(&r)));
-    insta::assert_snapshot!("markdown", redact(&sink::markdown(&r)));
+    insta::assert_snapshot!("text", redact(&report::text::render(&r, &RenderConfig::default()).unwrap()));
+    insta::assert_snapshot!("json", redact(&report::json::render(&r, &RenderConfig::default()).unwrap()));
+    insta::assert_snapshot!(
+        "sarif",
+        redact(&report::sarif::render(&r, &RenderConfig { rules: &rules, ..Default::default() }).unwrap())
+    );
+    insta::assert_snapshot!("junit", redact(&report::junit::render(&r, &RenderConfig::default()).unwrap()));
+    insta::assert_snapshot!("markdown", redact(&report::markdown::render(&r, &RenderConfig::default()).unwrap()));
 }
 
 #[test]
@@ -91,7 +94,10 @@ fn sarif_is_valid_sarif_2_1_0() {
     let text = text.replace(r#"[a-zA-Z]{2}]?$"#, r#"[a-zA-Z]{2}\\]?$"#);
     let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    let doc: serde_json::Value = serde_json::from_str(&sink::sarif(&r, &rules)).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(
+        &report::sarif::render(&r, &RenderConfig { rules: &rules, ..Default::default() }).unwrap(),
+    )
+    .unwrap();
     let errors: Vec<String> = validator.iter_errors(&doc).map(|e| format!("{e} at {}", e.instance_path())).collect();
     assert!(errors.is_empty(), "{errors:#?}");
     // GitHub code scanning needs a rule per result id, and a location per result.
@@ -124,7 +130,7 @@ fn xmllint(xml: &str) -> std::process::Output {
 #[test]
 fn junit_is_valid_against_the_junit_xsd() {
     let (r, _) = shared();
-    let xml = sink::junit(&r);
+    let xml = report::junit::render(&r, &RenderConfig::default()).unwrap();
     let out = xmllint(&xml);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(xml.contains("<failure"), "failing cases are failures");

@@ -73,7 +73,7 @@ fn lint(inv: &ImageReport, gpus: &[&str], driver: &str) -> LintReport {
 fn keep(r: &LintReport, name: &str) {
     let dir = crate::util::root().join("target/verdict-reports");
     std::fs::create_dir_all(&dir).unwrap();
-    let text = cudalint::report::lint::text(r, cudalint::report::lint::Paint(false));
+    let text = cudalint::report::text::render(r, &Default::default()).unwrap();
     std::fs::write(dir.join(format!("{name}.txt")), text).unwrap();
 }
 

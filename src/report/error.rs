@@ -1,0 +1,54 @@
+//! What can go wrong in a report: an SBOM `--enrich` cannot work on, a registry summary or shard
+//! set `merge` cannot put together. The texts are what users see (and tests check).
+
+/// An error of the report layer.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("unknown format {0:?}")]
+    UnknownFormat(String),
+
+    // The SBOM given to --enrich, refused before the scan (`origin` names it).
+    #[error("{origin}: not JSON: {source}")]
+    SbomNotJson { origin: String, source: serde_json::Error },
+    #[error("{origin}: not a CycloneDX SBOM (no \"bomFormat\": \"CycloneDX\")")]
+    NotCycloneDx { origin: String },
+    #[error("{origin}: CycloneDX specVersion {spec:?}; cudalint enriches 1.4 to 1.6")]
+    CycloneDxVersion { origin: String, spec: String },
+    #[error("{origin}: already carries cudalint: properties; enrich the SBOM as its tool wrote it")]
+    AlreadyEnriched { origin: String },
+    /// The SBOM's structure, found while editing it (JSON serde accepted but the span scanner did
+    /// not, or `components` nested too deeply).
+    #[error("{0}")]
+    SbomShape(&'static str),
+    /// A component or key serde could not read while editing.
+    #[error(transparent)]
+    SbomJson(serde_json::Error),
+
+    // `--shard K/N` and the shard labels of registry summaries.
+    #[error("--shard {shard:?}: expected K/N")]
+    ShardSyntax { shard: String },
+    /// `part` is `K` or `N`.
+    #[error("--shard {shard:?}: {part} is not a number")]
+    ShardNotNumber { shard: String, part: &'static str },
+    #[error("--shard index/N needs JOB_COMPLETION_INDEX (set by Kubernetes Indexed Jobs)")]
+    NoJobIndex,
+    #[error("JOB_COMPLETION_INDEX is not a number")]
+    BadJobIndex,
+    #[error("--shard {k}/{n}: K must be in 0..N")]
+    ShardOutOfRange { k: u64, n: u64 },
+    #[error("summaries of different shardings (of {n} and of {m}): merge the runs of one sharding")]
+    MixedShardings { n: u64, m: u64 },
+    /// The shards, `K/N` joined by `, `.
+    #[error("shard {0} given more than once")]
+    ShardTwice(String),
+    #[error("incomplete: shard {0} missing")]
+    ShardsMissing(String),
+
+    // A summary.json given to `merge` (`origin` names it).
+    #[error("{origin}:{}: {source}", source.line())]
+    SummaryJson { origin: String, source: serde_json::Error },
+    #[error("{origin}: not a cudalint registry summary")]
+    NotSummary { origin: String },
+    #[error("{origin}: summary of {found}, not {expected}")]
+    OtherRegistry { origin: String, found: String, expected: String },
+}

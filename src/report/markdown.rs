@@ -1,0 +1,106 @@
+//! Markdown (`--format markdown`) for GitHub step summaries and pull-request comments.
+
+use std::fmt::Write;
+
+use super::escape;
+use super::lines::{image_line, summary_line};
+use super::{RenderConfig, ReportError};
+use crate::lint::LintReport;
+
+pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
+    Ok(markdown(r))
+}
+
+fn md_escape(s: &str) -> String {
+    escape::markdown(s)
+}
+
+/// Markdown for GitHub step summaries and pull-request comments.
+fn markdown(r: &LintReport) -> String {
+    let mut out = String::new();
+    let icon = if r.failed { "❌" } else { "✅" };
+    let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
+    for h in &r.headlines {
+        let mark = if h.verdict == "fails" { "❌" } else { "✅" };
+        let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
+    }
+    if !r.headlines.is_empty() {
+        out.push('\n');
+    }
+    let _ = writeln!(out, "{}\n", summary_line(r));
+    if !r.targets.is_empty() && !r.matrix.is_empty() {
+        let _ = write!(out, "| binary |");
+        for t in &r.targets {
+            let _ = write!(out, " {} ({}) |", md_escape(&t.name), t.cc);
+        }
+        let _ = write!(out, "\n|---|");
+        for _ in &r.targets {
+            out.push_str("---|");
+        }
+        out.push('\n');
+        for m in &r.matrix {
+            let _ = write!(out, "| {} |", escape::markdown_code(&m.path));
+            for c in &m.cells {
+                let _ = write!(out, " {} |", md_escape(&c.text));
+            }
+            out.push('\n');
+        }
+        out.push('\n');
+    }
+    if let Some(d) = &r.device {
+        let _ = writeln!(
+            out,
+            "### On device\n\n| GPU | binary | module | static verdict | driver | how | JIT ms |\n|---|---|---|---|---|---|---|"
+        );
+        for m in &d.modules {
+            let gpu = d
+                .devices
+                .iter()
+                .find(|x| x.index == m.device)
+                .map(|x| format!("{} ({})", x.name, x.cc))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} {} | {} | {} | {:.1} |",
+                md_escape(&gpu),
+                escape::markdown_code(&m.binary),
+                md_escape(&m.module),
+                m.static_result,
+                m.static_image,
+                if m.driver.result == 0 {
+                    "ok".to_string()
+                } else {
+                    format!("{} ({})", m.driver.error, m.driver.result)
+                },
+                m.how,
+                m.jit_ms
+            );
+        }
+        out.push('\n');
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "| severity | rule | where | finding | fix |\n|---|---|---|---|---|");
+        for f in &r.findings {
+            let at = match (&f.path, &f.target) {
+                (Some(p), Some(t)) => format!("{} on {}", escape::markdown_code(p), md_escape(t)),
+                (Some(p), None) => escape::markdown_code(p),
+                (None, _) => "image".into(),
+            };
+            let at = match &f.package {
+                Some(p) => format!("{at} ({})", md_escape(p)),
+                None => at,
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} `{}` | {} | {} | {} |",
+                f.severity.as_str(),
+                f.rule,
+                f.name,
+                at,
+                md_escape(&f.message),
+                md_escape(&f.fix)
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,201 @@
+//! Text for people (`--format text`): headlines per target, the coverage matrix, the on-device
+//! section, the findings with their fixes and a summary line. Colours only when asked for.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::escape::text as esc;
+use super::lines::{image_line, summary_line};
+use super::{RenderConfig, ReportError};
+use crate::lint::LintReport;
+use crate::lint::rules::Severity;
+
+/// ANSI colours, or none.
+#[derive(Clone, Copy)]
+pub struct Paint(pub bool);
+
+impl Paint {
+    fn wrap(self, code: &str, s: &str) -> String {
+        if self.0 { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+    fn severity(self, s: Severity) -> String {
+        let text = format!("{:<7}", s.as_str());
+        match s {
+            Severity::Error => self.wrap("1;31", &text),
+            Severity::Warning => self.wrap("33", &text),
+            Severity::Info => self.wrap("36", &text),
+        }
+    }
+    fn cell(self, class: &str, text: &str) -> String {
+        match class {
+            "native" if text.contains('✗') => self.wrap("33", text),
+            "native" => self.wrap("32", text),
+            "jit" | "arch-gated" => self.wrap("33", text),
+            "none" => self.wrap("31", text),
+            _ => text.to_string(),
+        }
+    }
+    fn dim(self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn pad(s: &str, painted: String, w: usize) -> String {
+    format!("{painted}{}", " ".repeat(w.saturating_sub(width(s))))
+}
+
+pub fn render(r: &LintReport, cfg: &RenderConfig) -> Result<String, ReportError> {
+    Ok(text(r, Paint(cfg.color)))
+}
+
+fn text(r: &LintReport, paint: Paint) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", image_line(r));
+    if r.targets.is_empty() {
+        let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
+    } else {
+        let names: Vec<String> = r.targets.iter().map(|t| esc(&t.label())).collect();
+        let _ = writeln!(out, "targets: {}", names.join("; "));
+        out.push('\n');
+        for h in &r.headlines {
+            let painted = match h.verdict.as_str() {
+                "fails" => paint.wrap("1;31", "✗"),
+                "runs-jit" => paint.wrap("33", "✓"),
+                _ => paint.wrap("32", "✓"),
+            };
+            let _ = writeln!(out, "{painted} {}", esc(&h.text));
+        }
+    }
+    if !r.matrix.is_empty() && !r.targets.is_empty() {
+        out.push('\n');
+        let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", esc(&t.name), t.cc)).collect();
+        let first = r.matrix.iter().map(|m| width(&esc(&m.path))).max().unwrap_or(0).max(8);
+        let widths: Vec<usize> = headers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| r.matrix.iter().map(|m| width(&m.cells[i].text)).max().unwrap_or(0).max(width(h)))
+            .collect();
+        let mut line = pad("coverage", "coverage".to_string(), first);
+        for (h, w) in headers.iter().zip(&widths) {
+            line.push_str("  ");
+            line.push_str(&pad(h, h.clone(), *w));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        for m in &r.matrix {
+            let path = esc(&m.path);
+            let mut line = pad(&path, path.clone(), first);
+            for (c, w) in m.cells.iter().zip(&widths) {
+                line.push_str("  ");
+                line.push_str(&pad(&c.text, paint.cell(&c.class, &c.text), *w));
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+    }
+    if let Some(d) = &r.device {
+        device_text(&mut out, d, paint);
+    }
+    if !r.findings.is_empty() {
+        out.push('\n');
+    }
+    for f in &r.findings {
+        let at = match (&f.path, &f.target) {
+            (Some(p), Some(t)) => format!("{} on {}", esc(p), esc(t)),
+            (Some(p), None) => esc(p),
+            (None, Some(t)) => format!("image on {}", esc(t)),
+            (None, None) => "image".to_string(),
+        };
+        let at = match &f.package {
+            Some(p) => format!("{at}  {}", paint.dim(&format!("[{}]", esc(p)))),
+            None => at,
+        };
+        let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
+        let _ = writeln!(out, "        {}", esc(&f.message));
+        let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "{} {}", paint.dim("note:"), esc(n));
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", summary_line(r));
+    out
+}
+
+/// The on-device section: per GPU the canary, then every module's static verdict beside what the
+/// driver did, and the JIT time per binary.
+fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) {
+    out.push('\n');
+    for dev in &d.devices {
+        let canary = d.canary.iter().find(|c| c.device == dev.index);
+        let _ = writeln!(
+            out,
+            "on device: GPU {} {} ({}), driver CUDA {}: canary {}",
+            dev.index,
+            dev.name,
+            dev.cc,
+            dev.driver_cuda,
+            match canary {
+                Some(c) if c.ok => format!("ran ({})", c.detail),
+                Some(c) => paint.wrap("31", &format!("FAILED: {}", c.detail)),
+                None => "not run".into(),
+            }
+        );
+        let rows: Vec<&crate::device::ModuleResult> = d.modules.iter().filter(|m| m.device == dev.index).collect();
+        let headers = ["binary", "module", "static verdict", "driver", "how", "JIT ms"];
+        let cells: Vec<[String; 6]> = rows
+            .iter()
+            .map(|m| {
+                [
+                    esc(&m.binary),
+                    esc(&m.module),
+                    if m.static_image.is_empty() {
+                        m.static_result.to_string()
+                    } else {
+                        format!("{} {}", m.static_result, m.static_image)
+                    },
+                    if m.driver.result == 0 {
+                        "ok".into()
+                    } else {
+                        format!("{} ({})", m.driver.error, m.driver.result)
+                    },
+                    m.how.to_string(),
+                    if m.jit_ms > 0.0 { format!("{:.1}", m.jit_ms) } else { "-".into() },
+                ]
+            })
+            .collect();
+        let widths: Vec<usize> =
+            (0..6).map(|i| cells.iter().map(|c| width(&c[i])).chain([width(headers[i])]).max().unwrap_or(0)).collect();
+        let line = |c: &[String]| c.iter().zip(&widths).map(|(s, w)| format!("{s:<w$}")).collect::<Vec<_>>().join("  ");
+        let _ = writeln!(out, "  {}", line(&headers.map(String::from)).trim_end());
+        for (m, c) in rows.iter().zip(&cells) {
+            let text = line(c);
+            let _ = writeln!(
+                out,
+                "  {}",
+                if m.disagrees { paint.wrap("31", text.trim_end()) } else { text.trim_end().to_string() }
+            );
+            for l in &m.launches {
+                let _ = writeln!(
+                    out,
+                    "      launch {} {}{}",
+                    esc(&l.kernel),
+                    l.status,
+                    if l.detail.is_empty() { String::new() } else { format!(": {}", esc(&l.detail)) }
+                );
+            }
+        }
+        let mut per_binary: BTreeMap<&str, f64> = BTreeMap::new();
+        for m in &rows {
+            *per_binary.entry(m.binary.as_str()).or_default() += m.jit_ms;
+        }
+        for (b, ms) in per_binary.iter().filter(|(_, ms)| **ms > 0.0) {
+            let _ = writeln!(out, "  JIT time {}: {ms:.1} ms", esc(b));
+        }
+    }
+    for s in &d.skipped {
+        let _ = writeln!(out, "  not loaded: {} {}: {}", esc(&s.binary), esc(&s.module), esc(&s.reason));
+    }
+}
