@@ -120,7 +120,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
         let d = crate::device::driver::Driver::load()?;
         opts.inspect.keep_modules = true;
         // Cached analyses carry no module bytes.
-        opts.registry.cache = None;
+        opts.cache = None;
         Some(d)
     } else {
         None

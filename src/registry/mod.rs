@@ -1,15 +1,18 @@
-//! Images straight from registries (OCI distribution API, through oci-client): references like
-//! `registry/repo:tag`, `@sha256:...`, `docker://`, Docker Hub short names; anonymous, bearer-token
-//! and basic auth with credentials from `--username`/`--password-stdin`, the environment or
-//! Docker's config.json and credential helpers, each sent only to its own registry; layers
-//! streamed into the layer walker, digests verified at the end, analyses cached by digest.
+//! The registry client (OCI distribution API): references like `registry/repo:tag`,
+//! `@sha256:...`, `docker://`, Docker Hub short names; anonymous, bearer-token and basic auth
+//! with credentials from `--username`/`--password-stdin`, the environment or Docker's
+//! config.json and credential helpers, each sent only to its own registry; manifests, blobs
+//! (streamed, resumed, bounded), uploads and listings. It knows nothing of images' contents:
+//! `crate::image::remote` reads an image through it, `catalog` lists a registry's images.
 
-pub mod attest;
 pub mod catalog;
+mod error;
 pub mod http;
-pub mod store;
+mod push;
 
-use std::collections::{HashMap, HashSet};
+pub use error::RegistryError;
+
+use std::collections::HashSet;
 use std::io::{self, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,11 +23,7 @@ use oci_client::Reference;
 use reqwest::{StatusCode, Url};
 use sha2::{Digest as _, Sha256, Sha512};
 
-use crate::cache::LayerCache;
-use crate::image::oci::{self, LayerRef, MAX_JSON, Platform, Store};
-use crate::image::progress::Progress;
-use crate::image::{AnalyzedLayer, ImageReport, ScanError, ScanOptions, assemble};
-use crate::report::escape::text as esc;
+use crate::escape::text as esc;
 use http::{Body, BodyError, Challenge, Limits};
 
 const MANIFEST_TYPES: &[&str] = &[
@@ -36,6 +35,8 @@ const MANIFEST_TYPES: &[&str] = &[
 
 /// The most a manifest or index may be (the distribution spec's registries refuse larger).
 pub const MAX_MANIFEST: u64 = 4 << 20;
+/// The most a config or a listing page may be (the bound image sources put on JSON documents).
+pub const MAX_JSON: u64 = 16 << 20;
 /// Manifests and configs one scan may read (an index may list the same digest many times, and
 /// indexes may nest: a bound, not a depth, is what keeps the fan-out finite).
 pub const MAX_MANIFEST_READS: usize = 1024;
@@ -52,14 +53,6 @@ pub struct RegistryOptions {
     pub allow_auth_hosts: Vec<String>,
     /// Extra CA certificates (PEM) trusted besides the system's.
     pub ca_certs: Vec<PathBuf>,
-    pub cache: Option<Arc<LayerCache>>,
-    /// Layer analyses shared through a registry repository (`--analysis-store`).
-    pub store: Option<Arc<store::AnalysisStore>>,
-    /// Push an inventory attestation of each image scanned (`--attest`).
-    pub attest: bool,
-    /// Take the layers' analyses from the image's attestation instead of pulling them
-    /// (`--from-attestation`); none usable is an error.
-    pub from_attestation: bool,
     pub connect_timeout: Duration,
     /// A response that delivers fewer than `http::STALL_BYTES` in this long has stalled.
     pub stall_timeout: Duration,
@@ -90,10 +83,6 @@ impl Default for RegistryOptions {
             insecure: Vec::new(),
             allow_auth_hosts: Vec::new(),
             ca_certs: Vec::new(),
-            cache: None,
-            store: None,
-            attest: false,
-            from_attestation: false,
             connect_timeout: Duration::from_secs(10),
             stall_timeout: Duration::from_secs(60),
             deadline: Duration::from_secs(3600),
@@ -103,10 +92,9 @@ impl Default for RegistryOptions {
 }
 
 /// `docker://` stripped; Docker Hub short names completed by oci-client's rules.
-pub fn parse_reference(spec: &str) -> Result<Reference, ScanError> {
+pub fn parse_reference(spec: &str) -> Result<Reference, RegistryError> {
     let s = spec.strip_prefix("docker://").unwrap_or(spec);
-    let r = Reference::try_from(s)
-        .map_err(|e| ScanError::Usage(format!("{} is not an image reference: {e}", esc(spec))))?;
+    let r = Reference::try_from(s).map_err(|e| RegistryError::Reference { spec: esc(spec), message: e.to_string() })?;
     if let Some(d) = r.digest() {
         Algo::of(d)?;
     }
@@ -167,21 +155,15 @@ pub enum Algo {
 
 impl Algo {
     /// The algorithm of `digest`, which must be well formed (it becomes part of a URL).
-    pub fn of(digest: &str) -> Result<Algo, ScanError> {
+    pub fn of(digest: &str) -> Result<Algo, RegistryError> {
         let (alg, hex) = digest.split_once(':').unwrap_or(("", digest));
         let (a, len) = match alg {
             "sha256" => (Algo::Sha256, 64),
             "sha512" => (Algo::Sha512, 128),
-            _ => {
-                return Err(ScanError::Format(format!(
-                    "digest {}: algorithm {:?} cannot be verified (sha256 and sha512 can)",
-                    esc(digest),
-                    esc(alg)
-                )));
-            }
+            _ => return Err(RegistryError::UnsupportedDigest { digest: esc(digest), alg: esc(alg) }),
         };
         if hex.len() != len || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-            return Err(ScanError::Format(format!("digest {} is malformed", esc(digest))));
+            return Err(RegistryError::MalformedDigest(esc(digest)));
         }
         Ok(a)
     }
@@ -195,10 +177,10 @@ impl Algo {
 }
 
 /// Checks `bytes` against `digest` (sha256 or sha512).
-pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
+pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), RegistryError> {
     let actual = Algo::of(digest)?.digest(bytes);
     if actual != digest {
-        return Err(ScanError::Digest { what: what.to_string(), expected: digest.to_string(), actual });
+        return Err(RegistryError::Digest { what: what.to_string(), expected: digest.to_string(), actual });
     }
     Ok(())
 }
@@ -223,7 +205,7 @@ struct Inner {
 
 /// A request that failed: whether it is worth another try (or, on loopback, plain HTTP).
 struct Failure {
-    error: ScanError,
+    error: RegistryError,
     transport: bool,
 }
 
@@ -233,7 +215,7 @@ fn transport_failure(what: &str, e: &reqwest::Error, deadline: Instant) -> Failu
     }
     let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&http::error_chain(e)) };
     Failure {
-        error: ScanError::Format(format!("{what}: {msg}")),
+        error: RegistryError::request(what, msg),
         transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body(),
     }
 }
@@ -263,7 +245,7 @@ impl Inner {
             let error = http::status_error(res, self.limits, &what).await;
             return Err(Failure { error, transport: false });
         }
-        let fail = |m: String| Failure { error: ScanError::Format(format!("{what}: {m}")), transport: false };
+        let fail = |m: String| Failure { error: RegistryError::request(&what, m), transport: false };
         let Some(ch) = http::www_authenticate(&res) else {
             return Err(fail("asks for authentication without saying how (no WWW-Authenticate)".into()));
         };
@@ -378,9 +360,9 @@ impl Inner {
         accept: Option<&str>,
         limit: u64,
         what: &str,
-    ) -> Result<(Vec<u8>, Option<Url>), ScanError> {
+    ) -> Result<(Vec<u8>, Option<Url>), RegistryError> {
         let res = self.fetch(url.clone(), accept, None, what).await.map_err(|f| f.error)?;
-        let next = http::next_link(&res, &url).map_err(|m| ScanError::Format(format!("{what}: {m}")))?;
+        let next = http::next_link(&res, &url).map_err(|m| RegistryError::request(what, m))?;
         Ok((http::read_all(res, limit, self.limits, what).await?, next))
     }
 }
@@ -406,13 +388,13 @@ pub struct Remote {
     pub requests: Arc<AtomicU64>,
 }
 
-fn http_client(o: &RegistryOptions) -> Result<reqwest::Client, ScanError> {
+fn http_client(o: &RegistryOptions) -> Result<reqwest::Client, RegistryError> {
     let mut certs = Vec::new();
     for p in &o.ca_certs {
-        let data = std::fs::read(p).map_err(|e| ScanError::io(p, e))?;
+        let data = std::fs::read(p).map_err(|e| RegistryError::io(p, e))?;
         certs.push(
             reqwest::Certificate::from_pem(&data)
-                .map_err(|e| ScanError::Format(format!("{}: not a PEM certificate: {e}", p.display())))?,
+                .map_err(|e| RegistryError::Certificate { path: p.display().to_string(), message: e.to_string() })?,
         );
     }
     reqwest::Client::builder()
@@ -420,11 +402,11 @@ fn http_client(o: &RegistryOptions) -> Result<reqwest::Client, ScanError> {
         .connect_timeout(o.connect_timeout)
         .user_agent(concat!("cudalint/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| ScanError::Format(format!("HTTP client: {e}")))
+        .map_err(|e| RegistryError::request("HTTP client", e.to_string()))
 }
 
 impl Remote {
-    pub fn connect(reference: Reference, o: &RegistryOptions) -> Result<Remote, ScanError> {
+    pub fn connect(reference: Reference, o: &RegistryOptions) -> Result<Remote, RegistryError> {
         let scope = format!("repository:{}:pull", reference.repository());
         Remote::connect_scoped(reference, o, scope, Instant::now() + o.deadline)
     }
@@ -435,17 +417,17 @@ impl Remote {
         o: &RegistryOptions,
         scope: String,
         deadline: Instant,
-    ) -> Result<Remote, ScanError> {
+    ) -> Result<Remote, RegistryError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
-            .map_err(|e| ScanError::io("tokio runtime", e))?;
+            .map_err(|e| RegistryError::io("tokio runtime", e))?;
         let host = reference.resolve_registry().to_string();
         let scheme = if o.insecure.contains(&host) { "http" } else { "https" };
         let base = Url::parse(&format!("{scheme}://{host}/"))
-            .map_err(|e| ScanError::Usage(format!("registry {}: {e}", esc(&host))))?;
+            .map_err(|e| RegistryError::request(format!("registry {}", esc(&host)), e.to_string()))?;
         let downloaded = Arc::new(AtomicU64::new(0));
         let requests = Arc::new(AtomicU64::new(0));
         let mut inner = Inner {
@@ -477,7 +459,7 @@ impl Remote {
 
     /// A manifest or index by tag or digest: its bytes and their digest (by the reference's
     /// algorithm, else sha256).
-    pub fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, String), ScanError> {
+    pub fn manifest(&self, reference: &Reference) -> Result<(Vec<u8>, String), RegistryError> {
         let what = format!("manifest {}", esc(&reference.whole()));
         let tail = reference
             .digest()
@@ -498,12 +480,12 @@ impl Remote {
     }
 
     /// A small blob (an image config) read whole, bounded, and verified.
-    pub fn small_blob(&self, digest: &str) -> Result<Vec<u8>, ScanError> {
+    pub fn small_blob(&self, digest: &str) -> Result<Vec<u8>, RegistryError> {
         self.small_blob_bounded(digest, MAX_JSON)
     }
 
     /// A blob of at most `limit` bytes read whole and verified.
-    pub fn small_blob_bounded(&self, digest: &str, limit: u64) -> Result<Vec<u8>, ScanError> {
+    pub fn small_blob_bounded(&self, digest: &str, limit: u64) -> Result<Vec<u8>, RegistryError> {
         Algo::of(digest)?;
         let what = format!("blob {}", esc(digest));
         let url = self.inner.url(&format!("/v2/{}/blobs/{digest}", self.reference.repository()));
@@ -512,10 +494,21 @@ impl Remote {
         Ok(v)
     }
 
+    /// The referrers index of `digest` in `repo` (the referrers API), filtered by
+    /// `artifact_type`: bounded like a manifest.
+    pub fn referrers(&self, repo: &str, digest: &str, artifact_type: &str) -> Result<Vec<u8>, RegistryError> {
+        let what = format!("referrers of {}", esc(digest));
+        let mut url = self.inner.url(&format!("/v2/{repo}/referrers/{digest}"));
+        url.query_pairs_mut().append_pair("artifactType", artifact_type);
+        let index = "application/vnd.oci.image.index.v1+json";
+        let (b, _) = self.rt.block_on(self.inner.small(url, Some(index), MAX_MANIFEST, &what))?;
+        Ok(b)
+    }
+
     /// Every entry of a paginated listing (`/v2/_catalog`, `/v2/<repo>/tags/list`), following
     /// `Link` headers (or `last=`): a page that adds nothing new, or a next page already
     /// visited, is an error, never an endless loop.
-    pub fn listing(&self, path: &str, key: &str, what: &str) -> Result<Vec<String>, ScanError> {
+    pub fn listing(&self, path: &str, key: &str, what: &str) -> Result<Vec<String>, RegistryError> {
         const PAGE: usize = 1000;
         const MAX_PAGES: usize = 100_000;
         let mut url = self.inner.url(path);
@@ -525,18 +518,18 @@ impl Remote {
         let mut out = Vec::new();
         loop {
             if !seen_urls.insert(url.clone()) || seen_urls.len() > MAX_PAGES {
-                return Err(ScanError::Format(format!(
-                    "{what}: pagination loops (page {} requested again)",
-                    esc(url.as_str())
-                )));
+                return Err(RegistryError::request(
+                    what,
+                    format!("pagination loops (page {} requested again)", esc(url.as_str())),
+                ));
             }
             let (body, next) = self.rt.block_on(self.inner.small(url.clone(), None, MAX_JSON, what))?;
-            let v: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|e| ScanError::Format(format!("{what}: not a listing: {e}")))?;
+            let v: serde_json::Value = serde_json::from_slice(&body)
+                .map_err(|e| RegistryError::request(what, format!("not a listing: {e}")))?;
             let page: Vec<String> = match v.get(key) {
                 None | Some(serde_json::Value::Null) => Vec::new(),
                 Some(a) => serde_json::from_value(a.clone())
-                    .map_err(|e| ScanError::Format(format!("{what}: not a listing: {e}")))?,
+                    .map_err(|e| RegistryError::request(what, format!("not a listing: {e}")))?,
             };
             let n = page.len();
             let last = page.last().cloned();
@@ -559,9 +552,10 @@ impl Remote {
             };
             let Some(next) = next else { return Ok(out) };
             if fresh == 0 {
-                return Err(ScanError::Format(format!(
-                    "{what}: pagination makes no progress (a page with nothing new points to another)"
-                )));
+                return Err(RegistryError::request(
+                    what,
+                    "pagination makes no progress (a page with nothing new points to another)",
+                ));
             }
             url = next;
         }
@@ -571,7 +565,7 @@ impl Remote {
     /// descriptor's), a dropped connection resumed where it stopped (range request), 429/5xx
     /// retried with backoff. sha256 is checked by the caller (the layer walker hashes as it
     /// reads); any other algorithm is checked here, the mismatch an error at the end.
-    pub fn blob(&self, digest: &str, size: Option<u64>) -> Result<BlobReader, ScanError> {
+    pub fn blob(&self, digest: &str, size: Option<u64>) -> Result<BlobReader, RegistryError> {
         let algo = Algo::of(digest)?;
         let (tx, rx) = tokio::sync::mpsc::channel::<io::Result<bytes::Bytes>>(16);
         let inner = self.inner.clone();
@@ -682,233 +676,4 @@ impl Read for BlobReader {
         let _ = self.cur.split_to(n);
         Ok(n)
     }
-}
-
-/// The registry seen as an image layout: `index.json` is the reference's manifest (or an index
-/// made of it), blobs are fetched by digest (manifests first, then blobs), each once.
-struct RemoteStore<'a> {
-    remote: &'a Remote,
-    index: Vec<u8>,
-    /// Documents already fetched, by digest (verified).
-    known: HashMap<String, Vec<u8>>,
-    /// Digests an index lists: fetched from the manifests endpoint; anything else is a blob.
-    manifests: HashSet<String>,
-    reads: usize,
-}
-
-impl RemoteStore<'_> {
-    fn learn(&mut self, json: &[u8]) {
-        let v: serde_json::Value = serde_json::from_slice(json).unwrap_or_default();
-        for m in v.get("manifests").and_then(|m| m.as_array()).into_iter().flatten() {
-            if let Some(d) = m.get("digest").and_then(|d| d.as_str()) {
-                self.manifests.insert(d.to_string());
-            }
-        }
-    }
-}
-
-impl Store for RemoteStore<'_> {
-    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
-        if key == "index.json" {
-            let index = self.index.clone();
-            self.learn(&index);
-            return Ok(index);
-        }
-        self.reads += 1;
-        if self.reads > MAX_MANIFEST_READS {
-            return Err(ScanError::Format(format!(
-                "{}: its image indexes fan out to more than {MAX_MANIFEST_READS} manifests",
-                esc(&self.remote.reference.whole())
-            )));
-        }
-        let digest = key.strip_prefix("blobs/").map(|k| k.replacen('/', ":", 1)).unwrap_or_else(|| key.to_string());
-        if let Some(b) = self.known.get(&digest) {
-            return Ok(b.clone());
-        }
-        let b = if self.manifests.contains(&digest) {
-            let by_digest = Reference::with_digest(
-                self.remote.reference.registry().to_string(),
-                self.remote.reference.repository().to_string(),
-                digest.clone(),
-            );
-            let (b, _) = self.remote.manifest(&by_digest)?;
-            self.learn(&b);
-            b
-        } else {
-            self.remote.small_blob(&digest)?
-        };
-        self.known.insert(digest, b.clone());
-        Ok(b)
-    }
-}
-
-fn media_type_of(json: &[u8]) -> String {
-    let v: serde_json::Value = serde_json::from_slice(json).unwrap_or_default();
-    match v.get("mediaType").and_then(|m| m.as_str()) {
-        Some(m) => m.to_string(),
-        None if v.get("manifests").is_some() => "application/vnd.oci.image.index.v1+json".into(),
-        None => "application/vnd.oci.image.manifest.v1+json".into(),
-    }
-}
-
-/// Layers this process pulled and analysed from registries (the cache's own counters say what
-/// it saved): what `cudalint registry` reports in its summary's `stats`.
-#[derive(Default)]
-pub struct LayerCounts {
-    pub pulled: AtomicU64,
-    pub analysed: AtomicU64,
-}
-
-pub static LAYER_COUNTS: LayerCounts = LayerCounts { pulled: AtomicU64::new(0), analysed: AtomicU64::new(0) };
-
-/// Scans an image in a registry.
-pub fn scan(spec: &str, opts: &ScanOptions, ro: &RegistryOptions) -> Result<ImageReport, ScanError> {
-    let reference = parse_reference(spec)?;
-    let remote = Remote::connect(reference.clone(), ro)?;
-    let (top, top_digest) = remote.manifest(&reference)?;
-    let mt = media_type_of(&top);
-    let index = if mt.contains("index") || mt.contains("manifest.list") {
-        top.clone()
-    } else {
-        serde_json::to_vec(&serde_json::json!({
-            "schemaVersion": 2,
-            "manifests": [{"mediaType": mt, "digest": top_digest, "size": top.len()}],
-        }))
-        .expect("json")
-    };
-    let mut store = RemoteStore {
-        remote: &remote,
-        index,
-        known: HashMap::from([(top_digest.clone(), top)]),
-        manifests: Default::default(),
-        reads: 0,
-    };
-    let platform = opts.platform.clone().unwrap_or_else(Platform::host);
-    let mut resolved = oci::resolve_oci(&mut store, None, &platform)?;
-    resolved.name = Some(reference.whole());
-    let variant = crate::cache::variant(&opts.inspect);
-    let total: u64 = resolved.layers.iter().filter_map(|l| l.size).sum();
-    let progress = Progress::new(opts.progress, Some(total), resolved.layers.len());
-    let from_cache = AtomicU64::new(0);
-    let subject = match &resolved.manifest_digest {
-        Some(d) if ro.attest || ro.from_attestation => {
-            let m = store.known.get(d).cloned().map_or_else(
-                || {
-                    remote
-                        .manifest(&Reference::with_digest(
-                            reference.registry().into(),
-                            reference.repository().into(),
-                            d.clone(),
-                        ))
-                        .map(|(b, _)| b)
-                },
-                Ok,
-            )?;
-            Some(attest::Subject {
-                repository: reference.repository().into(),
-                digest: d.clone(),
-                size: m.len(),
-                media_type: media_type_of(&m),
-            })
-        }
-        _ => None,
-    };
-    let attested = match (&subject, ro.from_attestation) {
-        (Some(s), true) => Some(attest::read(&remote, s, &variant)?),
-        (None, _) if ro.attest || ro.from_attestation => {
-            return Err(ScanError::Format(format!("{}: no manifest digest to attach an attestation to", esc(spec))));
-        }
-        _ => None,
-    };
-    let layers = crate::image::layers::parallel(&resolved.layers, opts.jobs, |l: &LayerRef| {
-        let digest = l.digest.clone().expect("registry layers have digests");
-        if let Some(a) = &attested {
-            // Fail closed: a layer the attestation does not cover is an error, not a pull.
-            let h = a.get(&digest).cloned().ok_or_else(|| ScanError::Layer {
-                layer: digest.clone(),
-                message: "not in the image's attestation".into(),
-            })?;
-            from_cache.fetch_add(1, Ordering::Relaxed);
-            progress.add(l.size.unwrap_or(0));
-            return Ok(h);
-        }
-        let hit = |c: &LayerCache| {
-            let h = c.get(&digest, &variant);
-            if h.is_some() {
-                from_cache.fetch_add(1, Ordering::Relaxed);
-                progress.add(l.size.unwrap_or(0));
-            }
-            h
-        };
-        if let Some(h) = ro.cache.as_deref().and_then(hit) {
-            return Ok(h);
-        }
-        let remote_hit = || {
-            let h = ro.store.as_deref()?.get(&digest, &variant)?;
-            if let Some(c) = &ro.cache {
-                let _ = c.put(&digest, &variant, &h);
-            }
-            from_cache.fetch_add(1, Ordering::Relaxed);
-            progress.add(l.size.unwrap_or(0));
-            Some(h)
-        };
-        if let Some(h) = remote_hit() {
-            return Ok(h);
-        }
-        // Single flight: whoever holds the key's lock analyses the layer; the others wait for
-        // its entry (the lock is released when this closure returns, the entry written).
-        let _lock = ro.cache.as_ref().map(|c| c.lock(&digest, &variant));
-        if let Some(h) = ro.cache.as_deref().and_then(hit) {
-            return Ok(h);
-        }
-        if let Some(h) = remote_hit() {
-            return Ok(h);
-        }
-        if let Some(st) = &ro.store
-            && let store::Claim::Theirs = st.claim(&digest, &variant)
-            && let Some(h) = st.wait_for(&digest, &variant)
-        {
-            // Counted as a store hit by `get`; kept locally like any other.
-            if let Some(c) = &ro.cache {
-                let _ = c.put(&digest, &variant, &h);
-            }
-            from_cache.fetch_add(1, Ordering::Relaxed);
-            progress.add(l.size.unwrap_or(0));
-            return Ok(h);
-        }
-        let algo = Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
-        LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
-        let mut reader = crate::image::progress::Counting::new(remote.blob(&digest, l.size)?, &progress);
-        let want_tar = crate::image::layers::wants_tar_digest(l, opts.verify);
-        let mut o = crate::image::layers::stream(&mut reader, l, &opts.inspect, want_tar)?;
-        if algo != Algo::Sha256 {
-            // The walker hashes sha256; the download checked the blob's own algorithm (a
-            // mismatch ended the stream above with an error).
-            o.blob_digest = Some(digest.clone());
-        }
-        let analyzed: AnalyzedLayer = crate::image::layers::check(l, o, opts.verify)?;
-        LAYER_COUNTS.analysed.fetch_add(1, Ordering::Relaxed);
-        if let Some(c) = &ro.cache {
-            // Only verified analyses are stored (the cache refuses others); a failed write only
-            // costs a later download.
-            let _ = c.put(&digest, &variant, &analyzed);
-        }
-        if let Some(st) = &ro.store {
-            st.put(&digest, &variant, &analyzed);
-        }
-        Ok(analyzed)
-    });
-    progress.finish();
-    let layers = layers?;
-    let attest_layers = (ro.attest && subject.is_some()).then(|| layers.clone());
-    let mut report = assemble("registry", Some(&resolved), Some(reference.whole()), layers);
-    report.stats.downloaded_bytes = remote.downloaded.load(Ordering::Relaxed);
-    report.stats.layers_from_cache = from_cache.load(Ordering::Relaxed);
-    if let (Some(layers), Some(s)) = (attest_layers, &subject) {
-        let st = attest::statement(s, &reference.whole(), &variant, &layers, &report)?;
-        let scope = format!("repository:{}:pull,push", reference.repository());
-        let push = Remote::connect_scoped(reference.clone(), ro, scope, Instant::now() + ro.deadline)?;
-        attest::push(&push, s, &st)?;
-    }
-    Ok(report)
 }
