@@ -34,6 +34,18 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str, kind: &str) -> 
     })
 }
 
+/// A `--platform` value that is not `os/arch[/variant]`.
+#[derive(Debug, thiserror::Error)]
+#[error("platform {0:?} is not os/arch[/variant]")]
+pub struct PlatformError(pub String);
+
+// The CLI's option parsing speaks `String` errors.
+impl From<PlatformError> for String {
+    fn from(e: PlatformError) -> String {
+        e.to_string()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Platform {
     pub os: String,
@@ -42,7 +54,7 @@ pub struct Platform {
 }
 
 impl Platform {
-    pub fn parse(s: &str) -> Result<Platform, String> {
+    pub fn parse(s: &str) -> Result<Platform, PlatformError> {
         let parts: Vec<&str> = s.split('/').collect();
         match parts[..] {
             [os, arch] if !os.is_empty() && !arch.is_empty() => {
@@ -51,7 +63,7 @@ impl Platform {
             [os, arch, v] if !os.is_empty() && !arch.is_empty() && !v.is_empty() => {
                 Ok(Platform { os: os.into(), arch: arch.into(), variant: Some(v.into()) })
             }
-            _ => Err(format!("platform {s:?} is not os/arch[/variant]")),
+            _ => Err(PlatformError(s.to_string())),
         }
     }
 

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use reqwest::{Method, StatusCode};
 use sha2::{Digest as _, Sha256};
 
-use super::{RegistryError, Remote, esc, http};
+use super::{RegistryError, Remote, http};
+use crate::escape::text as esc;
 
 impl Remote {
     /// A blob, uploaded monolithically (POST, then PUT with the digest) unless already there.
