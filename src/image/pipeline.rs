@@ -224,3 +224,67 @@ pub fn parallel<T: Sync, R: Send>(
     }
     Ok(results.into_iter().map(|r| r.expect("every item ran").ok().unwrap()).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cache::LayerCache;
+
+    /// One empty-tar layer served as a stream, counting how often it is opened.
+    struct Mem {
+        tar: Vec<u8>,
+        trusts: bool,
+        opened: AtomicUsize,
+    }
+
+    impl LayerSource for Mem {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn resolve(&mut self, _: &Platform) -> Result<Resolved, ScanError> {
+            let digest = super::super::oci::sha256(&self.tar);
+            Ok(Resolved {
+                name: None,
+                manifest_digest: None,
+                config_digest: None,
+                config: Default::default(),
+                layers: vec![LayerRef {
+                    key: "l".into(),
+                    digest: Some(digest.clone()),
+                    diff_id: Some(digest),
+                    size: Some(self.tar.len() as u64),
+                    media_type: None,
+                }],
+            })
+        }
+        fn prepare(&mut self, layers: &[LayerRef]) -> Result<Option<u64>, ScanError> {
+            Ok(Some(layers.iter().filter_map(|l| l.size).sum()))
+        }
+        fn open(&self, _: &LayerRef) -> Result<Blob<'_>, ScanError> {
+            self.opened.fetch_add(1, Ordering::Relaxed);
+            Ok(Blob::Stream(Box::new(&self.tar[..])))
+        }
+        fn trusts_digests(&self) -> bool {
+            self.trusts
+        }
+    }
+
+    #[test]
+    fn the_cache_serves_any_source_that_fetches_by_digest_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ScanOptions { cache: Some(Arc::new(LayerCache::new(dir.path().into()))), ..Default::default() };
+        for trusts in [false, true] {
+            let mut src = Mem { tar: vec![0; 1024], trusts, opened: AtomicUsize::new(0) };
+            let first = run(&mut src, &opts).unwrap();
+            let second = run(&mut src, &opts).unwrap();
+            assert!(first.image.layers[0].verified);
+            assert_eq!(first.stats.layers_from_cache, 0);
+            // A local source's layers are read every time; a digest-fetched one once.
+            let (opened, cached) = if trusts { (1, 1) } else { (2, 0) };
+            assert_eq!(src.opened.load(Ordering::Relaxed), opened, "trusts digests: {trusts}");
+            assert_eq!(second.stats.layers_from_cache, cached);
+        }
+    }
+}
