@@ -197,7 +197,7 @@ impl RegistryArgs {
             });
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
-            let st = crate::image::store::AnalysisStore::connect(repo, &opts.registry)
+            let st = crate::image::analysis_store::AnalysisStore::connect(repo, &opts.registry)
                 .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),

@@ -4,6 +4,7 @@
 //! config and layers, open a layer) and is read by [`pipeline::run`]; sources that are one
 //! layer's worth of files go through [`single_layer`]. Adding a source: one file, one match arm.
 
+pub mod analysis_store;
 mod archive;
 pub mod attest;
 mod layout;
@@ -12,7 +13,6 @@ pub mod pipeline;
 pub mod progress;
 pub mod remote;
 mod rootfs;
-pub mod store;
 mod wheel;
 
 use std::collections::BTreeMap;
@@ -95,7 +95,7 @@ pub struct ScanOptions {
     /// fetched by their digest (`pipeline::LayerSource::trusts_digests`).
     pub cache: Option<Arc<LayerCache>>,
     /// Layer analyses shared through a registry repository (`--analysis-store`).
-    pub store: Option<Arc<store::AnalysisStore>>,
+    pub store: Option<Arc<analysis_store::AnalysisStore>>,
     /// Push an inventory attestation of each registry image scanned (`--attest`).
     pub attest: bool,
     /// Take a registry image's layer analyses from its attestation instead of pulling them

@@ -123,7 +123,7 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
                 return Ok(h);
             }
             if let Some(st) = &opts.store
-                && let super::store::Claim::Theirs = st.claim(key)
+                && let super::analysis_store::Claim::Theirs = st.claim(key)
                 && let Some(h) = st.wait_for(key)
             {
                 // Counted as a store hit by `get`; kept locally like any other.
