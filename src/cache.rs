@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::image::AnalyzedLayer;
+use crate::inspect::InspectOptions;
+use crate::layer::AnalyzedLayer;
 
 /// Bumped whenever the analysis of a layer would come out differently for the same bytes
 /// (2: package records per layer; sparse entries and non-UTF-8 names read exactly).
@@ -74,8 +75,28 @@ fn analyzer() -> String {
 
 /// The part of the key naming the analysis options: every field of `InspectOptions` (its Debug
 /// form), so an option added later changes the key instead of reusing analyses made without it.
-pub fn variant(o: &crate::inspect::InspectOptions) -> String {
+pub fn variant(o: &InspectOptions) -> String {
     format!("{o:?}")
+}
+
+/// What a layer's analysis is filed under, here, in an analysis store and in attestations: the
+/// layer's digest and the analysis options. Made only by [`LayerKey::new`], so every source and
+/// every store agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerKey {
+    pub digest: String,
+    pub variant: String,
+}
+
+impl LayerKey {
+    pub fn new(digest: &str, o: &InspectOptions) -> LayerKey {
+        LayerKey { digest: digest.to_string(), variant: variant(o) }
+    }
+
+    /// The hex key (`analyzer NUL digest NUL variant`, hashed): file and tag names.
+    pub fn hex(&self) -> String {
+        key(&self.digest, &self.variant)
+    }
 }
 
 /// `$XDG_CACHE_HOME/cudalint`, else `~/.cache/cudalint`.
@@ -117,14 +138,14 @@ impl LayerCache {
         hex::encode(Sha256::digest(format!("{}\0{digest}\0{variant}", analyzer())))
     }
 
-    fn path(&self, digest: &str, variant: &str) -> PathBuf {
-        self.dir.join("layers").join(format!("{}.json.zst", Self::key(digest, variant)))
+    fn path(&self, k: &LayerKey) -> PathBuf {
+        self.dir.join("layers").join(format!("{}.json.zst", k.hex()))
     }
 
-    pub fn get(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
-        let p = self.path(digest, variant);
+    pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
+        let p = self.path(k);
         let file = File::open(&p).ok()?;
-        let parsed = decode(file, digest, variant);
+        let parsed = decode(file, &k.digest, &k.variant);
         if parsed.is_none() {
             // Corrupt or foreign: drop it, the layer is analysed again.
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -136,9 +157,9 @@ impl LayerCache {
     }
 
     /// Stores an analysis; a layer whose digest was not verified is not stored (returns false).
-    pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<bool> {
-        let Some(data) = encode(digest, variant, layer)? else { return Ok(false) };
-        let p = self.path(digest, variant);
+    pub fn put(&self, k: &LayerKey, layer: &AnalyzedLayer) -> io::Result<bool> {
+        let Some(data) = encode(&k.digest, &k.variant, layer)? else { return Ok(false) };
+        let p = self.path(k);
         let dir = p.parent().expect("cache path has a parent");
         std::fs::create_dir_all(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
@@ -149,8 +170,8 @@ impl LayerCache {
     }
 
     /// Takes the key's lock, waiting while another process holds it, at most `lock_timeout`.
-    pub fn lock(&self, digest: &str, variant: &str) -> KeyLock {
-        let p = self.dir.join("layers").join(format!("{}.lock", Self::key(digest, variant)));
+    pub fn lock(&self, k: &LayerKey) -> KeyLock {
+        let p = self.dir.join("layers").join(format!("{}.lock", k.hex()));
         let open = std::fs::create_dir_all(self.dir.join("layers"))
             .and_then(|_| OpenOptions::new().create(true).truncate(false).write(true).open(&p));
         // A cache we cannot lock is still a cache: the layer is analysed without single flight.
@@ -272,7 +293,11 @@ fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::LayerInfo;
+    use crate::layer::LayerInfo;
+
+    fn k(digest: &str, variant: &str) -> LayerKey {
+        LayerKey { digest: digest.into(), variant: variant.into() }
+    }
 
     fn layer(digest: &str, verified: bool) -> AnalyzedLayer {
         AnalyzedLayer {
@@ -295,12 +320,12 @@ mod tests {
     fn unverified_analyses_are_never_stored() {
         let dir = tempfile::tempdir().unwrap();
         let c = LayerCache::new(dir.path().to_path_buf());
-        assert!(!c.put(A, "v", &layer(A, false)).unwrap());
-        assert!(c.get(A, "v").is_none());
+        assert!(!c.put(&k(A, "v"), &layer(A, false)).unwrap());
+        assert!(c.get(&k(A, "v")).is_none());
         // An analysis filed under another layer's digest is refused too.
-        assert!(!c.put(B, "v", &layer(A, true)).unwrap());
-        assert!(c.put(A, "v", &layer(A, true)).unwrap());
-        assert_eq!(c.get(A, "v").unwrap().info.size, 42);
+        assert!(!c.put(&k(B, "v"), &layer(A, true)).unwrap());
+        assert!(c.put(&k(A, "v"), &layer(A, true)).unwrap());
+        assert_eq!(c.get(&k(A, "v")).unwrap().info.size, 42);
     }
 
     #[test]
@@ -322,14 +347,14 @@ mod tests {
     fn a_lock_held_elsewhere_is_waited_for_at_most_the_timeout() {
         let dir = tempfile::tempdir().unwrap();
         let c = LayerCache::new(dir.path().to_path_buf()).with_lock_timeout(Duration::from_millis(200));
-        let held = c.lock(A, "v");
+        let held = c.lock(&k(A, "v"));
         assert!(held._file.is_some());
         // Another open file description: the same as another process.
-        let other = c.lock(A, "v");
+        let other = c.lock(&k(A, "v"));
         assert!(other._file.is_none());
         assert_eq!(c.stats().stale_locks.load(Ordering::Relaxed), 1);
         drop(held);
-        assert!(c.lock(A, "v")._file.is_some());
-        assert!(c.lock(B, "v")._file.is_some(), "keys lock independently");
+        assert!(c.lock(&k(A, "v"))._file.is_some());
+        assert!(c.lock(&k(B, "v"))._file.is_some(), "keys lock independently");
     }
 }

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod cli;
 pub mod cuda;
 pub mod device;
+pub mod escape;
 pub mod image;
 pub mod input;
 pub mod inspect;

@@ -58,6 +58,32 @@ fn severity_parser() -> impl clap::builder::TypedValueParser<Value = Severity> {
         .map(|s| Severity::parse(&s).expect("a possible value"))
 }
 
+/// `--verify`: the command line's spelling of [`crate::image::Verify`] (the library has no clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum VerifyArg {
+    /// Hash every blob that is read whole anyway (compressed layers, streams, manifests,
+    /// configs) against its digest; uncompressed layers read by seeking are not hashed. A
+    /// layer's diff_id is checked where no blob digest authenticates it (legacy docker-archive
+    /// layers).
+    #[default]
+    Auto,
+    /// Hash every layer, reading uncompressed ones in full, and check compressed layers'
+    /// diff_ids too (a second hash over every inflated byte).
+    Always,
+    /// Hash nothing.
+    Never,
+}
+
+impl From<VerifyArg> for crate::image::Verify {
+    fn from(v: VerifyArg) -> Self {
+        match v {
+            VerifyArg::Auto => crate::image::Verify::Auto,
+            VerifyArg::Always => crate::image::Verify::Always,
+            VerifyArg::Never => crate::image::Verify::Never,
+        }
+    }
+}
+
 /// How an image is read.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReadArgs {
@@ -65,8 +91,8 @@ pub struct ReadArgs {
     #[arg(long)]
     pub platform: Option<String>,
     /// Which layer digests to check.
-    #[arg(long, value_enum, default_value_t = crate::image::Verify::Auto)]
-    pub verify: crate::image::Verify,
+    #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
+    pub verify: VerifyArg,
     /// Layers decoded (or downloaded) at once (default: the number of CPUs, at most 8).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -156,30 +182,36 @@ impl RegistryArgs {
         o.insecure = self.insecure_registry.clone();
         o.ca_certs = self.ca_cert.clone();
         o.allow_auth_hosts = self.allow_auth_host.clone();
-        o.attest = self.attest;
-        o.from_attestation = self.from_attestation;
         if let Some(s) = self.registry_stall_timeout {
             o.stall_timeout = std::time::Duration::from_secs(s.max(1));
         }
         if let Some(s) = self.registry_deadline {
             o.deadline = std::time::Duration::from_secs(s.max(1));
         }
+        Ok(o)
+    }
+
+    /// The layer caches and attestations (`--cache-dir`, `--analysis-store`, `--attest`, ...)
+    /// into `opts`, whose registry options are set.
+    pub fn layer_options(&self, opts: &mut ScanOptions) -> Result<(), String> {
+        opts.attest = self.attest;
+        opts.from_attestation = self.from_attestation;
         if !self.no_cache {
-            o.cache = self.cache_dir.clone().or_else(crate::cache::default_dir).map(|d| {
+            opts.cache = self.cache_dir.clone().or_else(crate::cache::default_dir).map(|d| {
                 let t =
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs);
                 std::sync::Arc::new(crate::cache::LayerCache::new(d).with_lock_timeout(t))
             });
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
-            let st = crate::registry::store::AnalysisStore::connect(repo, &o)
+            let st = crate::image::analysis_store::AnalysisStore::connect(repo, &opts.registry)
                 .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
                 );
-            o.store = Some(std::sync::Arc::new(st));
+            opts.store = Some(std::sync::Arc::new(st));
         }
-        Ok(o)
+        Ok(())
     }
 }
 
@@ -188,7 +220,7 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> Result<ScanOptions, Str
     if let Some(p) = &r.platform {
         opts.platform = Some(crate::image::Platform::parse(p)?);
     }
-    opts.verify = r.verify;
+    opts.verify = r.verify.into();
     if let Some(j) = r.jobs {
         opts.jobs = j.max(1);
     }
@@ -196,6 +228,7 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> Result<ScanOptions, Str
     opts.inspect.every_cubin = r.cubins;
     opts.inspect.lean = !r.deep;
     opts.registry = reg.options()?;
+    reg.layer_options(&mut opts)?;
     Ok(opts)
 }
 

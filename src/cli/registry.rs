@@ -75,7 +75,7 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
             eprintln!("cudalint: scanning {}", crate::report::escape::text(&image));
         }
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
-        let result = match crate::registry::scan(&image, &opts, &opts.registry)
+        let result = match crate::image::remote::scan(&image, &opts)
             .map_err(|e| e.to_string())
             .and_then(|inv| gate.judge(&inv))
         {
@@ -90,19 +90,19 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         };
         results.push(result);
     }
-    let counts = &crate::registry::LAYER_COUNTS;
+    let counts = &crate::image::pipeline::LAYER_COUNTS;
     let mut stats = RunStats {
         layers_pulled: counts.pulled.load(Ordering::Relaxed),
         layers_analysed: counts.analysed.load(Ordering::Relaxed),
         ..Default::default()
     };
-    if let Some(c) = &opts.registry.cache {
+    if let Some(c) = &opts.cache {
         let cs = c.stats();
         stats.cache_hits = cs.hits.load(Ordering::Relaxed);
         stats.lock_waits = cs.lock_waits.load(Ordering::Relaxed);
         stats.stale_locks = cs.stale_locks.load(Ordering::Relaxed);
     }
-    if let Some(st) = &opts.registry.store {
+    if let Some(st) = &opts.store {
         stats.store_hits = st.hits.load(Ordering::Relaxed);
         stats.store_pushed = st.pushed.load(Ordering::Relaxed);
         stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);

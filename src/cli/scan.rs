@@ -112,7 +112,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
         let d = crate::device::driver::Driver::load().map_err(|e| e.to_string())?;
         opts.inspect.keep_modules = true;
         // Cached analyses carry no module bytes.
-        opts.registry.cache = None;
+        opts.cache = None;
         Some(d)
     } else {
         None

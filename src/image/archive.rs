@@ -1,16 +1,18 @@
 //! Image tarballs (`docker save` output in both layouts, oci-archive) read from a file with
-//! seeks, or from standard input in one pass; OCI layout directories.
+//! seeks (a [`LayerSource`]), or from standard input in one pass.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::layers::{self, Outcome};
-use super::oci::{self, LayerRef, MAX_JSON, Platform, Resolved, Store};
-use super::progress::{Counting, Progress};
+use super::oci::{self, MAX_JSON, Platform, Resolved, Store};
+use super::pipeline::{self, Blob, LayerSource};
+use super::progress::Progress;
 use super::{ImageReport, ScanError, ScanOptions, assemble};
 use crate::input::{FileInput, Input, InputReader, StreamInput, SubInput, read_full};
+use crate::layer::LayerRef;
+use crate::layer::blob::{self, Counting, Outcome};
 use crate::layer::decode::{self, Compression, READ_BUF};
 use crate::layer::path::normalize;
 use crate::layer::tar::{Kind, TarWalker};
@@ -47,33 +49,33 @@ fn link_target(name: &str, target: &[u8]) -> Option<String> {
     member_name(joined.as_bytes())
 }
 
-struct ArchiveStore<'f> {
-    file: &'f File,
+struct ArchiveStore {
+    file: File,
     path: String,
     members: HashMap<String, (u64, u64)>,
     links: HashMap<String, String>,
 }
 
-impl ArchiveStore<'_> {
+impl ArchiveStore {
     fn lookup(&self, key: &str) -> Result<(u64, u64), ScanError> {
         self.members
             .get(&follow(&self.links, key))
             .copied()
-            .ok_or_else(|| ScanError::Format(format!("{}: no member {key}", self.path)))
+            .ok_or_else(|| ScanError::Input { what: self.path.clone(), message: format!("no member {key}") })
     }
 }
 
-impl Store for ArchiveStore<'_> {
+impl Store for ArchiveStore {
     fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
         let (off, size) = self.lookup(key)?;
         if size > MAX_JSON {
-            return Err(ScanError::Format(format!(
-                "{}: {key} is {size} bytes, more than a manifest can be",
-                self.path
-            )));
+            return Err(ScanError::Input {
+                what: self.path.clone(),
+                message: format!("{key} is {size} bytes, more than a manifest can be"),
+            });
         }
         let mut v = vec![0; size as usize];
-        FileInput::new(self.file, off, size)
+        FileInput::new(&self.file, off, size)
             .read_at(0, &mut v)
             .expect("seekable")
             .map_err(|e| ScanError::io(format!("{}:{key}", self.path), e))?;
@@ -95,9 +97,10 @@ fn resolve(
         None if files.0 => Layout::Docker,
         None if files.1 => Layout::Oci,
         None => {
-            return Err(ScanError::Format(format!(
-                "{what}: a tar archive without manifest.json or index.json is not an image (for a root filesystem, extract it and use dir:)"
-            )));
+            return Err(ScanError::Input {
+                what: what.to_string(),
+                message: "a tar archive without manifest.json or index.json is not an image (for a root filesystem, extract it and use dir:)".into(),
+            });
         }
     };
     Ok(match layout {
@@ -106,17 +109,18 @@ fn resolve(
     })
 }
 
+/// An image tarball on disk: plain tars are indexed and their layers read in place (by seeking
+/// where a layer is an uncompressed tar); compressed ones are read in one pass, as a stream.
 pub fn scan_file(
     path: &Path,
     layout: Option<Layout>,
     want: Option<&str>,
-    platform: &Platform,
     opts: &ScanOptions,
 ) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let len = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
     if len == 0 {
-        return Err(ScanError::Format(format!("{}: empty file: not an image archive", path.display())));
+        return Err(ScanError::input(path, "empty file: not an image archive"));
     }
     let mut head = [0u8; 4];
     let n = head.len().min(len as usize);
@@ -124,46 +128,87 @@ pub fn scan_file(
     let compression = decode::sniff(&head[..n]);
     if compression != Compression::None {
         // `docker save img | gzip`: one pass through the decompressor, as from standard input.
+        let platform = opts.platform.clone().unwrap_or_else(Platform::host);
         let raw = BufReader::with_capacity(READ_BUF, &file);
         let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(path, e))?;
         let label = path.display().to_string();
-        return scan_stream(dec, &label, compression, layout, want, platform, opts);
+        return scan_stream(dec, &label, compression, layout, want, &platform, opts);
     }
-    let mut input = FileInput::new(&file, 0, len).strict();
-    let mut store =
-        ArchiveStore { file: &file, path: path.display().to_string(), members: HashMap::new(), links: HashMap::new() };
-    let mut walker = TarWalker::new(&mut input);
-    while let Some(e) = walker
-        .next_entry()
-        .map_err(|e| ScanError::Format(format!("{}: not a readable image archive: {e}", path.display())))?
-    {
-        let Some(name) = member_name(&e.path) else { continue };
-        match e.kind {
-            Kind::File => {
-                store.members.insert(name, (e.data_offset, e.size));
-            }
-            Kind::Symlink | Kind::Hardlink => {
-                let target = e.link.as_deref().unwrap_or_default();
-                let t = if e.kind == Kind::Hardlink { member_name(target) } else { link_target(&name, target) };
-                if let Some(t) = t {
-                    store.links.insert(name, t);
+    let mut source = ArchiveFile::index(path, file, len, layout, want)?;
+    pipeline::run(&mut source, opts)
+}
+
+/// A plain image tarball on disk, its members indexed: a layer source.
+struct ArchiveFile {
+    store: ArchiveStore,
+    layout: Option<Layout>,
+    want: Option<String>,
+    /// What `resolve` found: docker-archive or oci-archive.
+    kind: &'static str,
+}
+
+impl ArchiveFile {
+    fn index(
+        path: &Path,
+        file: File,
+        len: u64,
+        layout: Option<Layout>,
+        want: Option<&str>,
+    ) -> Result<ArchiveFile, ScanError> {
+        let mut members = HashMap::new();
+        let mut links = HashMap::new();
+        {
+            let mut input = FileInput::new(&file, 0, len).strict();
+            let mut walker = TarWalker::new(&mut input);
+            while let Some(e) =
+                walker.next_entry().map_err(|e| ScanError::input(path, format!("not a readable image archive: {e}")))?
+            {
+                let Some(name) = member_name(&e.path) else { continue };
+                match e.kind {
+                    Kind::File => {
+                        members.insert(name, (e.data_offset, e.size));
+                    }
+                    Kind::Symlink | Kind::Hardlink => {
+                        let target = e.link.as_deref().unwrap_or_default();
+                        let t = if e.kind == Kind::Hardlink { member_name(target) } else { link_target(&name, target) };
+                        if let Some(t) = t {
+                            links.insert(name, t);
+                        }
+                    }
+                    _ => {}
                 }
             }
-            _ => {}
         }
+        let store = ArchiveStore { file, path: path.display().to_string(), members, links };
+        Ok(ArchiveFile { store, layout, want: want.map(str::to_string), kind: "docker-archive" })
     }
-    let files = (store.members.contains_key("manifest.json"), store.members.contains_key("index.json"));
-    let (resolved, source) = resolve(&mut store, files, layout, want, platform, &path.display().to_string())?;
-    let regions: Vec<(LayerRef, (u64, u64))> =
-        resolved.layers.iter().map(|l| Ok((l.clone(), store.lookup(&l.key)?))).collect::<Result<_, ScanError>>()?;
-    let total = regions.iter().map(|(_, (_, s))| s).sum();
-    let progress = Progress::new(opts.progress, Some(total), regions.len());
-    let layers = layers::parallel(&regions, opts.jobs, |(l, (off, size))| {
-        let o = layers::from_file(&file, *off, *size, l, opts.verify, &opts.inspect, &progress)?;
-        layers::check(l, o, opts.verify)
-    });
-    progress.finish();
-    Ok(assemble(source, Some(&resolved), None, layers?))
+}
+
+impl LayerSource for ArchiveFile {
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError> {
+        let files = (self.store.members.contains_key("manifest.json"), self.store.members.contains_key("index.json"));
+        let what = self.store.path.clone();
+        let (resolved, kind) = resolve(&mut self.store, files, self.layout, self.want.as_deref(), platform, &what)?;
+        self.kind = kind;
+        Ok(resolved)
+    }
+
+    fn prepare(&mut self, layers: &[LayerRef]) -> Result<Option<u64>, ScanError> {
+        let mut total = 0;
+        for l in layers {
+            total += self.store.lookup(&l.key)?.1;
+        }
+        Ok(Some(total))
+    }
+
+    fn open(&self, l: &LayerRef) -> Result<Blob<'_>, ScanError> {
+        let (off, len) = self.store.lookup(&l.key)?;
+        Ok(Blob::Seekable { file: &self.store.file, off, len })
+    }
 }
 
 struct MemStore {
@@ -182,7 +227,7 @@ impl Store for MemStore {
         self.small
             .get(&follow(&self.links, key))
             .cloned()
-            .ok_or_else(|| ScanError::Format(format!("the streamed archive has no {key} (or it is not JSON)")))
+            .ok_or_else(|| ScanError::Image(format!("the streamed archive has no {key} (or it is not JSON)")))
     }
 }
 
@@ -196,7 +241,7 @@ pub fn scan_reader<R: Read>(
     let mut head = [0u8; 4];
     let n = crate::layer::pipe::read_full_dyn(&mut reader, &mut head).map_err(|e| ScanError::io(label, e))?;
     if n == 0 {
-        return Err(ScanError::Format(format!("{label}: empty: no image archive was given")));
+        return Err(ScanError::Input { what: label.to_string(), message: "empty: no image archive was given".into() });
     }
     let compression = decode::sniff(&head[..n]);
     let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
@@ -217,7 +262,7 @@ pub fn scan_stream<R: Read>(
     opts: &ScanOptions,
 ) -> Result<ImageReport, ScanError> {
     let progress = Progress::new(opts.progress, None, 0);
-    let counted = Counting::new(reader, &progress);
+    let counted = Counting::new(reader, |n| progress.add(n));
     let mut outer = StreamInput::unbounded(BufReader::with_capacity(READ_BUF, counted));
     let mut walker = TarWalker::new(&mut outer);
     let mut store = MemStore { small: HashMap::new(), links: HashMap::new(), held: 0 };
@@ -227,8 +272,10 @@ pub fn scan_stream<R: Read>(
         Compression::Gzip => " (gzip-compressed)",
         Compression::Zstd => " (zstd-compressed)",
     };
-    let bad =
-        |e: &dyn std::fmt::Display| ScanError::Format(format!("{label}: not a readable image archive{wrapped}: {e}"));
+    let bad = |e: &dyn std::fmt::Display| ScanError::Input {
+        what: label.to_string(),
+        message: format!("not a readable image archive{wrapped}: {e}"),
+    };
     while let Some(e) = walker.next_entry().map_err(|e| bad(&e))? {
         let Some(name) = member_name(&e.path) else { continue };
         match e.kind {
@@ -244,11 +291,14 @@ pub fn scan_stream<R: Read>(
                 if e.size <= MAX_JSON && (head[0] == b'{' || head[0] == b'[') {
                     store.held += e.size;
                     if store.held > MAX_JSON_TOTAL {
-                        return Err(ScanError::Format(format!(
-                            "{label}: the archive holds more than {} MiB of JSON documents (at member {name}); \
-                             an image needs a few: refused rather than buffered",
-                            MAX_JSON_TOTAL >> 20
-                        )));
+                        return Err(ScanError::Input {
+                            what: label.to_string(),
+                            message: format!(
+                                "the archive holds more than {} MiB of JSON documents (at member {name}); \
+                                 an image needs a few: refused rather than buffered",
+                                MAX_JSON_TOTAL >> 20
+                            ),
+                        });
                     }
                     let mut v = vec![0; e.size as usize];
                     v[0] = head[0];
@@ -269,7 +319,7 @@ pub fn scan_stream<R: Read>(
                     // diff_ids name, so it is always hashed; a digest-named blob (Docker 25 OCI
                     // layout) only under `--verify always`.
                     let want_tar = digest.is_none() || opts.verify == super::Verify::Always;
-                    outcomes.insert(name, layers::stream(&mut raw, &l, &opts.inspect, want_tar));
+                    outcomes.insert(name, blob::stream(&mut raw, &l, &opts.inspect, want_tar).map_err(ScanError::from));
                 }
             }
             _ => {}
@@ -285,7 +335,7 @@ pub fn scan_stream<R: Read>(
             layer: l.id(),
             message: format!("not in the archive (member {key})"),
         })??;
-        layers.push(layers::check(l, o, opts.verify)?);
+        layers.push(blob::check(l, o, opts.verify)?);
     }
     progress.finish();
     Ok(assemble(source, Some(&resolved), None, layers))
@@ -297,94 +347,4 @@ fn digest_of_blob_name(name: &str) -> Option<String> {
     let alg = it.next()?;
     (it.next() == Some("blobs") && alg == "sha256" && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| format!("sha256:{hex}"))
-}
-
-struct DirStore {
-    root: std::path::PathBuf,
-}
-
-/// Opens `key` (`blobs/sha256/...`, `index.json`) inside an OCI layout without following any
-/// symbolic link (a blob linked to a host file, a FIFO or `/dev/zero` is refused, and opening
-/// never blocks): every component is checked, the last opened with `O_NOFOLLOW` and must be a
-/// regular file.
-pub fn open_in_layout(root: &Path, key: &str) -> Result<(File, u64), ScanError> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let shown = root.join(key);
-    let refuse = |why: &str| ScanError::Format(format!("{}: {why}", shown.display()));
-    let parts: Vec<&str> = key.split('/').collect();
-    if parts.iter().any(|c| c.is_empty() || *c == "." || *c == "..") {
-        return Err(refuse("not a plain path inside the layout"));
-    }
-    let mut p = root.to_path_buf();
-    for c in &parts[..parts.len() - 1] {
-        p.push(c);
-        let m = std::fs::symlink_metadata(&p).map_err(|e| ScanError::io(&p, e))?;
-        if !m.is_dir() {
-            return Err(ScanError::Format(format!(
-                "{}: not a directory (links inside an OCI layout are not followed)",
-                p.display()
-            )));
-        }
-    }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&shown)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => refuse("a symbolic link (links inside an OCI layout are not followed)"),
-            _ => ScanError::io(&shown, e),
-        })?;
-    let m = f.metadata().map_err(|e| ScanError::io(&shown, e))?;
-    if !m.is_file() {
-        return Err(refuse("not a regular file"));
-    }
-    if m.nlink() == 0 {
-        return Err(refuse("removed while being read"));
-    }
-    Ok((f, m.len()))
-}
-
-impl Store for DirStore {
-    fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
-        let (f, len) = open_in_layout(&self.root, key)?;
-        let p = self.root.join(key);
-        if len > MAX_JSON {
-            return Err(ScanError::Format(format!("{}: {len} bytes, more than a manifest can be", p.display())));
-        }
-        let mut v = Vec::with_capacity(len as usize);
-        // Bounded even if the file grows while it is read.
-        f.take(MAX_JSON + 1).read_to_end(&mut v).map_err(|e| ScanError::io(&p, e))?;
-        if v.len() as u64 > MAX_JSON {
-            return Err(ScanError::Format(format!("{}: more than a manifest can be", p.display())));
-        }
-        Ok(v)
-    }
-}
-
-/// An OCI image layout directory.
-pub fn scan_layout_dir(
-    dir: &Path,
-    want: Option<&str>,
-    platform: &Platform,
-    opts: &ScanOptions,
-) -> Result<ImageReport, ScanError> {
-    let mut store = DirStore { root: dir.to_path_buf() };
-    let resolved = oci::resolve_oci(&mut store, want, platform)?;
-    let files: Vec<(LayerRef, File, u64)> = resolved
-        .layers
-        .iter()
-        .map(|l| {
-            let (f, len) =
-                open_in_layout(dir, &l.key).map_err(|e| ScanError::Layer { layer: l.id(), message: e.to_string() })?;
-            Ok((l.clone(), f, len))
-        })
-        .collect::<Result<_, ScanError>>()?;
-    let total = files.iter().map(|(_, _, s)| s).sum();
-    let progress = Progress::new(opts.progress, Some(total), files.len());
-    let layers = layers::parallel(&files, opts.jobs, |(l, f, len)| {
-        let o = layers::from_file(f, 0, *len, l, opts.verify, &opts.inspect, &progress)?;
-        layers::check(l, o, opts.verify)
-    });
-    progress.finish();
-    Ok(assemble("oci", Some(&resolved), None, layers?))
 }

@@ -1,47 +1,82 @@
 //! Image sources: docker-archive and oci-archive tarballs (on disk or on standard input), OCI
-//! layout directories, root filesystems, single files and Python wheels. Each resolves to a
-//! config and an ordered list of layers; layers are analysed (in parallel where the input allows)
-//! and merged into the inventory of the image's final filesystem.
+//! layout directories, images in registries, root filesystems, single files and Python wheels.
+//! Every source that has layers implements [`pipeline::LayerSource`] (resolve the platform's
+//! config and layers, open a layer) and is read by [`pipeline::run`]; sources that are one
+//! layer's worth of files go through [`single_layer`]. Adding a source: one file, one match arm.
 
+pub mod analysis_store;
 mod archive;
-pub mod layers;
+pub mod attest;
+mod layout;
 pub mod oci;
+pub mod pipeline;
 pub mod progress;
+pub mod remote;
 mod rootfs;
 mod wheel;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::cache::LayerCache;
 use crate::inspect::InspectOptions;
-use crate::layer::analyze::{LayerStats, LayerSummary};
+use crate::layer::analyze::LayerSummary;
+use crate::layer::blob::BlobError;
+pub use crate::layer::blob::Verify;
 use crate::layer::decode::Compression;
 use crate::layer::merge::merge;
+pub use crate::layer::{AnalyzedLayer, LayerInfo};
+use crate::registry::RegistryError;
 use crate::schema::{self, Tool};
-pub use layers::Verify;
 pub use oci::Platform;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
+    /// What was given (a file, a directory, a stream, an option's value), or a member of it, is
+    /// not something cudalint reads: empty, cut off, not an image, unreadable.
+    #[error("{what}: {message}")]
+    Input { what: String, message: String },
+    /// A manifest, index or config that does not parse, or is not the size its descriptor says.
+    #[error("{what}: {message}")]
+    Document { what: String, message: String },
+    /// What the manifests say does not designate one image: several, none, no such name, or
+    /// nesting past the bounds.
     #[error("{0}")]
-    Format(String),
+    Image(String),
+    #[error("{what}: digest {digest}: algorithm not supported (sha256, sha512): cannot verify it")]
+    UnsupportedDigest { what: String, digest: String },
     #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
     Digest { what: String, expected: String, actual: String },
     #[error("no image for platform {wanted}; available: {}", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     Platform { wanted: String, available: Vec<String> },
     #[error("layer {layer}: {message}")]
     Layer { layer: String, message: String },
-    #[error("{0}")]
-    Usage(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
 }
 
 impl ScanError {
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> ScanError {
         ScanError::Io { path: path.as_ref().display().to_string(), source }
+    }
+
+    /// An input at `path` that is not what cudalint reads.
+    pub fn input(path: impl AsRef<Path>, message: impl Into<String>) -> ScanError {
+        ScanError::Input { what: path.as_ref().display().to_string(), message: message.into() }
+    }
+}
+
+impl From<BlobError> for ScanError {
+    fn from(e: BlobError) -> ScanError {
+        match e {
+            BlobError::Layer { layer, message } => ScanError::Layer { layer, message },
+            BlobError::Digest { what, expected, actual } => ScanError::Digest { what, expected, actual },
+        }
     }
 }
 
@@ -56,6 +91,16 @@ pub struct ScanOptions {
     pub inspect: InspectOptions,
     /// For images in registries.
     pub registry: crate::registry::RegistryOptions,
+    /// Layer analyses by digest: consulted for every layer of a source whose layers are
+    /// fetched by their digest (`pipeline::LayerSource::trusts_digests`).
+    pub cache: Option<Arc<LayerCache>>,
+    /// Layer analyses shared through a registry repository (`--analysis-store`).
+    pub store: Option<Arc<analysis_store::AnalysisStore>>,
+    /// Push an inventory attestation of each registry image scanned (`--attest`).
+    pub attest: bool,
+    /// Take a registry image's layer analyses from its attestation instead of pulling them
+    /// (`--from-attestation`); none usable is an error.
+    pub from_attestation: bool,
 }
 
 impl Default for ScanOptions {
@@ -67,6 +112,10 @@ impl Default for ScanOptions {
             progress: false,
             inspect: InspectOptions { lean: true, ..Default::default() },
             registry: crate::registry::RegistryOptions::default(),
+            cache: None,
+            store: None,
+            attest: false,
+            from_attestation: false,
         }
     }
 }
@@ -171,10 +220,7 @@ impl Source {
         let head = read_head(&p)?;
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if head.is_empty() {
-            return Err(ScanError::Format(format!(
-                "{}: empty file: not an image (a `docker save -o` that failed?)",
-                p.display()
-            )));
+            return Err(ScanError::input(&p, "empty file: not an image (a `docker save -o` that failed?)"));
         }
         if head.starts_with(b"PK\x03\x04") && spec.ends_with(".whl") {
             return Ok(Source::Wheel(p));
@@ -186,23 +232,24 @@ impl Source {
             return Ok(Source::Archive(p));
         }
         if tar_magic(&head) {
-            return Err(ScanError::Format(format!(
-                "{}: a tar archive cut off inside its first header ({} bytes): not a readable image",
-                p.display(),
-                head.len()
-            )));
+            return Err(ScanError::input(
+                &p,
+                format!("a tar archive cut off inside its first header ({} bytes): not a readable image", head.len()),
+            ));
         }
         if crate::inspect::sniff(&head, &name) != crate::inspect::Sniffed::Other {
             return Ok(Source::File(p));
         }
         // Fail closed: what cudalint does not recognise is not passed as "no CUDA here" (a
         // cut-off archive looks like nothing at all).
-        Err(ScanError::Format(format!(
-            "{}: not an image archive (tar, tar.gz, tar.zst), OCI layout, wheel or binary that cudalint reads \
-             (a truncated archive?); to scan it as a plain file anyway, use file:{}",
-            p.display(),
-            p.display()
-        )))
+        Err(ScanError::input(
+            &p,
+            format!(
+                "not an image archive (tar, tar.gz, tar.zst), OCI layout, wheel or binary that cudalint reads \
+                 (a truncated archive?); to scan it as a plain file anyway, use file:{}",
+                p.display()
+            ),
+        ))
     }
 }
 
@@ -237,20 +284,6 @@ pub struct ImageInfo {
     /// Environment of the image config that concerns CUDA (NVIDIA_*, CUDA_*, NV_*, ...).
     pub env: BTreeMap<String, String>,
     pub layers: Vec<LayerInfo>,
-}
-
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct LayerInfo {
-    pub digest: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff_id: Option<String>,
-    pub size: u64,
-    pub compression: Compression,
-    /// The content was hashed and matched its digest. False only where `--verify auto` read an
-    /// uncompressed layer by seeking.
-    pub verified: bool,
-    #[serde(flatten)]
-    pub stats: LayerStats,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -300,13 +333,6 @@ fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, St
         .filter(|(k, _)| PREFIXES.iter().any(|p| k.starts_with(p)))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
-}
-
-/// A layer as analysed, with what is needed to describe it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct AnalyzedLayer {
-    pub info: LayerInfo,
-    pub summary: LayerSummary,
 }
 
 /// Builds the report from the resolved image and its analysed layers (in order).
@@ -372,24 +398,43 @@ pub fn assemble(
     }
 }
 
+/// A source that is one layer's worth of files (a root filesystem, a file, a wheel): its
+/// report, with no layer listed (there is no layer to name).
+pub fn single_layer(source: &'static str, name: String, size: u64, summary: LayerSummary) -> ImageReport {
+    let layer = AnalyzedLayer {
+        info: LayerInfo {
+            digest: String::new(),
+            diff_id: None,
+            size,
+            compression: Compression::None,
+            verified: false,
+            stats: summary.stats,
+        },
+        summary,
+    };
+    let mut report = assemble(source, None, Some(name), vec![layer]);
+    report.image.layers.clear();
+    report
+}
+
 /// Scans an image given as on the command line.
 pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     match Source::parse(spec)? {
+        // A stream: its layers arrive before the manifest that names them (`docker save`
+        // writes it last), so each is read as it passes rather than opened on demand.
         Source::Stdin => archive::scan_reader(std::io::stdin().lock(), "standard input", &platform, opts),
         Source::Pipe(p) => {
             let f = std::fs::File::open(&p).map_err(|e| ScanError::io(&p, e))?;
             archive::scan_reader(f, &p.display().to_string(), &platform, opts)
         }
-        Source::DockerArchive(p, r) => {
-            archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), &platform, opts)
-        }
-        Source::OciArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Oci), r.as_deref(), &platform, opts),
-        Source::Archive(p) => archive::scan_file(&p, None, None, &platform, opts),
-        Source::OciLayout(p, r) => archive::scan_layout_dir(&p, r.as_deref(), &platform, opts),
+        Source::DockerArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Docker), r.as_deref(), opts),
+        Source::OciArchive(p, r) => archive::scan_file(&p, Some(archive::Layout::Oci), r.as_deref(), opts),
+        Source::Archive(p) => archive::scan_file(&p, None, None, opts),
+        Source::OciLayout(p, r) => pipeline::run(&mut layout::LayoutDir::new(&p, r.as_deref()), opts),
         Source::Dir(p) => rootfs::scan_dir(&p, opts),
         Source::File(p) => rootfs::scan_file(&p, opts),
         Source::Wheel(p) => wheel::scan(&p, opts),
-        Source::Registry(r) => crate::registry::scan(&r, opts, &opts.registry),
+        Source::Registry(r) => remote::scan(&r, opts),
     }
 }

@@ -8,6 +8,8 @@ use serde::de::DeserializeOwned;
 use sha2::{Digest as _, Sha256, Sha512};
 
 use super::ScanError;
+pub use crate::layer::LayerRef;
+pub use crate::layer::digest::Hasher;
 
 /// JSON documents (manifests, configs, indexes) larger than this are refused.
 pub const MAX_JSON: u64 = 16 << 20;
@@ -15,35 +17,6 @@ pub const MAX_JSON: u64 = 16 << 20;
 pub const MAX_INDEX_DEPTH: u32 = 4;
 /// Descriptors followed through all the indexes of one image, in all (distinct digests).
 pub const MAX_DESCRIPTORS: usize = 1024;
-
-/// A digest algorithm cudalint can check (OCI: sha256, sha512).
-pub enum Hasher {
-    Sha256(Sha256),
-    Sha512(Sha512),
-}
-
-impl Hasher {
-    /// The hasher for `digest`'s algorithm; `None` for an algorithm cudalint cannot check.
-    pub fn for_digest(digest: &str) -> Option<Hasher> {
-        match digest.split_once(':').map(|(a, _)| a) {
-            Some("sha256") => Some(Hasher::Sha256(Sha256::new())),
-            Some("sha512") => Some(Hasher::Sha512(Sha512::new())),
-            _ => None,
-        }
-    }
-    pub fn update(&mut self, b: &[u8]) {
-        match self {
-            Hasher::Sha256(h) => h.update(b),
-            Hasher::Sha512(h) => h.update(b),
-        }
-    }
-    pub fn finish(self) -> String {
-        match self {
-            Hasher::Sha256(h) => format!("sha256:{}", hex::encode(h.finalize())),
-            Hasher::Sha512(h) => format!("sha512:{}", hex::encode(h.finalize())),
-        }
-    }
-}
 
 /// Parses a JSON document without echoing any of its content in the error: a "blob" can be
 /// any file (a credentials file reached through a link), and serde's messages quote values.
@@ -54,8 +27,23 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8], what: &str, kind: &str) -> 
             serde_json::error::Category::Eof => "cut off (unexpected end of JSON)".to_string(),
             _ => "not valid JSON".to_string(),
         };
-        ScanError::Format(format!("{what}: {why} (line {}, column {})", e.line(), e.column()))
+        ScanError::Document {
+            what: what.to_string(),
+            message: format!("{why} (line {}, column {})", e.line(), e.column()),
+        }
     })
+}
+
+/// A `--platform` value that is not `os/arch[/variant]`.
+#[derive(Debug, thiserror::Error)]
+#[error("platform {0:?} is not os/arch[/variant]")]
+pub struct PlatformError(pub String);
+
+// The CLI's option parsing speaks `String` errors.
+impl From<PlatformError> for String {
+    fn from(e: PlatformError) -> String {
+        e.to_string()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,7 +54,7 @@ pub struct Platform {
 }
 
 impl Platform {
-    pub fn parse(s: &str) -> Result<Platform, String> {
+    pub fn parse(s: &str) -> Result<Platform, PlatformError> {
         let parts: Vec<&str> = s.split('/').collect();
         match parts[..] {
             [os, arch] if !os.is_empty() && !arch.is_empty() => {
@@ -75,7 +63,7 @@ impl Platform {
             [os, arch, v] if !os.is_empty() && !arch.is_empty() && !v.is_empty() => {
                 Ok(Platform { os: os.into(), arch: arch.into(), variant: Some(v.into()) })
             }
-            _ => Err(format!("platform {s:?} is not os/arch[/variant]")),
+            _ => Err(PlatformError(s.to_string())),
         }
     }
 
@@ -122,26 +110,6 @@ pub trait Store {
     }
 }
 
-/// A layer of the chosen image, in order.
-#[derive(Debug, Clone)]
-pub struct LayerRef {
-    /// Key in the store.
-    pub key: String,
-    /// Digest of the blob bytes, when known (OCI descriptors, blob file names).
-    pub digest: Option<String>,
-    /// Digest of the uncompressed tar (config `rootfs.diff_ids`).
-    pub diff_id: Option<String>,
-    pub size: Option<u64>,
-    pub media_type: Option<String>,
-}
-
-impl LayerRef {
-    /// The digest that names this layer in reports.
-    pub fn id(&self) -> String {
-        self.digest.clone().or_else(|| self.diff_id.clone()).unwrap_or_else(|| self.key.clone())
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub name: Option<String>,
@@ -169,9 +137,7 @@ pub fn sha256(b: &[u8]) -> String {
 /// trusted.
 pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
     let Some(mut h) = Hasher::for_digest(digest) else {
-        return Err(ScanError::Format(format!(
-            "{what}: digest {digest}: algorithm not supported (sha256, sha512): cannot verify it"
-        )));
+        return Err(ScanError::UnsupportedDigest { what: what.to_string(), digest: digest.to_string() });
     };
     h.update(bytes);
     let got = h.finish();
@@ -184,12 +150,18 @@ pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
 /// Reads a small blob named by a descriptor: its declared size is checked before it is read.
 fn read_blob(store: &mut dyn Store, digest: &str, size: Option<u64>, what: &str) -> Result<Vec<u8>, ScanError> {
     if let Some(s) = size.filter(|&s| s > MAX_JSON) {
-        return Err(ScanError::Format(format!("{what}: {s} bytes, more than a manifest can be ({MAX_JSON})")));
+        return Err(ScanError::Document {
+            what: what.to_string(),
+            message: format!("{s} bytes, more than a manifest can be ({MAX_JSON})"),
+        });
     }
     let key = store.blob_key(digest);
     let b = store.read_small(&key)?;
     if let Some(s) = size.filter(|&s| s != b.len() as u64) {
-        return Err(ScanError::Format(format!("{what}: {} bytes, its descriptor says {s}", b.len())));
+        return Err(ScanError::Document {
+            what: what.to_string(),
+            message: format!("{} bytes, its descriptor says {s}", b.len()),
+        });
     }
     verify(what, digest, &b)?;
     Ok(b)
@@ -227,7 +199,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
     };
     let entry = match want {
         None if entries.len() > 1 => {
-            return Err(ScanError::Usage(format!(
+            return Err(ScanError::Image(format!(
                 "the archive holds {} images; choose one with docker-archive:PATH:TAG or docker-archive:PATH:@N \
                  ({})",
                 entries.len(),
@@ -237,7 +209,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         None => entries.first(),
         Some(w) => match w.strip_prefix('@').map(str::parse::<usize>) {
             Some(Ok(i)) => entries.get(i),
-            Some(Err(_)) => return Err(ScanError::Usage(format!("{w}: @N wants an image index (0, 1, ...)"))),
+            Some(Err(_)) => return Err(ScanError::Image(format!("{w}: @N wants an image index (0, 1, ...)"))),
             None => {
                 let latest = format!("{w}:latest");
                 entries.iter().find(|e| e.repo_tags.iter().flatten().any(|t| t == w || *t == latest))
@@ -245,7 +217,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         },
     };
     let Some(entry) = entry else {
-        return Err(ScanError::Format(match want {
+        return Err(ScanError::Image(match want {
             Some(w) => format!("no image {w} in the archive (it holds: {})", listing()),
             None => "manifest.json lists no image".to_string(),
         }));
@@ -258,7 +230,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
     let config = parse_config(&config_bytes, &entry.config)?;
     let diff_ids = config.rootfs().diff_ids().clone();
     if diff_ids.len() != entry.layers.len() {
-        return Err(ScanError::Format(format!(
+        return Err(ScanError::Image(format!(
             "manifest.json lists {} layers, the config's rootfs {}",
             entry.layers.len(),
             diff_ids.len()
@@ -315,7 +287,7 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
             })
         });
         if top.is_empty() {
-            return Err(ScanError::Format(format!("no manifest named {w} in index.json")));
+            return Err(ScanError::Image(format!("no manifest named {w} in index.json")));
         }
     }
     let name = want.map(str::to_string).or_else(|| {
@@ -328,7 +300,7 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
     let mut seen = std::collections::HashSet::new();
     collect_manifests(store, top, &mut candidates, &mut seen, 0)?;
     if candidates.is_empty() {
-        return Err(ScanError::Format("index.json names no image manifest".into()));
+        return Err(ScanError::Image("index.json names no image manifest".into()));
     }
     // One manifest: that is the image, whatever its platform. Several: choose by platform.
     let chosen = if candidates.len() == 1 {
@@ -379,7 +351,7 @@ fn collect_manifests(
     depth: u32,
 ) -> Result<(), ScanError> {
     if depth > MAX_INDEX_DEPTH {
-        return Err(ScanError::Format(format!("image indexes nested more than {MAX_INDEX_DEPTH} deep")));
+        return Err(ScanError::Image(format!("image indexes nested more than {MAX_INDEX_DEPTH} deep")));
     }
     for d in descs {
         let digest = d.digest().to_string();
@@ -387,7 +359,7 @@ fn collect_manifests(
             continue;
         }
         if seen.len() > MAX_DESCRIPTORS {
-            return Err(ScanError::Format(format!(
+            return Err(ScanError::Image(format!(
                 "image indexes name more than {MAX_DESCRIPTORS} distinct manifests: refused"
             )));
         }
@@ -423,7 +395,7 @@ pub fn fuzz_resolve(data: &[u8]) -> usize {
     struct Docs(std::collections::HashMap<String, Vec<u8>>);
     impl Store for Docs {
         fn read_small(&mut self, key: &str) -> Result<Vec<u8>, ScanError> {
-            self.0.get(key).cloned().ok_or_else(|| ScanError::Format(format!("no {key}")))
+            self.0.get(key).cloned().ok_or_else(|| ScanError::Image(format!("no {key}")))
         }
     }
     let mut docs = std::collections::HashMap::new();

@@ -1,6 +1,6 @@
 //! Progress on stderr (layers and bytes) when it is a terminal and not `--quiet`.
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -47,25 +47,5 @@ impl Progress {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
-    }
-}
-
-/// Counts bytes read through it into the progress bar.
-pub struct Counting<'p, R> {
-    inner: R,
-    progress: &'p Progress,
-}
-
-impl<'p, R> Counting<'p, R> {
-    pub fn new(inner: R, progress: &'p Progress) -> Self {
-        Counting { inner, progress }
-    }
-}
-
-impl<R: Read> Read for Counting<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.progress.add(n as u64);
-        Ok(n)
     }
 }

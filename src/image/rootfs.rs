@@ -6,7 +6,7 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::{AnalyzedLayer, ImageReport, LayerInfo, ScanError, ScanOptions, assemble};
+use super::{ImageReport, ScanError, ScanOptions, single_layer};
 use crate::input::{FileInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, Sniffed, inspect_sniffed, sniff};
@@ -36,15 +36,14 @@ fn inspect_path(real: &Path, image_path: &str, size: u64, opts: &ScanOptions) ->
 pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let root_meta = std::fs::metadata(root).map_err(|e| ScanError::io(root, e))?;
     if !root_meta.is_dir() {
-        return Err(ScanError::Format(format!("{}: not a directory (dir: wants a root filesystem)", root.display())));
+        return Err(ScanError::input(root, "not a directory (dir: wants a root filesystem)"));
     }
     let mut s = LayerSummary::default();
     let mut by_inode: HashMap<(u64, u64), usize> = HashMap::new();
     let whole_system = root.canonicalize().is_ok_and(|r| r == Path::new("/"));
     let mut stack = vec![(root.to_path_buf(), String::from(""))];
-    let unreadable = |p: &Path, e: std::io::Error| {
-        ScanError::Format(format!("{}: cannot be read, so the scan is incomplete: {e}", p.display()))
-    };
+    let unreadable =
+        |p: &Path, e: std::io::Error| ScanError::input(p, format!("cannot be read, so the scan is incomplete: {e}"));
     while let Some((dir, image_dir)) = stack.pop() {
         let rd = std::fs::read_dir(&dir).map_err(|e| unreadable(&dir, e))?;
         let mut entries = rd.collect::<Result<Vec<_>, _>>().map_err(|e| unreadable(&dir, e))?;
@@ -85,20 +84,7 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
             }
         }
     }
-    let layer = AnalyzedLayer {
-        info: LayerInfo {
-            digest: String::new(),
-            diff_id: None,
-            size: s.stats.file_bytes,
-            compression: Compression::None,
-            verified: false,
-            stats: s.stats,
-        },
-        summary: s,
-    };
-    let mut report = assemble("dir", None, Some(root.display().to_string()), vec![layer]);
-    report.image.layers.clear();
-    Ok(report)
+    Ok(single_layer("dir", root.display().to_string(), s.stats.file_bytes, s))
 }
 
 /// One file (`file:`). A plain library without CUDA passes; an empty file, or one that looks like
@@ -107,10 +93,10 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
 pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let meta = std::fs::metadata(path).map_err(|e| ScanError::io(path, e))?;
     if !meta.is_file() {
-        return Err(ScanError::Format(format!("{}: not a regular file", path.display())));
+        return Err(ScanError::input(path, "not a regular file"));
     }
     if meta.len() == 0 {
-        return Err(ScanError::Format(format!("{}: empty file: nothing to scan", path.display())));
+        return Err(ScanError::input(path, "empty file: nothing to scan"));
     }
     {
         let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
@@ -121,10 +107,10 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
             || crate::layer::tar::looks_like_tar(head)
             || super::tar_magic(head)
         {
-            return Err(ScanError::Format(format!(
-                "{}: an archive (tar, gzip or zstd), not a single binary: scan it without the file: prefix",
-                path.display()
-            )));
+            return Err(ScanError::input(
+                path,
+                "an archive (tar, gzip or zstd), not a single binary: scan it without the file: prefix",
+            ));
         }
     }
     let name = format!("/{}", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
@@ -135,18 +121,5 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
     if let Some(r) = inspect_path(path, &name, meta.len(), opts).map_err(|e| ScanError::io(path, e))? {
         s.files.push(LayerFile { paths: vec![name], report: r });
     }
-    let layer = AnalyzedLayer {
-        info: LayerInfo {
-            digest: String::new(),
-            diff_id: None,
-            size: meta.len(),
-            compression: Compression::None,
-            verified: false,
-            stats: s.stats,
-        },
-        summary: s,
-    };
-    let mut report = assemble("file", None, Some(path.display().to_string()), vec![layer]);
-    report.image.layers.clear();
-    Ok(report)
+    Ok(single_layer("file", path.display().to_string(), meta.len(), s))
 }

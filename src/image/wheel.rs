@@ -4,23 +4,20 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::{AnalyzedLayer, ImageReport, LayerInfo, ScanError, ScanOptions, assemble};
+use super::{ImageReport, ScanError, ScanOptions, single_layer};
 use crate::input::{StreamInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, Sniffed, inspect_sniffed, sniff};
 use crate::layer::analyze::{LayerFile, LayerSummary};
-use crate::layer::decode::Compression;
 use crate::layer::path::{file_name, normalize};
 
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let mut zip =
-        zip::ZipArchive::new(file).map_err(|e| ScanError::Format(format!("{}: not a wheel: {e}", path.display())))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
     let mut s = LayerSummary::default();
     for i in 0..zip.len() {
-        let mut member =
-            zip.by_index(i).map_err(|e| ScanError::Format(format!("{}: member {i}: {e}", path.display())))?;
+        let mut member = zip.by_index(i).map_err(|e| ScanError::input(path, format!("member {i}: {e}")))?;
         s.stats.entries += 1;
         if !member.is_file() {
             continue;
@@ -32,14 +29,14 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         {
             let mut text = Vec::new();
             std::io::Read::read_to_end(&mut member, &mut text)
-                .map_err(|e| ScanError::Format(format!("{}: {name}: {e}", path.display())))?;
+                .map_err(|e| ScanError::input(path, format!("{name}: {e}")))?;
             s.packages.read(kind, &name, &String::from_utf8_lossy(&text));
             continue;
         }
         let len = member.size();
         s.stats.files += 1;
         s.stats.file_bytes += len;
-        let bad = |e: std::io::Error| ScanError::Format(format!("{}: {name}: {e}", path.display()));
+        let bad = |e: std::io::Error| ScanError::input(path, format!("{name}: {e}"));
         if len < 16 {
             // Read anyway: the zip reader checks the member's size and CRC only at its end.
             std::io::copy(&mut member, &mut std::io::sink()).map_err(bad)?;
@@ -65,18 +62,5 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             s.files.push(LayerFile { paths: vec![name], report });
         }
     }
-    let layer = AnalyzedLayer {
-        info: LayerInfo {
-            digest: String::new(),
-            diff_id: None,
-            size,
-            compression: Compression::None,
-            verified: false,
-            stats: s.stats,
-        },
-        summary: s,
-    };
-    let mut report = assemble("wheel", None, Some(path.display().to_string()), vec![layer]);
-    report.image.layers.clear();
-    Ok(report)
+    Ok(single_layer("wheel", path.display().to_string(), size, s))
 }

@@ -7,19 +7,19 @@ use std::time::Instant;
 use oci_client::Reference;
 use sha2::{Digest, Sha256};
 
+use super::RegistryError;
 use super::{RegistryOptions, Remote};
-use crate::image::ScanError;
-use crate::report::escape::text as esc;
+use crate::escape::text as esc;
 
-fn glob(patterns: &[String]) -> Result<Option<globset::GlobSet>, ScanError> {
+fn glob(patterns: &[String]) -> Result<Option<globset::GlobSet>, RegistryError> {
     if patterns.is_empty() {
         return Ok(None);
     }
     let mut b = globset::GlobSetBuilder::new();
     for p in patterns {
-        b.add(globset::Glob::new(p).map_err(|e| ScanError::Usage(format!("bad glob {p:?}: {e}")))?);
+        b.add(globset::Glob::new(p).map_err(|e| RegistryError::Glob(format!("bad glob {p:?}: {e}")))?);
     }
-    b.build().map(Some).map_err(|e| ScanError::Usage(e.to_string()))
+    b.build().map(Some).map_err(|e| RegistryError::Glob(e.to_string()))
 }
 
 /// Tags compared with digit runs as numbers (`v1.10` after `v1.9`): "newest" for `--newest`.
@@ -66,7 +66,7 @@ pub struct Selection {
 }
 
 /// Every `registry/repo:tag` to scan, sorted.
-pub fn list(registry: &str, sel: &Selection, ro: &RegistryOptions) -> Result<Vec<String>, ScanError> {
+pub fn list(registry: &str, sel: &Selection, ro: &RegistryOptions) -> Result<Vec<String>, RegistryError> {
     let repo_glob = glob(&sel.repos)?;
     let tag_glob = glob(&sel.tags)?;
     let probe = Reference::with_tag(registry.to_string(), "catalog".to_string(), "latest".to_string());

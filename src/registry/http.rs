@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, LINK, RANGE, WWW_AUTHENTICATE};
 use reqwest::{Response, StatusCode, Url};
 
-use crate::image::ScanError;
-use crate::report::escape::text as esc;
+use super::RegistryError;
+use crate::escape::text as esc;
 
 /// Bytes that must arrive within one stall window for a body to count as progressing.
 pub const STALL_BYTES: u64 = 16 * 1024;
@@ -48,7 +48,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    fn left(&self, what: &str) -> Result<Duration, ScanError> {
+    fn left(&self, what: &str) -> Result<Duration, RegistryError> {
         self.deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
@@ -67,20 +67,20 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-pub fn deadline_error(what: &str) -> ScanError {
-    ScanError::Format(format!("{what}: the registry deadline (--registry-deadline) passed before it finished"))
+pub fn deadline_error(what: &str) -> RegistryError {
+    RegistryError::Deadline { what: what.to_string() }
 }
 
 /// Why a body could not be read: the connection (worth resuming) or a bound (final).
 pub enum BodyError {
     Transport(String),
-    Fatal(ScanError),
+    Fatal(RegistryError),
 }
 
 impl BodyError {
-    pub fn into_scan(self, what: &str) -> ScanError {
+    pub fn into_error(self, what: &str) -> RegistryError {
         match self {
-            BodyError::Transport(e) => ScanError::Format(format!("{what}: {e}")),
+            BodyError::Transport(e) => RegistryError::request(what, e),
             BodyError::Fatal(e) => e,
         }
     }
@@ -100,13 +100,14 @@ pub struct Body {
 }
 
 impl Body {
-    pub fn new(res: Response, limit: u64, lim: Limits, what: &str) -> Result<Body, ScanError> {
+    pub fn new(res: Response, limit: u64, lim: Limits, what: &str) -> Result<Body, RegistryError> {
         if let Some(n) = declared_length(&res)
             && n > limit
         {
-            return Err(ScanError::Format(format!(
-                "{what}: the registry announces {n} bytes, more than the {limit} it may be"
-            )));
+            return Err(RegistryError::request(
+                what,
+                format!("the registry announces {n} bytes, more than the {limit} it may be"),
+            ));
         }
         Ok(Body { res, limit, got: 0, lim, what: what.to_string(), window_start: Instant::now(), window_bytes: 0 })
     }
@@ -127,19 +128,22 @@ impl Body {
             Ok(Err(e)) => return Err(BodyError::Transport(esc(&error_chain(&e)))),
             Err(_) if Instant::now() >= self.lim.deadline => return Err(BodyError::Fatal(deadline_error(what))),
             Err(_) => {
-                return Err(BodyError::Fatal(ScanError::Format(format!(
-                    "{what}: the registry stalled (fewer than {STALL_BYTES} bytes in {} s, --registry-stall-timeout)",
-                    self.lim.stall.as_secs_f64()
-                ))));
+                return Err(BodyError::Fatal(RegistryError::request(
+                    what,
+                    format!(
+                        "the registry stalled (fewer than {STALL_BYTES} bytes in {} s, --registry-stall-timeout)",
+                        self.lim.stall.as_secs_f64()
+                    ),
+                )));
             }
         };
         let Some(chunk) = chunk else { return Ok(None) };
         self.got += chunk.len() as u64;
         if self.got > self.limit {
-            return Err(BodyError::Fatal(ScanError::Format(format!(
-                "{what}: the registry sent more than the {} bytes it may be",
-                self.limit
-            ))));
+            return Err(BodyError::Fatal(RegistryError::request(
+                what,
+                format!("the registry sent more than the {} bytes it may be", self.limit),
+            )));
         }
         self.window_bytes += chunk.len() as u64;
         if self.window_bytes >= STALL_BYTES {
@@ -155,10 +159,10 @@ fn declared_length(res: &Response) -> Option<u64> {
 }
 
 /// A whole body, bounded (manifests, configs, token and listing responses).
-pub async fn read_all(res: Response, limit: u64, lim: Limits, what: &str) -> Result<Vec<u8>, ScanError> {
+pub async fn read_all(res: Response, limit: u64, lim: Limits, what: &str) -> Result<Vec<u8>, RegistryError> {
     let mut b = Body::new(res, limit, lim, what)?;
     let mut v = Vec::new();
-    while let Some(c) = b.chunk().await.map_err(|e| e.into_scan(what))? {
+    while let Some(c) = b.chunk().await.map_err(|e| e.into_error(what))? {
         v.extend_from_slice(&c);
     }
     Ok(v)
@@ -166,17 +170,16 @@ pub async fn read_all(res: Response, limit: u64, lim: Limits, what: &str) -> Res
 
 /// A registry's error in a message: status and the start of its body, control characters
 /// escaped (the body is the registry's to choose).
-pub async fn status_error(res: Response, lim: Limits, what: &str) -> ScanError {
+pub async fn status_error(res: Response, lim: Limits, what: &str) -> RegistryError {
     let status = res.status();
     let body = read_all(res, SMALL_BODY, lim, what).await.unwrap_or_default();
     let body = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
     let detail = if body.trim().is_empty() { String::new() } else { format!(": {}", esc(body.trim())) };
+    let what = what.to_string();
     match status {
-        StatusCode::NOT_FOUND => ScanError::Format(format!("{what}: not found in the registry (404){detail}")),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => ScanError::Format(format!(
-            "{what}: authentication failed, or no access ({status}; check the credentials for this registry){detail}"
-        )),
-        s => ScanError::Format(format!("{what}: the registry answered {s}{detail}")),
+        StatusCode::NOT_FOUND => RegistryError::NotFound { what, detail },
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => RegistryError::Denied { what, status, detail },
+        status => RegistryError::Status { what, status, detail },
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 /// Lowest first. A module may import only modules on a strictly lower line.
 const LEVELS: &[&[&str]] = &[
+    // Escaping of strings users, images and registries chose: a leaf every level may use.
+    &["escape"],
     &["input", "schema", "registry"],
     &["inspect"],
     &["cuda", "packages"],

@@ -271,11 +271,8 @@ fn test_image(arch: &'static str, extra: &'static str) -> Image {
 
 fn opts(cache: Option<&Path>) -> ScanOptions {
     let mut o = ScanOptions { progress: false, ..ScanOptions::default() };
-    o.registry = RegistryOptions {
-        cache: cache.map(|c| Arc::new(cudalint::cache::LayerCache::new(c.to_path_buf()))),
-        retries: 2,
-        ..RegistryOptions::default()
-    };
+    o.registry = RegistryOptions { retries: 2, ..RegistryOptions::default() };
+    o.cache = cache.map(|c| Arc::new(cudalint::cache::LayerCache::new(c.to_path_buf())));
     o
 }
 

@@ -15,11 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use oci_client::Reference;
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use sha2::{Digest as _, Sha256};
 
-use super::{Algo, RegistryOptions, Remote, esc, http, parse_reference};
-use crate::image::{AnalyzedLayer, ScanError};
+use super::ScanError;
+use crate::cache::LayerKey;
+use crate::escape::text as esc;
+use crate::layer::AnalyzedLayer;
+use crate::registry::{Algo, RegistryError, RegistryOptions, Remote, parse_reference};
 
 pub const ARTIFACT_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1";
 /// A marker that a shard is analysing a layer (single flight across nodes).
@@ -43,12 +46,12 @@ pub struct AnalysisStore {
     warned: AtomicBool,
 }
 
-fn tag(digest: &str, variant: &str) -> String {
-    format!("cudalint-layer-{}", crate::cache::key(digest, variant))
+fn tag(k: &LayerKey) -> String {
+    format!("cudalint-layer-{}", k.hex())
 }
 
-fn claim_tag(digest: &str, variant: &str) -> String {
-    format!("cudalint-claim-{}", crate::cache::key(digest, variant))
+fn claim_tag(k: &LayerKey) -> String {
+    format!("cudalint-claim-{}", k.hex())
 }
 
 fn now_secs() -> u64 {
@@ -69,10 +72,10 @@ impl AnalysisStore {
         let r = parse_reference(repo)?;
         // The store's tags are its own: a tag or digest in the name is a mistake.
         if r.digest().is_some() || r.tag().is_some_and(|t| t != "latest") {
-            return Err(ScanError::Usage(format!(
-                "--analysis-store {}: name a repository (host/name), without a tag or digest",
-                esc(repo)
-            )));
+            return Err(ScanError::Input {
+                what: format!("--analysis-store {}", esc(repo)),
+                message: "name a repository (host/name), without a tag or digest".into(),
+            });
         }
         let r = Reference::with_tag(r.registry().to_string(), r.repository().to_string(), "latest".into());
         let scope = format!("repository:{}:pull,push", r.repository());
@@ -119,8 +122,9 @@ impl AnalysisStore {
     /// a live claim by another shard means wait; else push ours, let concurrent claimants'
     /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
     /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
-    pub fn claim(&self, digest: &str, variant: &str) -> Claim {
-        let t = claim_tag(digest, variant);
+    pub fn claim(&self, k: &LayerKey) -> Claim {
+        let t = claim_tag(k);
+        let digest = &k.digest;
         let live = |at: u64| now_secs().saturating_sub(at) < self.claim_timeout.as_secs();
         if self.read_claim(&t).is_some_and(|(_, at)| live(at)) {
             return Claim::Theirs;
@@ -142,7 +146,7 @@ impl AnalysisStore {
     }
 
     /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
-    fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), ScanError> {
+    fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), RegistryError> {
         let empty = b"{}";
         let manifest = serde_json::json!({
             "schemaVersion": 2,
@@ -161,12 +165,12 @@ impl AnalysisStore {
     }
 
     /// Waits for another shard's analysis of a layer, at most the claim timeout.
-    pub fn wait_for(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
+    pub fn wait_for(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
         self.claim_waits.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let mut pause = Duration::from_millis(100);
         loop {
-            if let Some(h) = self.get(digest, variant) {
+            if let Some(h) = self.get(k) {
                 return Some(h);
             }
             if start.elapsed() >= self.claim_timeout {
@@ -183,8 +187,8 @@ impl AnalysisStore {
 
     /// The stored analysis of a layer, if there is one whose key matches; any failure to read
     /// it (absent, unreachable, malformed, another key) is a miss: the layer is pulled.
-    pub fn get(&self, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
-        let (m, _) = self.remote.manifest(&self.reference(tag(digest, variant))).ok()?;
+    pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
+        let (m, _) = self.remote.manifest(&self.reference(tag(k))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
         if v.get("artifactType").and_then(|a| a.as_str()) != Some(ARTIFACT_TYPE) {
             return None;
@@ -199,21 +203,21 @@ impl AnalysisStore {
         let blob_digest = l.get("digest")?.as_str()?;
         // Verified against its digest by small_blob; then the header must name this key.
         let entry = self.remote.small_blob(blob_digest).ok()?;
-        let layer = crate::cache::decode(&entry[..], digest, variant)?;
+        let layer = crate::cache::decode(&entry[..], &k.digest, &k.variant)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(layer)
     }
 
     /// Stores an analysis (verified layers only). A failure is counted and said once on stderr:
     /// it costs later shards a pull, never a wrong result.
-    pub fn put(&self, digest: &str, variant: &str, layer: &AnalyzedLayer) {
-        let entry = match crate::cache::encode(digest, variant, layer) {
+    pub fn put(&self, k: &LayerKey, layer: &AnalyzedLayer) {
+        let entry = match crate::cache::encode(&k.digest, &k.variant, layer) {
             Ok(Some(e)) => e,
             _ => return,
         };
         let pushed = self
-            .push(&tag(digest, variant), digest, &entry)
-            .and_then(|_| self.write_claim(&claim_tag(digest, variant), "released", 0, digest));
+            .push(&tag(k), &k.digest, &entry)
+            .and_then(|_| self.write_claim(&claim_tag(k), "released", 0, &k.digest));
         match pushed {
             Ok(()) => {
                 self.pushed.fetch_add(1, Ordering::Relaxed);
@@ -227,7 +231,7 @@ impl AnalysisStore {
         }
     }
 
-    fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), ScanError> {
+    fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), RegistryError> {
         let empty = b"{}";
         self.remote.upload(empty)?;
         self.remote.upload(entry)?;
@@ -243,84 +247,5 @@ impl AnalysisStore {
         let path = format!("/v2/{}/manifests/{tag}", self.remote.reference.repository());
         self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
         Ok(())
-    }
-}
-
-/// Writes to a registry (the analysis store, attestations).
-impl Remote {
-    /// A blob, uploaded monolithically (POST, then PUT with the digest) unless already there.
-    pub(crate) fn upload(&self, data: &[u8]) -> Result<(), ScanError> {
-        let digest = format!("sha256:{}", hex::encode(Sha256::digest(data)));
-        let repo = self.reference.repository();
-        let what = format!("blob {digest}");
-        let head = self.send(Method::HEAD, &format!("/v2/{repo}/blobs/{digest}"), None, Vec::new(), &what);
-        if head.is_ok() {
-            return Ok(());
-        }
-        let res = self.send(Method::POST, &format!("/v2/{repo}/blobs/uploads/"), None, Vec::new(), &what)?;
-        let loc = res
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|l| l.to_str().ok())
-            .ok_or_else(|| ScanError::Format(format!("{what}: upload started without a Location")))?;
-        let mut url = self.inner.base.join(loc).map_err(|e| ScanError::Format(format!("{what}: {e}")))?;
-        if url.host_str() != self.inner.base.host_str() || url.port() != self.inner.base.port() {
-            // Credentials go to the registry's own host only.
-            return Err(ScanError::Format(format!("{what}: upload location {} is on another host", esc(loc))));
-        }
-        url.query_pairs_mut().append_pair("digest", &digest);
-        self.send_url(Method::PUT, url, Some("application/octet-stream"), data.to_vec(), &what)?;
-        Ok(())
-    }
-
-    pub(crate) fn send(
-        &self,
-        method: Method,
-        path: &str,
-        content_type: Option<&str>,
-        body: Vec<u8>,
-        what: &str,
-    ) -> Result<reqwest::Response, ScanError> {
-        self.send_url(method, self.inner.url(path), content_type, body, what)
-    }
-
-    /// One request with the connection's authorization (renewed once on 401); non-success is an
-    /// error.
-    pub(crate) fn send_url(
-        &self,
-        method: Method,
-        url: reqwest::Url,
-        content_type: Option<&str>,
-        body: Vec<u8>,
-        what: &str,
-    ) -> Result<reqwest::Response, ScanError> {
-        let inner = &self.inner;
-        self.rt.block_on(async {
-            let mut renewed = false;
-            loop {
-                let auth = inner.authorization.lock().expect("auth lock").clone();
-                let mut r = inner.http.request(method.clone(), url.clone()).body(body.clone());
-                if let Some(a) = &auth {
-                    r = r.header(reqwest::header::AUTHORIZATION, a);
-                }
-                if let Some(c) = content_type {
-                    r = r.header(reqwest::header::CONTENT_TYPE, c);
-                }
-                inner.requests.fetch_add(1, Ordering::Relaxed);
-                let res = http::send(r, inner.limits, what)
-                    .await
-                    .map_err(|e| ScanError::Format(format!("{what}: {}", esc(&http::error_chain(&e)))))?;
-                if res.status() == StatusCode::UNAUTHORIZED && !renewed {
-                    renewed = true;
-                    let a = inner.authenticate().await.map_err(|f| f.error)?;
-                    *inner.authorization.lock().expect("auth lock") = a;
-                    continue;
-                }
-                if !res.status().is_success() {
-                    return Err(http::status_error(res, inner.limits, what).await);
-                }
-                return Ok(res);
-            }
-        })
     }
 }

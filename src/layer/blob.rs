@@ -3,20 +3,18 @@
 
 use std::fs::File;
 use std::io::{self, Read};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::oci::{Hasher, LayerRef};
-use super::progress::{Counting, Progress};
-use super::{AnalyzedLayer, LayerInfo, ScanError};
+use super::analyze::{LayerError, LayerSummary, analyze};
+use super::decode::{self, Compression};
+use super::digest::Hasher;
+use super::pipe::{pipe, read_full_dyn};
+use super::{AnalyzedLayer, LayerInfo, LayerRef};
 use crate::input::{FileInput, Input, InputReader, StreamInput};
 use crate::inspect::InspectOptions;
-use crate::layer::analyze::{LayerError, LayerSummary, analyze};
 
-use crate::layer::decode::{self, Compression};
-use crate::layer::pipe::{pipe, read_full_dyn};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+/// How much of what is read is hashed against its digest. The CLI maps its `--verify` values
+/// onto this (no clap here: the layer reader does not know about command lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Verify {
     /// Hash every blob that is read whole anyway (compressed layers, streams, manifests,
     /// configs) against its digest; uncompressed layers read by seeking are not hashed. A
@@ -31,6 +29,36 @@ pub enum Verify {
     Never,
 }
 
+/// Why a layer blob was refused. The image scan turns these into its own `Layer`/`Digest`
+/// errors, with the same text.
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("layer {layer}: {message}")]
+    Layer { layer: String, message: String },
+    #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
+    Digest { what: String, expected: String, actual: String },
+}
+
+/// Counts bytes read through it (progress bars): `F` is called with each read's length.
+pub struct Counting<R, F> {
+    inner: R,
+    count: F,
+}
+
+impl<R, F: Fn(u64)> Counting<R, F> {
+    pub fn new(inner: R, count: F) -> Self {
+        Counting { inner, count }
+    }
+}
+
+impl<R: Read, F: Fn(u64)> Read for Counting<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        (self.count)(n as u64);
+        Ok(n)
+    }
+}
+
 /// What reading a layer blob produced, before its digests are checked.
 pub struct Outcome {
     pub summary: LayerSummary,
@@ -43,8 +71,8 @@ pub struct Outcome {
     pub tar_digest: Option<String>,
 }
 
-fn layer_err(l: &LayerRef, e: impl std::fmt::Display) -> ScanError {
-    ScanError::Layer { layer: l.id(), message: e.to_string() }
+fn layer_err(l: &LayerRef, e: impl std::fmt::Display) -> BlobError {
+    BlobError::Layer { layer: l.id(), message: e.to_string() }
 }
 
 /// Hashes what passes through it (the uncompressed tar, in the thread that walks it, so the
@@ -78,7 +106,7 @@ pub fn stream<R: Read + ?Sized>(
     l: &LayerRef,
     inspect: &InspectOptions,
     want_tar_digest: bool,
-) -> Result<Outcome, ScanError> {
+) -> Result<Outcome, BlobError> {
     let mut first = [0u8; 4];
     let n = read_full_dyn(raw, &mut first).map_err(|e| layer_err(l, format!("reading the blob: {e}")))?;
     let compression = decode::sniff(&first[..n]);
@@ -178,8 +206,8 @@ pub fn from_file(
     l: &LayerRef,
     verify: Verify,
     inspect: &InspectOptions,
-    progress: &Progress,
-) -> Result<Outcome, ScanError> {
+    progress: impl Fn(u64),
+) -> Result<Outcome, BlobError> {
     if let Some(want) = l.size.filter(|&w| w != size) {
         return Err(layer_err(l, format!("blob is {size} bytes, its descriptor says {want}")));
     }
@@ -190,7 +218,7 @@ pub fn from_file(
     let compression = decode::sniff(&head[..n]);
     if compression == Compression::None && verify != Verify::Always {
         let summary = analyze(&mut input, inspect).map_err(|e| layer_err(l, format!("not a readable tar: {e}")))?;
-        progress.add(size);
+        progress(size);
         return Ok(Outcome { summary, compression, size, blob_digest: None, tar_digest: None });
     }
     let mut raw = Counting::new(InputReader(&mut input), progress);
@@ -198,7 +226,7 @@ pub fn from_file(
 }
 
 /// Checks an outcome against the layer's digests and describes the layer.
-pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, ScanError> {
+pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, BlobError> {
     if let Some(want) = l.size
         && want != o.size
         && o.blob_digest.is_some()
@@ -219,7 +247,7 @@ pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, 
         for (want, got, what) in pairs {
             if let (Some(want), Some(got)) = (want, got) {
                 if want != got {
-                    return Err(ScanError::Digest {
+                    return Err(BlobError::Digest {
                         what: format!("layer {} ({what})", l.id()),
                         expected: want.clone(),
                         actual: got.clone(),
@@ -240,40 +268,4 @@ pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, 
         },
         summary: o.summary,
     })
-}
-
-/// Runs `work` for every item on up to `jobs` threads; results in item order. Stops handing
-/// out work after the first error.
-pub fn parallel<T: Sync, R: Send>(
-    items: &[T],
-    jobs: usize,
-    work: impl Fn(&T) -> Result<R, ScanError> + Sync,
-) -> Result<Vec<R>, ScanError> {
-    let next = AtomicUsize::new(0);
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<R, ScanError>>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, items.len().max(1)) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= items.len() || failed.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let r = work(&items[i]);
-                    if r.is_err() {
-                        failed.store(true, Ordering::Relaxed);
-                    }
-                    results.lock().unwrap()[i] = Some(r);
-                }
-            });
-        }
-    });
-    let results = results.into_inner().unwrap();
-    // The first error in item order, so the message does not depend on thread timing.
-    if let Some(e) = results.iter().position(|r| matches!(r, Some(Err(_)))) {
-        let mut results = results;
-        return Err(results.swap_remove(e).unwrap().err().unwrap());
-    }
-    Ok(results.into_iter().map(|r| r.expect("every item ran").ok().unwrap()).collect())
 }

@@ -11,8 +11,10 @@ use base64::Engine as _;
 use oci_client::Reference;
 use reqwest::Method;
 
-use super::{Algo, MAX_MANIFEST, Remote, esc};
-use crate::image::{AnalyzedLayer, ImageReport, ScanError};
+use super::{ImageReport, ScanError};
+use crate::escape::text as esc;
+use crate::layer::AnalyzedLayer;
+use crate::registry::{Algo, Remote};
 
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://cudalint.dev/attestation/inventory/v1";
@@ -45,7 +47,7 @@ pub fn statement(
     let mut entries = Vec::new();
     for l in layers {
         let e = crate::cache::encode(&l.info.digest, variant, l)
-            .map_err(|e| ScanError::Format(format!("attestation: {e}")))?
+            .map_err(|e| ScanError::Input { what: "attestation".into(), message: e.to_string() })?
             .ok_or_else(|| ScanError::Layer {
                 layer: l.info.digest.clone(),
                 message: "not verified against its digest: cannot be attested (--verify)".into(),
@@ -130,11 +132,8 @@ fn fallback_tag(digest: &str) -> String {
 
 /// The referrers of `digest` with our artifact type: the referrers API, else the tag schema.
 fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
-    let what = format!("referrers of {}", esc(digest));
-    let mut url = remote.inner.url(&format!("/v2/{repo}/referrers/{digest}"));
-    url.query_pairs_mut().append_pair("artifactType", ARTIFACT_TYPE);
-    let index = match remote.rt.block_on(remote.inner.small(url, Some(INDEX_MEDIA_TYPE), MAX_MANIFEST, &what)) {
-        Ok((b, _)) => Some(b),
+    let index = match remote.referrers(repo, digest, ARTIFACT_TYPE) {
+        Ok(b) => Some(b),
         Err(_) => remote
             .manifest(&Reference::with_tag(remote.reference.registry().into(), repo.into(), fallback_tag(digest)))
             .ok()
@@ -195,7 +194,7 @@ pub fn read(remote: &Remote, subject: &Subject, variant: &str) -> Result<HashMap
             Err(e) => why = format!("attestation {m}: {}", esc(&e)),
         }
     }
-    Err(ScanError::Format(format!(
+    Err(ScanError::Image(format!(
         "no usable cudalint attestation for {}@{}: {why} (push one with `cudalint scan --attest`)",
         esc(&subject.repository),
         esc(&subject.digest)
