@@ -75,19 +75,18 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
             eprintln!("cudalint: scanning {}", crate::report::escape::text(&image));
         }
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
-        let result = match crate::image::remote::scan(&image, &opts)
-            .map_err(|e| e.to_string())
-            .and_then(|inv| gate.judge(&inv))
-        {
-            Ok(report) => {
-                let name = summary::report_file_name(&image);
-                let path = a.output_dir.join(&name);
-                let json = crate::report::json::render(&report, &Default::default()).map_err(|e| e.to_string())?;
-                std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
-                ImageResult::judged(&image, &report, name)
-            }
-            Err(e) => ImageResult::failed(&image, e),
-        };
+        let result =
+            match crate::image::remote::scan(&image, &opts).map_err(|e| e.to_string()).and_then(|inv| gate.judge(&inv))
+            {
+                Ok(report) => {
+                    let name = summary::report_file_name(&image);
+                    let path = a.output_dir.join(&name);
+                    let json = crate::report::json::render(&report, &Default::default()).map_err(|e| e.to_string())?;
+                    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+                    ImageResult::judged(&image, &report, name)
+                }
+                Err(e) => ImageResult::failed(&image, e),
+            };
         results.push(result);
     }
     let counts = &crate::image::pipeline::LAYER_COUNTS;
