@@ -118,7 +118,7 @@ pub struct AuditReport {
 }
 
 /// Lints one image against targets (the gate's rules, config, ignores and baseline).
-pub type Judge<'a> = dyn Fn(&ImageReport, Vec<Target>) -> Result<LintReport, String> + 'a;
+pub type Judge<'a> = dyn Fn(&ImageReport, Vec<Target>) -> Result<LintReport, crate::lint::rules::EvalError> + 'a;
 
 fn expand(paths: &[String]) -> Result<Vec<String>, String> {
     let mut out = Vec::new();

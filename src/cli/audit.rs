@@ -1,15 +1,15 @@
 //! `cudalint audit`: Kubernetes manifests and nodes in, a verdict per workload, container and
 //! GPU node pool out.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use clap::ValueEnum;
 
 use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::scan::Color;
-use super::write_stdout;
 use crate::audit::{self, AuditInput, render};
 
 #[derive(clap::Args, Debug)]
@@ -55,23 +55,18 @@ pub enum AuditFormat {
     Markdown,
 }
 
-pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
+pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     // The pools are the targets: none come from the command line or the config file.
     let mut gate = Gate::load(&TargetArgs::default(), &a.policy)?;
     gate.targets.clear();
     let formats = if a.format.is_empty() { vec![AuditFormat::Text] } else { a.format.clone() };
-    if a.output.len() > formats.len() {
-        return Err("more --output than --format".into());
-    }
-    if formats.len() - a.output.len() > 1 {
-        return Err("only one --format can go to standard output; give each other one an --output".into());
-    }
+    super::check_outputs(formats.len(), a.output.len())?;
     let mut input = AuditInput { manifests: a.manifests.clone(), nodes: a.nodes.clone(), ..Default::default() };
     for m in &a.image_map {
         let (from, to) = m
             .split_once('=')
             .filter(|(f, t)| !f.is_empty() && !t.is_empty())
-            .ok_or_else(|| format!("--image {m:?}: expected REF=SPEC"))?;
+            .with_context(|| format!("--image {m:?}: expected REF=SPEC"))?;
         input.image_map.insert(from.to_string(), to.to_string());
     }
     let opts = scan_options(&a.read, &a.registry)?;
@@ -82,15 +77,11 @@ pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
         g.targets = targets;
         g.judge(inv)
     };
-    let report = audit::run(&input, &opts, &judge, fail_on)?;
+    let report = audit::run(&input, &opts, &judge, fail_on).map_err(anyhow::Error::msg)?;
     let gate = cell.into_inner();
     for (i, f) in formats.iter().enumerate() {
         let dest = a.output.get(i);
-        let color = match a.color {
-            Color::Always => true,
-            Color::Never => false,
-            Color::Auto => dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        };
+        let color = super::paint(a.color, dest);
         let text = match f {
             AuditFormat::Text => render::text(&report, crate::report::text::Paint(color)),
             AuditFormat::Json => render::json(&report),
@@ -98,10 +89,7 @@ pub fn run(a: AuditArgs) -> Result<ExitCode, String> {
             AuditFormat::Junit => render::junit(&report),
             AuditFormat::Markdown => render::markdown(&report),
         };
-        match dest {
-            Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => write_stdout(&text).map_err(|e| format!("{e:#}"))?,
-        }
+        super::emit(dest, &text)?;
     }
     Ok(if report.incomplete {
         ExitCode::from(2)

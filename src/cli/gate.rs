@@ -3,12 +3,15 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
 use crate::cuda::CudaVersion;
 use crate::image::{ImageReport, ScanOptions};
 use crate::lint::config::{self, Config, Ignore};
+use crate::lint::rules::EvalError;
 use crate::lint::rules::{self, Rule, Severity};
 use crate::lint::targets::{self, Target};
-use crate::lint::{self as gate, LintOptions, LintReport};
+use crate::lint::{self, LintOptions, LintReport};
 
 /// The GPUs and driver the image will run on.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -171,12 +174,11 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    pub fn options(&self) -> Result<crate::registry::RegistryOptions, String> {
+    pub fn options(&self) -> anyhow::Result<crate::registry::RegistryOptions> {
         let mut o = crate::registry::RegistryOptions { username: self.username.clone(), ..Default::default() };
         if self.password_stdin {
             let mut p = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut p)
-                .map_err(|e| format!("reading the password: {e}"))?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut p).context("reading the password")?;
             o.password = Some(p.trim_end_matches(['\n', '\r']).to_string());
         }
         o.insecure = self.insecure_registry.clone();
@@ -193,7 +195,7 @@ impl RegistryArgs {
 
     /// The layer caches and attestations (`--cache-dir`, `--analysis-store`, `--attest`, ...)
     /// into `opts`, whose registry options are set.
-    pub fn layer_options(&self, opts: &mut ScanOptions) -> Result<(), String> {
+    pub fn layer_options(&self, opts: &mut ScanOptions) -> anyhow::Result<()> {
         opts.attest = self.attest;
         opts.from_attestation = self.from_attestation;
         if !self.no_cache {
@@ -205,7 +207,7 @@ impl RegistryArgs {
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
             let st = crate::image::analysis_store::AnalysisStore::connect(repo, &opts.registry)
-                .map_err(|e| format!("--analysis-store {}: {e}", crate::report::escape::text(repo)))?
+                .with_context(|| format!("--analysis-store {}", crate::report::escape::text(repo)))?
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
                 );
@@ -215,7 +217,7 @@ impl RegistryArgs {
     }
 }
 
-pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> Result<ScanOptions, String> {
+pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOptions> {
     let mut opts = ScanOptions::default();
     if let Some(p) = &r.platform {
         opts.platform = Some(crate::image::Platform::parse(p)?);
@@ -243,7 +245,7 @@ pub struct Gate {
     pub fail_on: Severity,
 }
 
-fn load_config(path: Option<&PathBuf>) -> Result<Option<config::RawConfig>, String> {
+fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Option<config::RawConfig>> {
     match path {
         Some(p) => Ok(config::read(p).map(Some)?),
         None if std::path::Path::new("cudalint.toml").exists() => {
@@ -253,7 +255,7 @@ fn load_config(path: Option<&PathBuf>) -> Result<Option<config::RawConfig>, Stri
     }
 }
 
-fn targets_of(a: &TargetArgs, cfg: &Config) -> Result<Vec<Target>, String> {
+fn targets_of(a: &TargetArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
     let cli_given = !a.gpu.is_empty() || !a.arch.is_empty() || !a.targets_from.is_empty();
     let (gpus, archs, from) = if cli_given {
         (a.gpu.clone(), a.arch.clone(), a.targets_from.clone())
@@ -277,7 +279,7 @@ fn targets_of(a: &TargetArgs, cfg: &Config) -> Result<Vec<Target>, String> {
     let declared = match (&driver, &cuda_driver) {
         (Some(d), _) => Some(targets::driver(d).map(|(d, c)| (Some(d), c))?),
         (None, Some(c)) => {
-            Some((None, CudaVersion::parse(c).ok_or_else(|| format!("{c:?} is not a CUDA version (12.2)"))?))
+            Some((None, CudaVersion::parse(c).with_context(|| format!("{c:?} is not a CUDA version (12.2)"))?))
         }
         (None, None) => None,
     };
@@ -292,7 +294,7 @@ fn targets_of(a: &TargetArgs, cfg: &Config) -> Result<Vec<Target>, String> {
 }
 
 impl Gate {
-    pub fn load(t: &TargetArgs, p: &PolicyArgs) -> Result<Gate, String> {
+    pub fn load(t: &TargetArgs, p: &PolicyArgs) -> anyhow::Result<Gate> {
         let raw = load_config(p.config.as_ref())?;
         let mut dirs = raw.as_ref().map(|r| r.rule_dirs()).unwrap_or_default();
         dirs.extend(p.rules.iter().cloned());
@@ -314,7 +316,7 @@ impl Gate {
         Ok(Gate { rules, config, ignores, baseline, targets, fail_on })
     }
 
-    pub fn judge(&self, inventory: &ImageReport) -> Result<LintReport, String> {
+    pub fn judge(&self, inventory: &ImageReport) -> Result<LintReport, EvalError> {
         self.judge_with(inventory, None)
     }
 
@@ -322,8 +324,8 @@ impl Gate {
         &self,
         inventory: &ImageReport,
         device: Option<crate::device::DeviceReport>,
-    ) -> Result<LintReport, String> {
-        Ok(gate::run(
+    ) -> Result<LintReport, EvalError> {
+        lint::run(
             inventory,
             LintOptions {
                 rules: &self.rules,
@@ -334,6 +336,6 @@ impl Gate {
                 baseline: self.baseline.clone(),
                 device,
             },
-        )?)
+        )
     }
 }

@@ -152,17 +152,17 @@ fn report_error(e: &anyhow::Error) -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(match cli.command {
         Command::Inspect(a) => inspect(a)?,
-        Command::Scan(a) => scan::run(*a).map_err(anyhow::Error::msg)?,
+        Command::Scan(a) => scan::run(*a)?,
         Command::Gpus => gpus()?,
         Command::Rules(a) => list_rules(a)?,
         Command::Explain(a) => explain(a)?,
-        Command::Registry(a) => registry::run(*a).map_err(anyhow::Error::msg)?,
+        Command::Registry(a) => registry::run(*a)?,
         Command::DeviceChild { device, load, skip, kernels } => {
             if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) }?;
             ExitCode::SUCCESS
         }
-        Command::Audit(a) => audit::run(*a).map_err(anyhow::Error::msg)?,
-        Command::Merge(a) => registry::merge(a).map_err(anyhow::Error::msg)?,
+        Command::Audit(a) => audit::run(*a)?,
+        Command::Merge(a) => registry::merge(a)?,
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "cudalint", &mut out);
@@ -214,6 +214,38 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     };
     write_stdout(&out)?;
     Ok(if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// `--format`/`--output` pairs: each --output takes a format in order; at most one format is
+/// left over, for standard output.
+fn check_outputs(formats: usize, outputs: usize) -> anyhow::Result<()> {
+    if outputs > formats {
+        anyhow::bail!("more --output than --format");
+    }
+    if formats - outputs > 1 {
+        anyhow::bail!("only one --format can go to standard output; give each other one an --output");
+    }
+    Ok(())
+}
+
+/// Whether a report going to `dest` (None: standard output) gets ANSI colours.
+fn paint(choice: scan::Color, dest: Option<&PathBuf>) -> bool {
+    use std::io::IsTerminal;
+    match choice {
+        scan::Color::Always => true,
+        scan::Color::Never => false,
+        scan::Color::Auto => {
+            dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    }
+}
+
+/// A rendered report to its --output file, or to standard output.
+fn emit(dest: Option<&PathBuf>, text: &str) -> anyhow::Result<()> {
+    match dest {
+        Some(p) => std::fs::write(p, text).with_context(|| p.display().to_string()),
+        None => write_stdout(text),
+    }
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
+use anyhow::Context;
+
 use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
 use crate::registry::catalog::{self, Selection};
@@ -61,32 +63,33 @@ fn exit_code(images: &[ImageResult]) -> ExitCode {
     }
 }
 
-pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
+pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let gate = Gate::load(&a.targets, &a.policy)?;
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
-    let shard = a.shard.as_deref().map(summary::parse_shard).transpose().map_err(|e| e.to_string())?;
+    let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
     let sel = Selection { repos: a.repo.clone(), tags: a.tag.clone(), newest: a.newest, shard };
-    let images = catalog::list(&a.registry, &sel, &opts.registry).map_err(|e| format!("{}: {e}", a.registry))?;
-    std::fs::create_dir_all(&a.output_dir).map_err(|e| format!("{}: {e}", a.output_dir.display()))?;
+    let images = catalog::list(&a.registry, &sel, &opts.registry).with_context(|| a.registry.clone())?;
+    std::fs::create_dir_all(&a.output_dir).with_context(|| a.output_dir.display().to_string())?;
     let mut results = Vec::new();
     for image in images {
         if !a.read.quiet {
             eprintln!("cudalint: scanning {}", crate::report::escape::text(&image));
         }
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
-        let result =
-            match crate::image::remote::scan(&image, &opts).map_err(|e| e.to_string()).and_then(|inv| gate.judge(&inv))
-            {
-                Ok(report) => {
-                    let name = summary::report_file_name(&image);
-                    let path = a.output_dir.join(&name);
-                    let json = crate::report::json::render(&report, &Default::default()).map_err(|e| e.to_string())?;
-                    std::fs::write(&path, json).map_err(|e| format!("{}: {e}", path.display()))?;
-                    ImageResult::judged(&image, &report, name)
-                }
-                Err(e) => ImageResult::failed(&image, e),
-            };
+        let result = match crate::image::remote::scan(&image, &opts)
+            .map_err(|e| e.to_string())
+            .and_then(|inv| gate.judge(&inv).map_err(|e| e.to_string()))
+        {
+            Ok(report) => {
+                let name = summary::report_file_name(&image);
+                let path = a.output_dir.join(&name);
+                let json = crate::report::json::render(&report, &Default::default())?;
+                std::fs::write(&path, json).with_context(|| path.display().to_string())?;
+                ImageResult::judged(&image, &report, name)
+            }
+            Err(e) => ImageResult::failed(&image, e),
+        };
         results.push(result);
     }
     let counts = &crate::image::pipeline::LAYER_COUNTS;
@@ -114,24 +117,24 @@ pub fn run(a: RegistryScanArgs) -> Result<ExitCode, String> {
         stats,
     };
     write_summary(&a.output_dir.join("summary.json"), &doc)?;
-    write_stdout(&summary::text(&doc)).map_err(|e| format!("{e:#}"))?;
+    write_stdout(&summary::text(&doc))?;
     Ok(exit_code(&doc.images))
 }
 
-fn write_summary(p: &Path, s: &Summary) -> Result<(), String> {
-    std::fs::write(p, summary::json(s)).map_err(|e| format!("{}: {e}", p.display()))
+fn write_summary(p: &Path, s: &Summary) -> anyhow::Result<()> {
+    std::fs::write(p, summary::json(s)).with_context(|| p.display().to_string())
 }
 
-pub fn merge(a: MergeArgs) -> Result<ExitCode, String> {
+pub fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
     let mut merger = Merger::default();
     for p in &a.summaries {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        merger.add(&p.display().to_string(), &text).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
+        merger.add(&p.display().to_string(), &text)?;
     }
-    let merged = merger.finish().map_err(|e| e.to_string())?;
+    let merged = merger.finish()?;
     if let Some(o) = &a.output {
         write_summary(o, &merged)?;
     }
-    write_stdout(&summary::text(&merged)).map_err(|e| format!("{e:#}"))?;
+    write_stdout(&summary::text(&merged))?;
     Ok(exit_code(&merged.images))
 }

@@ -1,14 +1,14 @@
 //! `cudalint scan`: read an image, judge it, write the reports.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
 
 use clap::ValueEnum;
 use clap::builder::TypedValueParser as _;
 
 use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
-use super::write_stdout;
 use crate::report::{self, Format, RenderConfig, Subject};
 
 #[derive(clap::Args, Debug)]
@@ -87,21 +87,16 @@ pub enum Color {
     Never,
 }
 
-pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
+pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     let mut gate = Gate::load(&a.targets, &a.policy)?;
     let default = if a.enrich.is_some() { Format::Cyclonedx } else { Format::Text };
     let formats = if a.format.is_empty() { vec![default] } else { a.format.clone() };
     if a.enrich.is_some() && !formats.contains(&Format::Cyclonedx) {
-        return Err("--enrich writes the enriched SBOM as --format cyclonedx; add that format".into());
+        anyhow::bail!("--enrich writes the enriched SBOM as --format cyclonedx; add that format");
     }
     // Read before the scan: a missing SBOM fails first.
     let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
-    if a.output.len() > formats.len() {
-        return Err("more --output than --format".into());
-    }
-    if formats.len() - a.output.len() > 1 {
-        return Err("only one --format can go to standard output; give each other one an --output".into());
-    }
+    super::check_outputs(formats.len(), a.output.len())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
     let driver = if a.device.on_device {
         if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {
@@ -109,7 +104,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
             // compute-cache hits, unless the user chose otherwise.
             unsafe { std::env::set_var("CUDA_CACHE_DISABLE", "1") };
         }
-        let d = crate::device::driver::Driver::load().map_err(|e| e.to_string())?;
+        let d = crate::device::driver::Driver::load()?;
         opts.inspect.keep_modules = true;
         // Cached analyses carry no module bytes.
         opts.cache = None;
@@ -117,7 +112,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
     } else {
         None
     };
-    let inventory = crate::image::scan(&a.image, &opts).map_err(|e| format!("{}: {e}", a.image))?;
+    let inventory = crate::image::scan(&a.image, &opts).with_context(|| a.image.clone())?;
     let device = match &driver {
         Some(d) => {
             let (plans, skipped) = crate::device::plan_all(&inventory);
@@ -129,7 +124,7 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
                 load_timeout: std::time::Duration::from_secs(a.device.load_timeout),
                 jit_env: env,
             };
-            let mut r = crate::device::run(d, &std::sync::Arc::new(plans), &o).map_err(|e| e.to_string())?;
+            let mut r = crate::device::run(d, &std::sync::Arc::new(plans), &o)?;
             r.skipped = skipped;
             Some(r)
         }
@@ -157,22 +152,13 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
     }
     for (i, f) in formats.iter().enumerate() {
         let dest = a.output.get(i);
-        let color = match a.color {
-            Color::Always => true,
-            Color::Never => false,
-            Color::Auto => dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-        };
-        let cfg = RenderConfig { color, rules: &gate.rules, sbom: sbom.as_ref() };
+        let cfg = RenderConfig { color: super::paint(a.color, dest), rules: &gate.rules, sbom: sbom.as_ref() };
         let subject = Subject { report: &report, inventory: &inventory };
-        let out = report::render(*f, &subject, &cfg).map_err(|e| e.to_string())?;
+        let out = report::render(*f, &subject, &cfg)?;
         if let Some(note) = &out.note {
             eprintln!("cudalint: {note}");
         }
-        let text = out.text;
-        match dest {
-            Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display()))?,
-            None => write_stdout(&text).map_err(|e| format!("{e:#}"))?,
-        }
+        super::emit(dest, &out.text)?;
     }
     Ok(if report.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -180,11 +166,11 @@ pub fn run(a: ScanArgs) -> Result<ExitCode, String> {
 /// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.
 const MAX_SBOM: u64 = 1 << 30;
 
-fn read_sbom(p: &std::path::Path) -> Result<report::cyclonedx::Sbom, String> {
-    let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
+    let meta = std::fs::metadata(p).with_context(|| p.display().to_string())?;
     if meta.len() > MAX_SBOM {
-        return Err(format!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len()));
+        anyhow::bail!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len());
     }
-    let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    report::cyclonedx::Sbom::new(text, p.display().to_string()).map_err(|e| e.to_string())
+    let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
+    Ok(report::cyclonedx::Sbom::new(text, p.display().to_string())?)
 }

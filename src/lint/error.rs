@@ -49,14 +49,6 @@ impl ConfigError {
     }
 }
 
-/// The CLI still reports errors as text; this lets `?` carry a `ConfigError` there unchanged
-/// until it moves to `anyhow` (issue 9 item 4).
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}
-
 pub(super) fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }

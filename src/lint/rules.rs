@@ -178,13 +178,6 @@ pub struct EvalError {
     pub message: String,
 }
 
-/// See `From<ConfigError> for String`: the CLI reports text until it moves to `anyhow`.
-impl From<EvalError> for String {
-    fn from(e: EvalError) -> String {
-        e.to_string()
-    }
-}
-
 impl Rule {
     pub fn parse(text: &str, source: &str) -> Result<Rule, ConfigError> {
         let f: RuleFile = parse_toml(text, source)?;
