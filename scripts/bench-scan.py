@@ -13,6 +13,7 @@ in three forms: an OCI layout with gzip layers, one with zstd layers, and a dock
   - the same docker-archive piped through standard input,
   - peak RSS of every scan.
 Times are medians of 3 runs with a warm page cache. usage: scripts/bench-scan.py [--rebuild]
+(CUDALINT_BIN=path measures that binary instead of building this checkout's release build.)
 """
 import glob
 import gzip
@@ -160,8 +161,11 @@ def main():
     archive = os.path.join(scan_dir, "docker-archive.tar")
     if not os.path.exists(archive):
         docker_archive(archive, config)
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-    cudalint = os.path.join(root, "target/release/cudalint")
+    # CUDALINT_BIN: measure another build (an older commit's, for a before/after comparison).
+    cudalint = os.environ.get("CUDALINT_BIN")
+    if not cudalint:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+        cudalint = os.path.join(root, "target/release/cudalint")
 
     size = {n: os.path.getsize(os.path.join(scan_dir, n + ".tar")) for n in LAYERS}
     print(f"image: {len(LAYERS)} layers, {mib(sum(size.values()))} uncompressed "

@@ -207,7 +207,7 @@ impl RegistryArgs {
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
             let st = crate::image::analysis_store::AnalysisStore::connect(repo, &opts.registry)
-                .with_context(|| format!("--analysis-store {}", crate::report::escape::text(repo)))?
+                .with_context(|| format!("--analysis-store {}", crate::escape::text(repo)))?
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
                 );

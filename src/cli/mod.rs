@@ -145,7 +145,7 @@ pub fn main() -> ExitCode {
 /// partial "clean" result). Messages carry file names and registry answers, so no control
 /// character reaches the terminal.
 fn report_error(e: &anyhow::Error) -> ExitCode {
-    eprintln!("cudalint: error: {}", crate::report::escape::text(&format!("{e:#}")));
+    eprintln!("cudalint: error: {}", crate::escape::text(&format!("{e:#}")));
     ExitCode::from(2)
 }
 

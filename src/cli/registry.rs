@@ -74,7 +74,7 @@ pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let mut results = Vec::new();
     for image in images {
         if !a.read.quiet {
-            eprintln!("cudalint: scanning {}", crate::report::escape::text(&image));
+            eprintln!("cudalint: scanning {}", crate::escape::text(&image));
         }
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
         let result = match crate::image::remote::scan(&image, &opts)

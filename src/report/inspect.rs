@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::escape::text as esc;
 use super::human_bytes;
+use crate::escape::text as esc;
 use crate::inspect::fatbin::{Compression, EntryKind};
 use crate::inspect::model::CubinInfo;
 use crate::inspect::{Container, Entry, FileFormat, FileReport};

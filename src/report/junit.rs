@@ -2,9 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::escape::text as esc;
 use super::lines::image_line;
 use super::{RenderConfig, ReportError};
+use crate::escape::text as esc;
 use crate::lint::{Finding, LintReport};
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use super::escape::text as esc;
+use crate::escape::text as esc;
 use crate::lint::LintReport;
 use crate::lint::rules::Severity;
 

@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use super::escape;
 use super::lines::{image_line, summary_line};
 use super::{RenderConfig, ReportError};
+use crate::escape;
 use crate::lint::LintReport;
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {

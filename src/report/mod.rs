@@ -14,7 +14,6 @@ use crate::lint::rules::Rule;
 
 pub mod cyclonedx;
 mod error;
-pub mod escape;
 pub mod html;
 pub mod inspect;
 pub mod json;

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_sarif::sarif;
 
-use super::escape;
 use super::{RenderConfig, ReportError};
+use crate::escape;
 use crate::lint::LintReport;
 use crate::lint::rules::{Rule, Severity, markdown as rule_markdown};
 

@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
-use super::escape::text as esc;
 use super::human_bytes;
 use super::inspect::file_text;
+use crate::escape::text as esc;
 use crate::image::ImageReport;
 use crate::layer::decode::Compression;
 

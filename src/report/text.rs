@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::escape::text as esc;
 use super::lines::{image_line, summary_line};
 use super::{RenderConfig, ReportError};
+use crate::escape::text as esc;
 use crate::lint::LintReport;
 use crate::lint::rules::Severity;
 
