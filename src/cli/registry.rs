@@ -54,9 +54,9 @@ pub struct MergeArgs {
 }
 
 fn exit_code(images: &[ImageResult]) -> ExitCode {
-    if images.iter().any(|i| i.status == "error") {
+    if images.iter().any(|i| i.status == summary::ImageStatus::Error) {
         ExitCode::from(2)
-    } else if images.iter().any(|i| i.status == "fail") {
+    } else if images.iter().any(|i| i.status == summary::ImageStatus::Fail) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -11,11 +11,38 @@ use super::lines::counts;
 use crate::lint::LintReport;
 use crate::lint::rules::Severity;
 
+/// How one image of a registry run ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageStatus {
+    /// Judged, no finding at or above --fail-on.
+    Pass,
+    /// Judged, findings at or above --fail-on.
+    Fail,
+    /// The scan or the judgement failed (the run exits 2).
+    Error,
+}
+
+impl ImageStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ImageStatus::Pass => "pass",
+            ImageStatus::Fail => "fail",
+            ImageStatus::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for ImageStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ImageResult {
     pub image: String,
-    /// pass, fail (findings at or above --fail-on), error (the scan failed).
-    pub status: String,
+    pub status: ImageStatus,
     pub errors: u64,
     pub warnings: u64,
     pub infos: u64,
@@ -32,7 +59,7 @@ impl ImageResult {
         let n = |s: Severity| c.get(&s).copied().unwrap_or(0) as u64;
         ImageResult {
             image: image.to_string(),
-            status: if r.failed { "fail" } else { "pass" }.into(),
+            status: if r.failed { ImageStatus::Fail } else { ImageStatus::Pass },
             errors: n(Severity::Error),
             warnings: n(Severity::Warning),
             infos: n(Severity::Info),
@@ -45,7 +72,7 @@ impl ImageResult {
     pub fn failed(image: &str, message: String) -> Self {
         ImageResult {
             image: image.to_string(),
-            status: "error".into(),
+            status: ImageStatus::Error,
             errors: 0,
             warnings: 0,
             infos: 0,
@@ -174,13 +201,13 @@ pub fn text(s: &Summary) -> String {
         }
         out.push('\n');
     }
-    let count = |s: &str| images.iter().filter(|i| i.status == s).count();
+    let count = |s: ImageStatus| images.iter().filter(|i| i.status == s).count();
     out.push_str(&format!(
         "\n{} images: {} passed, {} failed, {} could not be scanned\n",
         images.len(),
-        count("pass"),
-        count("fail"),
-        count("error")
+        count(ImageStatus::Pass),
+        count(ImageStatus::Fail),
+        count(ImageStatus::Error)
     ));
     out
 }
