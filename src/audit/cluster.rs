@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::AuditError;
 use crate::lint::targets::{self, Target};
 
 const L_PRODUCT: &str = "nvidia.com/gpu.product";
@@ -70,11 +71,11 @@ fn has_gpus(node: &Value, labels: &BTreeMap<String, String>) -> bool {
 
 /// The GPU nodes of a `kubectl get nodes -o json` document (a List, an array or one Node), in
 /// name order, and the pools they form.
-pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), String> {
+pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditError> {
     let items: Vec<&Value> = match doc {
         Value::Array(a) => a.iter().collect(),
         v if v.get("items").is_some() => {
-            v["items"].as_array().ok_or_else(|| format!("{origin}: items is not a list"))?.iter().collect()
+            v["items"].as_array().ok_or_else(|| AuditError::input(origin, "items is not a list"))?.iter().collect()
         }
         v => vec![v],
     };
@@ -84,12 +85,12 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), String
         if let Some(k) = n.get("kind").and_then(Value::as_str)
             && k != "Node"
         {
-            return Err(format!("{origin}: a {k}, not a Node (expected `kubectl get nodes -o json`)"));
+            return Err(AuditError::input(origin, format!("a {k}, not a Node (expected `kubectl get nodes -o json`)")));
         }
         let name = n
             .pointer("/metadata/name")
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{origin}: a node without metadata.name"))?
+            .ok_or_else(|| AuditError::input(origin, "a node without metadata.name"))?
             .to_string();
         let mut labels: BTreeMap<String, String> = BTreeMap::new();
         if let Some(m) = n.pointer("/metadata/labels").and_then(Value::as_object) {
@@ -105,7 +106,7 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), String
         let target = match targets::from_nodes(&node_v) {
             // None: the node has GPUs, but not the compute capability labels: it cannot be judged.
             Ok(mut t) => t.pop(),
-            Err(e) => return Err(format!("{origin}: node {name}: {e}")),
+            Err(e) => return Err(AuditError::input(origin, format!("node {name}: {e}"))),
         };
         let pool_name = match &target {
             Some(t) => {
@@ -158,13 +159,13 @@ pub struct Placement {
 }
 
 impl Placement {
-    pub fn of(pod: &Value, origin: &str) -> Result<Placement, String> {
+    pub fn of(pod: &Value, origin: &str) -> Result<Placement, AuditError> {
         let mut p = Placement {
             node_name: pod.get("nodeName").and_then(Value::as_str).map(String::from),
             ..Default::default()
         };
         if let Some(sel) = pod.get("nodeSelector").filter(|v| !v.is_null()) {
-            let m = sel.as_object().ok_or_else(|| format!("{origin}: nodeSelector is not a map"))?;
+            let m = sel.as_object().ok_or_else(|| AuditError::input(origin, "nodeSelector is not a map"))?;
             for (k, v) in m {
                 let v = v.as_str().map(String::from).unwrap_or_else(|| v.to_string());
                 p.node_selector.insert(k.clone(), v);
@@ -174,15 +175,15 @@ impl Placement {
             pod.pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms");
         if let Some(t) = terms.filter(|t| !t.is_null()) {
             if !t.is_array() {
-                return Err(format!("{origin}: nodeSelectorTerms is not a list"));
+                return Err(AuditError::input(origin, "nodeSelectorTerms is not a list"));
             }
             p.required_affinity = Some(t.clone());
             // Checked once here, so matching cannot fail later.
             let probe = Node { name: String::new(), labels: BTreeMap::new(), taints: Vec::new() };
-            p.matches(&probe).map_err(|e| format!("{origin}: {e}"))?;
+            p.matches(&probe).map_err(|e| AuditError::input(origin, e.to_string()))?;
         }
         if let Some(t) = pod.get("tolerations").filter(|v| !v.is_null()) {
-            p.tolerations = t.as_array().ok_or_else(|| format!("{origin}: tolerations is not a list"))?.clone();
+            p.tolerations = t.as_array().ok_or_else(|| AuditError::input(origin, "tolerations is not a list"))?.clone();
         }
         Ok(p)
     }
@@ -211,7 +212,7 @@ impl Placement {
     }
 
     /// The pod may be scheduled on the node (as far as name, labels and taints decide).
-    pub fn matches(&self, node: &Node) -> Result<bool, String> {
+    pub fn matches(&self, node: &Node) -> Result<bool, AuditError> {
         if self.node_name.as_ref().is_some_and(|n| n != &node.name) {
             return Ok(false);
         }
@@ -231,7 +232,7 @@ impl Placement {
         let mut any = false;
         // Every term is evaluated (not short-circuited) so that a bad one is always reported.
         for t in terms.as_array().into_iter().flatten() {
-            any |= term_matches(t, node)?;
+            any |= term_matches(t, node).map_err(AuditError::Selector)?;
         }
         Ok(any)
     }
@@ -305,7 +306,7 @@ mod tests {
 
     fn placement(yaml: &str) -> Result<Placement, String> {
         let pod: Value = serde_yaml_ng::from_str(yaml).unwrap();
-        Placement::of(&pod, "p.yaml")
+        Placement::of(&pod, "p.yaml").map_err(|e| e.to_string())
     }
 
     #[test]
@@ -405,7 +406,8 @@ mod tests {
         assert_eq!(p[1].name, "NVIDIA-A10G, driver 535.104.05");
         assert_eq!(p[1].nodes, ["a-1", "a-2"]);
         assert_eq!(p[1].target.as_ref().unwrap().cc.to_string(), "8.6");
-        let e = nodes(&serde_json::json!({"kind": "Pod", "metadata": {"name": "x"}}), "n.json").unwrap_err();
+        let e =
+            nodes(&serde_json::json!({"kind": "Pod", "metadata": {"name": "x"}}), "n.json").unwrap_err().to_string();
         assert!(e.contains("not a Node"), "{e}");
     }
 }

@@ -7,6 +7,8 @@ use std::io::Read;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::AuditError;
+
 /// Largest manifest or nodes file read (a `kubectl get all -A -o json` of a big cluster is tens
 /// of MiB; beyond this the input is refused rather than held in memory).
 pub const MAX_INPUT: u64 = 256 << 20;
@@ -46,26 +48,26 @@ pub struct GpuContainer {
 }
 
 /// Reads a file (or `-`, standard input) with the size bound.
-pub fn read_input(path: &str) -> Result<String, String> {
+pub fn read_input(path: &str) -> Result<String, AuditError> {
     let mut buf = Vec::new();
     let r = if path == "-" {
         std::io::stdin().lock().take(MAX_INPUT + 1).read_to_end(&mut buf)
     } else {
         std::fs::File::open(path).and_then(|f| f.take(MAX_INPUT + 1).read_to_end(&mut buf))
     };
-    r.map_err(|e| format!("{path}: {e}"))?;
+    r.map_err(|e| AuditError::input(path, e.to_string()))?;
     if buf.len() as u64 > MAX_INPUT {
-        return Err(format!("{path}: larger than {} MiB; refused", MAX_INPUT >> 20));
+        return Err(AuditError::input(path, format!("larger than {} MiB; refused", MAX_INPUT >> 20)));
     }
-    String::from_utf8(buf).map_err(|e| format!("{path}: not UTF-8 text: {e}"))
+    String::from_utf8(buf).map_err(|e| AuditError::input(path, format!("not UTF-8 text: {e}")))
 }
 
 /// Every document of a YAML stream or JSON text; empty documents (Helm's `---` with only a
 /// `# Source:` comment) are dropped.
-pub fn documents(text: &str, origin: &str) -> Result<Vec<Value>, String> {
+pub fn documents(text: &str, origin: &str) -> Result<Vec<Value>, AuditError> {
     let t = text.trim_start_matches('\u{feff}').trim_start();
     if t.starts_with('{') || t.starts_with('[') {
-        let v: Value = serde_json::from_str(t).map_err(|e| format!("{origin}: {e}"))?;
+        let v: Value = serde_json::from_str(t).map_err(|e| AuditError::input(origin, e.to_string()))?;
         return Ok(match v {
             Value::Array(a) => a,
             v => vec![v],
@@ -73,7 +75,7 @@ pub fn documents(text: &str, origin: &str) -> Result<Vec<Value>, String> {
     }
     let mut out = Vec::new();
     for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| format!("{origin}: document {}: {e}", i + 1))?;
+        let v = Value::deserialize(doc).map_err(|e| AuditError::input(origin, format!("document {}: {e}", i + 1)))?;
         if !v.is_null() {
             out.push(v);
         }
@@ -104,7 +106,7 @@ fn str_at<'a>(v: &'a Value, ptr: &str) -> Option<&'a str> {
 
 /// The workloads among the objects of one input; other kinds (Service, ConfigMap, ...) are
 /// counted in `skipped`.
-pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Workload>, String> {
+pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Workload>, AuditError> {
     let mut objects = Vec::new();
     for d in documents(text, origin)? {
         flatten(d, &mut objects);
@@ -112,7 +114,10 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
     let mut out = Vec::new();
     for (i, o) in objects.into_iter().enumerate() {
         let Some(kind) = str_at(&o, "/kind").map(String::from) else {
-            return Err(format!("{origin}: object {} has no kind (not a Kubernetes manifest?)", i + 1));
+            return Err(AuditError::input(
+                origin,
+                format!("object {} has no kind (not a Kubernetes manifest?)", i + 1),
+            ));
         };
         let pod_ptr = match kind.as_str() {
             "Deployment"
@@ -131,14 +136,14 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
         };
         let name = str_at(&o, "/metadata/name")
             .or_else(|| str_at(&o, "/metadata/generateName"))
-            .ok_or_else(|| format!("{origin}: {kind} (object {}) has no metadata.name", i + 1))?
+            .ok_or_else(|| AuditError::input(origin, format!("{kind} (object {}) has no metadata.name", i + 1)))?
             .to_string();
         let pod_ptr = if kind == "PodTemplate" { "/template/spec" } else { pod_ptr };
         let pod = o
             .pointer(pod_ptr)
             .filter(|p| p.is_object())
             .cloned()
-            .ok_or_else(|| format!("{origin}: {kind} {name}: no pod spec at {pod_ptr}"))?;
+            .ok_or_else(|| AuditError::input(origin, format!("{kind} {name}: no pod spec at {pod_ptr}")))?;
         out.push(Workload {
             kind,
             namespace: str_at(&o, "/metadata/namespace").map(String::from),
@@ -162,11 +167,13 @@ fn quantity(v: Option<&Value>) -> Option<String> {
 }
 
 /// The containers (init containers too) that request `nvidia.com/gpu`.
-pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, String> {
+pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, AuditError> {
     let mut out = Vec::new();
     for (key, init) in [("initContainers", true), ("containers", false)] {
         let Some(list) = w.pod.get(key) else { continue };
-        let list = list.as_array().ok_or_else(|| format!("{}: {}: {key} is not a list", w.source, w.id()))?;
+        let list = list
+            .as_array()
+            .ok_or_else(|| AuditError::input(format!("{}: {}", w.source, w.id()), format!("{key} is not a list")))?;
         for c in list {
             let res = c.get("resources");
             let gpus = quantity(res.and_then(|r| r.pointer("/limits/nvidia.com~1gpu")))
@@ -178,7 +185,10 @@ pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, String> {
                 .and_then(Value::as_str)
                 .filter(|i| !i.trim().is_empty())
                 .ok_or_else(|| {
-                    format!("{}: {}: container {name} requests {GPU_RESOURCE} but has no image", w.source, w.id())
+                    AuditError::input(
+                        format!("{}: {}", w.source, w.id()),
+                        format!("container {name} requests {GPU_RESOURCE} but has no image"),
+                    )
                 })?
                 .trim()
                 .to_string();
@@ -214,11 +224,12 @@ mod tests {
     #[test]
     fn bad_input_names_the_file() {
         let mut s = 0;
-        let e = workloads("kind: Deployment\nmetadata: {name: x}\nspec: {}\n", "d.yaml", &mut s).unwrap_err();
+        let e =
+            workloads("kind: Deployment\nmetadata: {name: x}\nspec: {}\n", "d.yaml", &mut s).unwrap_err().to_string();
         assert!(e.contains("d.yaml") && e.contains("no pod spec"), "{e}");
-        let e = workloads("a: [1\n", "broken.yaml", &mut s).unwrap_err();
+        let e = workloads("a: [1\n", "broken.yaml", &mut s).unwrap_err().to_string();
         assert!(e.starts_with("broken.yaml: document 1"), "{e}");
-        let e = workloads("{\"kind\": ", "x.json", &mut s).unwrap_err();
+        let e = workloads("{\"kind\": ", "x.json", &mut s).unwrap_err().to_string();
         assert!(e.starts_with("x.json: "), "{e}");
         // Alias expansion is bounded (a "billion laughs" document is refused, not expanded).
         let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");

@@ -117,10 +117,33 @@ pub struct AuditReport {
     pub lints: Vec<LintReport>,
 }
 
+/// Why an audit could not run; each names what it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// An input file, or a document or object in it, that the audit cannot read.
+    #[error("{origin}: {message}")]
+    Input { origin: String, message: String },
+    /// A node selector term that Kubernetes itself would refuse.
+    #[error("{0}")]
+    Selector(String),
+    /// Nothing to audit: no manifests, no nodes, or no node with GPUs.
+    #[error("{0}")]
+    Nothing(String),
+    /// Judging an image's inventory failed.
+    #[error("{image}: {source}")]
+    Judge { image: String, source: crate::lint::rules::EvalError },
+}
+
+impl AuditError {
+    pub(crate) fn input(origin: impl std::fmt::Display, message: impl Into<String>) -> AuditError {
+        AuditError::Input { origin: origin.to_string(), message: message.into() }
+    }
+}
+
 /// Lints one image against targets (the gate's rules, config, ignores and baseline).
 pub type Judge<'a> = dyn Fn(&ImageReport, Vec<Target>) -> Result<LintReport, crate::lint::rules::EvalError> + 'a;
 
-fn expand(paths: &[String]) -> Result<Vec<String>, String> {
+fn expand(paths: &[String]) -> Result<Vec<String>, AuditError> {
     let mut out = Vec::new();
     for p in paths {
         let path = std::path::Path::new(p);
@@ -128,8 +151,8 @@ fn expand(paths: &[String]) -> Result<Vec<String>, String> {
             let mut files: Vec<String> = Vec::new();
             let mut stack = vec![path.to_path_buf()];
             while let Some(d) = stack.pop() {
-                for e in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
-                    let e = e.map_err(|e| format!("{}: {e}", d.display()))?;
+                for e in std::fs::read_dir(&d).map_err(|e| AuditError::input(d.display(), e.to_string()))? {
+                    let e = e.map_err(|e| AuditError::input(d.display(), e.to_string()))?;
                     let f = e.path();
                     // Symlinked directories are not followed (no cycles).
                     if e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -141,7 +164,7 @@ fn expand(paths: &[String]) -> Result<Vec<String>, String> {
             }
             files.sort();
             if files.is_empty() {
-                return Err(format!("{p}: no *.yaml, *.yml or *.json files"));
+                return Err(AuditError::input(p, "no *.yaml, *.yml or *.json files"));
             }
             out.extend(files);
         } else {
@@ -153,9 +176,14 @@ fn expand(paths: &[String]) -> Result<Vec<String>, String> {
 
 /// Reads the inputs (failing on the first bad one, before any image is scanned), scans each
 /// image once and judges every GPU container on every pool it can land on.
-pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Severity) -> Result<AuditReport, String> {
+pub fn run(
+    input: &AuditInput,
+    scan: &ScanOptions,
+    judge: &Judge,
+    fail_on: Severity,
+) -> Result<AuditReport, AuditError> {
     if input.nodes.is_empty() {
-        return Err("no nodes given (--nodes: `kubectl get nodes -o json` output)".into());
+        return Err(AuditError::Nothing("no nodes given (--nodes: `kubectl get nodes -o json` output)".into()));
     }
     let mut nodes = Vec::new();
     let mut pools: Vec<Pool> = Vec::new();
@@ -178,10 +206,10 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
         p.nodes.dedup();
     }
     if pools.is_empty() {
-        return Err(format!(
+        return Err(AuditError::Nothing(format!(
             "{}: no GPU nodes (none has nvidia.com/gpu capacity or GPU feature discovery labels)",
             input.nodes.join(", ")
-        ));
+        )));
     }
     let mut notes = Vec::new();
     for p in pools.iter().filter(|p| p.target.as_ref().is_some_and(|t| t.driver_cuda.is_none())) {
@@ -193,7 +221,7 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
     let mut without_gpu = 0;
     let files = expand(&input.manifests)?;
     if files.is_empty() {
-        return Err("no manifests given".into());
+        return Err(AuditError::Nothing("no manifests given".into()));
     }
     for f in &files {
         let text = manifest::read_input(f)?;
@@ -277,7 +305,10 @@ pub fn run(input: &AuditInput, scan: &ScanOptions, judge: &Judge, fail_on: Sever
                         Some(i) => *i,
                         None => {
                             let targets = judgeable.iter().filter_map(|i| pools[*i].target.clone()).collect();
-                            lints.push(judge(inv, targets).map_err(|e| format!("{}: {e}", c.image))?);
+                            lints.push(
+                                judge(inv, targets)
+                                    .map_err(|source| AuditError::Judge { image: c.image.clone(), source })?,
+                            );
                             lint_of.insert(key, lints.len() - 1);
                             lints.len() - 1
                         }

@@ -77,7 +77,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         g.targets = targets;
         g.judge(inv)
     };
-    let report = audit::run(&input, &opts, &judge, fail_on).map_err(anyhow::Error::msg)?;
+    let report = audit::run(&input, &opts, &judge, fail_on)?;
     let gate = cell.into_inner();
     for (i, f) in formats.iter().enumerate() {
         let dest = a.output.get(i);
