@@ -8,7 +8,7 @@ one run:
   - cold cache: time and layer bytes downloaded to scan all N images (empty cache at start),
   - warm cache: the same again,
   - one image: cudalint pull+scan (no cache) vs `skopeo copy` of it to a local directory.
-usage: scripts/bench-registry.py
+usage: scripts/bench-registry.py   (CUDALINT_BIN=path measures that binary)
 """
 import hashlib
 import json
@@ -88,8 +88,11 @@ def timed(cmd, **kw):
 def main():
     if not os.path.exists(os.path.join(scan_dir, "cuda.tar.gz")):
         bench_scan.main()
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-    cudalint = os.path.join(root, "target/release/cudalint")
+    # CUDALINT_BIN: measure another build (as in bench-scan.py).
+    cudalint = os.environ.get("CUDALINT_BIN")
+    if not cudalint:
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+        cudalint = os.path.join(root, "target/release/cudalint")
     work = tempfile.mkdtemp(prefix="cudalint-bench-registry-")
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
