@@ -145,8 +145,26 @@ pub fn main() -> ExitCode {
 /// partial "clean" result). Messages carry file names and registry answers, so no control
 /// character reaches the terminal.
 fn report_error(e: &anyhow::Error) -> ExitCode {
-    eprintln!("cudalint: error: {}", crate::escape::text(&format!("{e:#}")));
+    eprintln!("cudalint: error: {}", crate::escape::text(&chain_text(e)));
     ExitCode::from(2)
+}
+
+/// The error and its causes joined by ": ", each said once: many library errors print their
+/// source in their own text (`{path}: {source}`), and a context the cause already starts with
+/// (the image spec before an error naming that file) is not repeated.
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if parts.iter().any(|p| p.contains(&s)) {
+            continue;
+        }
+        match parts.last_mut() {
+            Some(last) if s.starts_with(last.as_str()) => *last = s,
+            _ => parts.push(s),
+        }
+    }
+    parts.join(": ")
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -303,4 +321,24 @@ fn explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("no rule {:?} (see `cudalint rules`)", a.rule))?;
     write_stdout(&crate::lint::rules::markdown(r))?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_text;
+
+    #[test]
+    fn each_cause_is_said_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("{path}: {source}")]
+        struct Io {
+            path: String,
+            source: std::io::Error,
+        }
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(Io { path: "/x.tar".into(), source: io }).context("/x.tar");
+        assert_eq!(chain_text(&e), "/x.tar: entity not found");
+        let e = anyhow::anyhow!("connection refused").context("registry r").context("r/img:1");
+        assert_eq!(chain_text(&e), "r/img:1: registry r: connection refused");
+    }
 }

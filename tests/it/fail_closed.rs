@@ -60,6 +60,15 @@ fn exit2(spec: &str, needles: &[&str]) -> String {
 }
 
 #[test]
+fn an_error_names_the_input_and_its_cause_once() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("missing.tar");
+    let err = exit2(p.to_str().unwrap(), &["missing.tar", "No such file or directory"]);
+    assert_eq!(err.matches("missing.tar").count(), 1, "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+#[test]
 fn compressed_docker_save_output_is_read() {
     let d = tempfile::tempdir().unwrap();
     let img = one_lib("lib/libsm90a.so", "libsm90a.so", Comp::None);
