@@ -5,6 +5,7 @@ pub mod compat;
 pub mod drivers;
 pub mod fix;
 pub mod gpus;
+pub mod require;
 pub mod tables;
 
 use std::fmt;

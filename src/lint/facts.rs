@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::targets::Target;
 use crate::cuda::compat::{self, JitEnv, Verdict};
 use crate::cuda::fix::{ArchFix, arch_fix};
-use crate::cuda::{Cc, CudaVersion, gpus, tables};
+use crate::cuda::{Cc, CudaVersion, gpus, require, tables};
 use crate::image::{ImageFile, ImageReport};
 use crate::inspect::Container;
 use crate::inspect::fatbin::EntryKind;
@@ -576,52 +576,6 @@ fn num(c: CudaVersion) -> u64 {
     u64::from(c.major) * 100 + u64::from(c.minor)
 }
 
-/// `cuda>=12.9 brand=tesla,driver>=535,driver<536`: space-separated alternatives, each a
-/// comma-separated conjunction (nvidia-container-toolkit). The weakest driver CUDA version any
-/// alternative admits.
-pub fn require_cuda_weakest(req: &str) -> Option<CudaVersion> {
-    let mut weakest: Option<CudaVersion> = None;
-    for alt in req.split_whitespace() {
-        let mut bound: Option<CudaVersion> = None;
-        for c in alt.split(',') {
-            if let Some(v) = c.strip_prefix("cuda>=").and_then(CudaVersion::parse) {
-                bound = bound.max(Some(v));
-            } else if let Some(d) = c.strip_prefix("driver>=").and_then(|d| {
-                let d = if d.contains('.') { d.to_string() } else { format!("{d}.0") };
-                crate::cuda::DriverVersion::parse(&d)
-            }) {
-                bound = bound.max(tables::cuda_for_driver(&d));
-            }
-        }
-        // An alternative with no bound admits any driver.
-        let b = bound.unwrap_or(CudaVersion::new(0, 0));
-        weakest = Some(weakest.map_or(b, |w| w.min(b)));
-    }
-    weakest
-}
-
-/// `arch>=8.0`, `arch=9.0` constraints -> the known CCs they admit.
-pub fn require_arch_ccs(req: &str) -> Option<Vec<Cc>> {
-    let known: BTreeSet<Cc> = gpus::GPUS.iter().map(|g| g.cc).collect();
-    let mut any = false;
-    let mut out = BTreeSet::new();
-    for alt in req.split_whitespace() {
-        for c in alt.split(',') {
-            let (op, v) = if let Some(v) = c.strip_prefix("arch>=") {
-                (">=", v)
-            } else if let Some(v) = c.strip_prefix("arch=") {
-                ("=", v)
-            } else {
-                continue;
-            };
-            let Some(cc) = Cc::parse(v) else { continue };
-            any = true;
-            out.extend(known.iter().filter(|k| if op == "=" { **k == cc } else { **k >= cc }).copied());
-        }
-    }
-    any.then(|| out.into_iter().collect())
-}
-
 pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
     let env = r.image.env.clone();
     let mut runtimes = BTreeSet::new();
@@ -646,7 +600,7 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         .collect::<Vec<_>>()
         .join(" ");
     let jit = jit_env(&env);
-    let uncovered = require_arch_ccs(&require_arch)
+    let uncovered = require::arch_ccs(&require_arch)
         .unwrap_or_default()
         .into_iter()
         .filter(|cc| {
@@ -664,28 +618,13 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         cuda_runtimes: runtimes.into_iter().collect(),
         binaries: binaries.len() as u64,
         binaries_with_device_code: binaries.iter().filter(|b| !b.modules.is_empty()).count() as u64,
-        require_cuda_weakest: require_cuda_weakest(&require_cuda).map(|c| c.to_string()).unwrap_or_default(),
-        require_cuda_weakest_n: require_cuda_weakest(&require_cuda).map_or(0, num),
+        require_cuda_weakest: require::cuda_weakest(&require_cuda).map(|c| c.to_string()).unwrap_or_default(),
+        require_cuda_weakest_n: require::cuda_weakest(&require_cuda).map_or(0, num),
         require_cuda,
         needs_cuda: needs.map(|n| n.to_string()).unwrap_or_default(),
         needs_cuda_n: needs.map_or(0, num),
         require_arch,
         require_arch_uncovered: uncovered,
         jit_env: jit,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nvidia_require_cuda_alternatives() {
-        let w = require_cuda_weakest("cuda>=12.9 brand=tesla,driver>=535,driver<536").unwrap();
-        assert_eq!(w, CudaVersion::new(12, 2));
-        assert_eq!(require_cuda_weakest("cuda>=13.0").unwrap(), CudaVersion::new(13, 0));
-        let ccs = require_arch_ccs("arch>=9.0").unwrap();
-        assert!(ccs.contains(&Cc::parse("9.0").unwrap()) && ccs.contains(&Cc::parse("12.1").unwrap()));
-        assert!(!ccs.contains(&Cc::parse("8.9").unwrap()));
     }
 }
