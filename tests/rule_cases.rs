@@ -1,6 +1,7 @@
-//! Every `[[test]]` case of every built-in rule as a test of its own, named `CL001::03-fire` (the
-//! rule's code, the case's place in its file counting from 1, and what it expects), so one failing
-//! case hides none of the others and `cargo test --test rule_cases CL005::` runs one rule's cases.
+//! Every `[[test]]` case of every built-in rule as a test of its own, named
+//! `CL001::sm90a-only-fails-on-l4` (the rule's code and the case's `name`, which the loader keeps
+//! unique within a rule), so one failing case hides none of the others, adding a case renames none
+//! of the others, and `cargo test --test rule_cases CL005::` runs one rule's cases.
 //!
 //! A case expecting `fire` must produce findings of its rule, each with a message and a fix (and
 //! the text the case's `message` and `fix` name); their message and fix are kept as an insta
@@ -30,7 +31,7 @@ fn main() {
     let mut trials = Vec::new();
     for (ri, r) in rules.iter().enumerate() {
         for (ci, case) in r.tests.iter().enumerate() {
-            let name = format!("{}::{:02}-{}", r.code, ci + 1, case.expect);
+            let name = format!("{}::{}", r.code, case.name);
             let rules = Arc::clone(&rules);
             trials.push(Trial::test(name.clone(), move || {
                 let r = &rules[ri];
@@ -79,7 +80,7 @@ fn run_case(rules: &[Rule], r: &Rule, case: &RuleTest, name: &str) -> Result<(),
     settings.set_prepend_module_to_snapshot(false);
     settings.set_description(format!("{name} ({})", r.source));
     settings.set_omit_expression(true);
-    // The file name: `CL001::03-fire` -> `CL001-03-fire.snap`.
+    // The file name: `CL001::sm90a-only-fails-on-l4` -> `CL001-sm90a-only-fails-on-l4.snap`.
     settings.bind(|| insta::assert_snapshot!(name.replace("::", "-"), text.trim_end()));
     Ok(())
 }

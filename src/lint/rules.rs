@@ -82,10 +82,14 @@ pub struct Docs {
 }
 
 /// A case in a rule file: files from fixtures/bin placed in an image, targets, and whether the
-/// rule must fire (`tests/it/rules.rs` runs them all).
+/// rule must fire (`tests/rule_cases.rs` runs them all).
 #[derive(Debug, Clone, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RuleTest {
+    /// Kebab-case, unique within the rule (`Rule::parse` checks): the case's test is
+    /// `CODE::name`, and its snapshot is named after it.
+    #[serde(default)]
+    pub name: String,
     pub expect: String,
     #[serde(default)]
     pub files: BTreeMap<String, String>,
@@ -140,7 +144,7 @@ struct RuleFile {
     fix: Spanned<String>,
     docs: Docs,
     #[serde(default)]
-    test: Vec<RuleTest>,
+    test: Vec<Spanned<RuleTest>>,
 }
 
 pub struct Rule {
@@ -200,6 +204,7 @@ impl Rule {
                 format!("code {code:?} must be letters, digits and dashes"),
             ));
         }
+        check_test_names(&f.test, text, source)?;
         Ok(Rule {
             when: compile("when", &f.when)?,
             message: compile("message", &f.message)?,
@@ -211,7 +216,7 @@ impl Rule {
             scope: f.scope,
             summary: f.summary,
             docs: f.docs,
-            tests: f.test,
+            tests: f.test.into_iter().map(Spanned::into_inner).collect(),
             source: source.to_string(),
         })
     }
@@ -235,6 +240,30 @@ impl Rule {
         };
         Ok(Some((text(&self.message, "message")?, text(&self.fix, "fix")?)))
     }
+}
+
+/// Every `[[test]]` case has a `name`, in kebab-case and unique within the rule: an error at the
+/// case's line otherwise.
+fn check_test_names(tests: &[Spanned<RuleTest>], text: &str, source: &str) -> Result<(), ConfigError> {
+    const EXPECTED: &str = "each [[test]] case needs a `name` in kebab-case (lowercase letters and digits, \
+                            words joined by single dashes, like `fails-on-l4`), unique within the rule";
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, t) in tests.iter().enumerate() {
+        let at = |message: String| ConfigError::at_offset(source, text, t.span().start, message);
+        let name = t.get_ref().name.as_str();
+        if name.is_empty() {
+            return Err(at(format!("test case {} has no name: {EXPECTED}", i + 1)));
+        }
+        let kebab =
+            name.split('-').all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+        if !kebab {
+            return Err(at(format!("test name {name:?} is not kebab-case: {EXPECTED}")));
+        }
+        if let Some(first) = seen.insert(name, i + 1) {
+            return Err(at(format!("test name {name:?} is used by cases {first} and {}: {EXPECTED}", i + 1)));
+        }
+    }
+    Ok(())
 }
 
 /// The built-in rules, then every `*.toml` in each directory (sorted). Codes must be unique.
@@ -284,4 +313,56 @@ pub fn markdown(r: &Rule) -> String {
         example = r.docs.example.trim(),
         fix = r.docs.fix.trim(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &str = "code = \"X1\"\nname = \"x\"\nseverity = \"error\"\nscope = \"binary\"\nsummary = \"s\"\n\
+                        when = 'true'\nmessage = '\"m\"'\nfix = '\"f\"'\n[docs]\nwhat = \"\"\nwhy = \"\"\nexample = \"\"\nfix = \"\"\n";
+
+    fn parse(cases: &str) -> Result<Rule, ConfigError> {
+        Rule::parse(&format!("{HEAD}{cases}"), "mine/x.toml")
+    }
+
+    #[test]
+    fn test_cases_carry_their_names() {
+        let r = parse("[[test]]\nname = \"fires-on-l4\"\nexpect = \"fire\"\n[[test]]\nname = \"sm90-passes\"\nexpect = \"pass\"\n")
+            .unwrap();
+        let names: Vec<_> = r.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fires-on-l4", "sm90-passes"]);
+    }
+
+    #[test]
+    fn a_missing_name_is_an_error_naming_the_file_and_what_is_expected() {
+        let e = parse("[[test]]\nname = \"a\"\nexpect = \"fire\"\n\n[[test]]\nexpect = \"pass\"\n").unwrap_err();
+        let s = e.to_string();
+        assert_eq!(e.file.as_deref(), Some("mine/x.toml"), "{s}");
+        assert!(s.contains("test case 2 has no name") && s.contains("kebab-case") && s.contains("unique"), "{s}");
+        assert_eq!(e.line, Some(18), "the case's `[[test]]` line: {s}");
+    }
+
+    #[test]
+    fn a_duplicate_name_is_an_error() {
+        let e = parse("[[test]]\nname = \"same\"\nexpect = \"fire\"\n[[test]]\nname = \"same\"\nexpect = \"pass\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("mine/x.toml:") && e.contains("\"same\" is used by cases 1 and 2"), "{e}");
+    }
+
+    #[test]
+    fn a_name_must_be_kebab_case() {
+        for bad in ["Fires", "fires_on_l4", "-x", "x-", "a--b", "on l4"] {
+            let e = parse(&format!("[[test]]\nname = {bad:?}\nexpect = \"fire\"\n")).unwrap_err().to_string();
+            assert!(e.starts_with("mine/x.toml:") && e.contains("not kebab-case"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn every_builtin_case_is_named() {
+        for r in load(&[]).unwrap() {
+            assert!(r.tests.iter().all(|t| !t.name.is_empty()), "{}", r.source);
+        }
+    }
 }
