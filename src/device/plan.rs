@@ -114,20 +114,15 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
         let driver_library = !found.driver_library.is_empty();
         for m in found.modules {
             let skip = |reason: String| SkippedModule { binary: r.path.clone(), module: m.label.clone(), reason };
-            // A bare cubin kept as data is left out quietly when damaged or without bytes;
-            // containers and whole files say why.
-            let quiet = matches!(m.source, Source::HiddenCubin(_));
+            // Nothing is left out unsaid: a damaged module, or one whose bytes were not kept,
+            // is listed with its reason (bare cubins kept as data too).
             if let Some(why) = &m.damage {
-                if !quiet {
-                    skipped.push(skip(format!("damaged: {why}")));
-                }
+                skipped.push(skip(format!("damaged: {why}")));
                 continue;
             }
             let container = m.source.container(r);
             let Some(bytes) = m.bytes.clone() else {
-                if container.is_some() {
-                    skipped.push(skip("its bytes were not captured".into()));
-                }
+                skipped.push(skip("its bytes were not captured".into()));
                 continue;
             };
             // The host driver's own modules are their own class, except whole cubin and PTX

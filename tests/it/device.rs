@@ -144,6 +144,42 @@ fn damaged_modules_are_reported_not_handed_to_the_driver() {
     assert!(p2.is_empty() && s2.len() == 1 && s2[0].reason.contains("section table"), "{p2:?} {s2:?}");
 }
 
+#[test]
+fn a_damaged_cubin_kept_as_data_is_listed_not_dropped() {
+    // libortlike.so keeps two bare sm_70 cubins in .rodata; the second one's symbol table is sent
+    // past its end. The plan must say it left that module out, not lose it.
+    let lib = read_fixture("../verdict/libortlike.so");
+    let scan_lib = |bytes: &[u8]| {
+        let layer = tar(&[Ent::File("lib/libort.so", bytes.to_vec())]);
+        let d = tempfile::tempdir().unwrap();
+        oci_layout(d.path(), &[&Image::new(vec![(layer, Comp::Gzip)])]);
+        scan(&format!("oci:{}", d.path().display()), &keep()).unwrap()
+    };
+    let intact = scan_lib(&lib);
+    let hidden = &intact.files.iter().find(|f| f.file.path == "/lib/libort.so").unwrap().file.hidden_cubins;
+    assert_eq!(hidden.len(), 2, "the fixture keeps two cubins as data");
+    let (plans, skipped) = device::plan_all(&intact);
+    assert!(skipped.is_empty(), "{skipped:?}");
+
+    // Raw ELF64 header fields of the cubin: e_shoff at 0x28, e_shentsize and e_shnum at 0x3a.
+    let at = hidden[1].offset as usize;
+    let u16_at = |o: usize| u16::from_le_bytes(lib[o..o + 2].try_into().unwrap()) as usize;
+    let shoff = u64::from_le_bytes(lib[at + 0x28..at + 0x30].try_into().unwrap()) as usize;
+    let (shentsize, shnum) = (u16_at(at + 0x3a), u16_at(at + 0x3c));
+    let mut bad = lib.clone();
+    let symtab = (0..shnum)
+        .map(|i| at + shoff + i * shentsize)
+        .find(|&sh| u32::from_le_bytes(lib[sh + 4..sh + 8].try_into().unwrap()) == 2)
+        .expect("the cubin has a symbol table");
+    bad[symtab + 0x18..symtab + 0x20].copy_from_slice(&0x7fff_ffffu64.to_le_bytes());
+
+    let (bad_plans, bad_skipped) = device::plan_all(&scan_lib(&bad));
+    assert_eq!(bad_plans.len() + 1, plans.len(), "{bad_plans:?}");
+    assert_eq!(bad_skipped.len(), 1, "{bad_skipped:?}");
+    assert_eq!(bad_skipped[0].binary, "/lib/libort.so");
+    assert!(bad_skipped[0].reason.starts_with("damaged: symbol table"), "{bad_skipped:?}");
+}
+
 fn sh(script: &str) -> Proc {
     let mut c = Proc::new("sh");
     c.args(["-c", script]);
