@@ -1,7 +1,6 @@
 //! `cudalint audit`: Kubernetes manifests and nodes in, a verdict per workload, container and
 //! GPU node pool out.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -9,7 +8,6 @@ use anyhow::Context;
 use clap::ValueEnum;
 
 use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
-use super::scan::Color;
 use crate::audit::{self, AuditInput, render};
 
 #[derive(clap::Args, Debug)]
@@ -34,12 +32,8 @@ pub struct AuditArgs {
     /// sarif, junit, markdown).
     #[arg(long, value_enum)]
     pub format: Vec<AuditFormat>,
-    /// Where each --format goes, in order (the rest go to standard output).
-    #[arg(long, short)]
-    pub output: Vec<PathBuf>,
-    /// Colours in text output.
-    #[arg(long, value_enum, default_value_t = Color::Auto)]
-    pub color: Color,
+    #[command(flatten)]
+    pub out: super::OutputArgs,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]
@@ -60,7 +54,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     let mut gate = Gate::load(&TargetArgs::default(), &a.policy)?;
     gate.targets.clear();
     let formats = if a.format.is_empty() { vec![AuditFormat::Text] } else { a.format.clone() };
-    super::check_outputs(formats.len(), a.output.len())?;
+    a.out.check(formats.len())?;
     let mut input = AuditInput { manifests: a.manifests.clone(), nodes: a.nodes.clone(), ..Default::default() };
     for m in &a.image_map {
         let (from, to) = m
@@ -80,8 +74,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     let report = audit::run(&input, &opts, &judge, fail_on)?;
     let gate = cell.into_inner();
     for (i, f) in formats.iter().enumerate() {
-        let dest = a.output.get(i);
-        let color = super::paint(a.color, dest);
+        let color = a.out.paint(i);
         let text = match f {
             AuditFormat::Text => render::text(&report, crate::report::text::Paint(color)),
             AuditFormat::Json => render::json(&report),
@@ -89,7 +82,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
             AuditFormat::Junit => render::junit(&report),
             AuditFormat::Markdown => render::markdown(&report),
         };
-        super::emit(dest, &text)?;
+        a.out.emit(i, &text)?;
     }
     Ok(if report.incomplete {
         ExitCode::from(2)

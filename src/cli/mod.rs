@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::inspect::{InspectOptions, inspect_paths};
 use crate::report;
+use scan::Color;
 
 pub mod audit;
 pub mod gate;
@@ -234,35 +235,50 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
-/// `--format`/`--output` pairs: each --output takes a format in order; at most one format is
-/// left over, for standard output.
-fn check_outputs(formats: usize, outputs: usize) -> anyhow::Result<()> {
-    if outputs > formats {
-        anyhow::bail!("more --output than --format");
-    }
-    if formats - outputs > 1 {
-        anyhow::bail!("only one --format can go to standard output; give each other one an --output");
-    }
-    Ok(())
+/// Where the reports of `scan` and `audit` go: each --output takes a --format in order, the one
+/// format left over goes to standard output.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Where each --format goes, in order (the rest go to standard output).
+    #[arg(long, short)]
+    pub output: Vec<PathBuf>,
+    /// Colours in text output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
 }
 
-/// Whether a report going to `dest` (None: standard output) gets ANSI colours.
-fn paint(choice: scan::Color, dest: Option<&PathBuf>) -> bool {
-    use std::io::IsTerminal;
-    match choice {
-        scan::Color::Always => true,
-        scan::Color::Never => false,
-        scan::Color::Auto => {
-            dest.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+impl OutputArgs {
+    /// At most one of `formats` is left over for standard output.
+    fn check(&self, formats: usize) -> anyhow::Result<()> {
+        if self.output.len() > formats {
+            anyhow::bail!("more --output than --format");
+        }
+        if formats - self.output.len() > 1 {
+            anyhow::bail!("only one --format can go to standard output; give each other one an --output");
+        }
+        Ok(())
+    }
+
+    /// Whether the `i`th report gets ANSI colours.
+    fn paint(&self, i: usize) -> bool {
+        use std::io::IsTerminal;
+        match self.color {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                self.output.get(i).is_none()
+                    && std::io::stdout().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none()
+            }
         }
     }
-}
 
-/// A rendered report to its --output file, or to standard output.
-fn emit(dest: Option<&PathBuf>, text: &str) -> anyhow::Result<()> {
-    match dest {
-        Some(p) => std::fs::write(p, text).with_context(|| p.display().to_string()),
-        None => write_stdout(text),
+    /// The `i`th rendered report to its --output file, or to standard output.
+    fn emit(&self, i: usize, text: &str) -> anyhow::Result<()> {
+        match self.output.get(i) {
+            Some(p) => std::fs::write(p, text).with_context(|| p.display().to_string()),
+            None => write_stdout(text),
+        }
     }
 }
 

@@ -37,12 +37,8 @@ pub struct ScanArgs {
     /// (the default format when no --format is given).
     #[arg(long, value_name = "FILE.cdx.json")]
     pub enrich: Option<PathBuf>,
-    /// Where each --format goes, in order (the rest go to standard output).
-    #[arg(long, short)]
-    pub output: Vec<PathBuf>,
-    /// Colours in text output.
-    #[arg(long, value_enum, default_value_t = Color::Auto)]
-    pub color: Color,
+    #[command(flatten)]
+    pub out: super::OutputArgs,
     #[command(flatten)]
     pub read: ReadArgs,
     #[command(flatten)]
@@ -96,7 +92,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     }
     // Read before the scan: a missing SBOM fails first.
     let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
-    super::check_outputs(formats.len(), a.output.len())?;
+    a.out.check(formats.len())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
     let driver = if a.device.on_device {
         if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {
@@ -151,14 +147,13 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }
     for (i, f) in formats.iter().enumerate() {
-        let dest = a.output.get(i);
-        let cfg = RenderConfig { color: super::paint(a.color, dest), rules: &gate.rules, sbom: sbom.as_ref() };
+        let cfg = RenderConfig { color: a.out.paint(i), rules: &gate.rules, sbom: sbom.as_ref() };
         let subject = Subject { report: &report, inventory: &inventory };
         let out = report::render(*f, &subject, &cfg)?;
         if let Some(note) = &out.note {
             eprintln!("cudalint: {note}");
         }
-        super::emit(dest, &out.text)?;
+        a.out.emit(i, &out.text)?;
     }
     Ok(if report.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
