@@ -26,12 +26,14 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 bin_dir = os.path.join(root, "fixtures/bin")
@@ -143,14 +145,6 @@ def build(work, repos, tags):
     return lay.d, images
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def run_shards(cudalint, host, work, label, n, shared, store=None):
     """Starts n shards at once (n == 1: one unsharded process); returns the row. store: an
     --analysis-store repository (then every shard has its own cache)."""
@@ -193,51 +187,39 @@ def main():
     ap.add_argument("--cudalint", help="binary to run (default: cargo build --release)")
     a = ap.parse_args()
     repos, tags = (12, 25) if a.large else (3, 17)
-    if a.cudalint:
-        cudalint = a.cudalint
-    else:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-        cudalint = os.path.join(root, "target/release/cudalint")
+    cudalint = benchlib.cudalint_binary(root, a.cudalint)
     work = tempfile.mkdtemp(prefix="cudalint-bench-scale-")
-    port = free_port()
-    cfg = os.path.join(work, "config.yml")
-    open(cfg, "w").write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
-                         f"    rootdirectory: {work}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
-    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        host = f"127.0.0.1:{port}"
-        layout, images = build(work, repos, tags)
-        for ref, dest in images:
-            # Layers kept as built (no recompression), so digests are the layout's.
-            subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--all", "--dest-tls-verify=false",
-                            "--dest-compress=false", f"oci:{layout}:{ref}", f"docker://{host}/{dest}"], check=True)
-        blobs = sum(os.path.getsize(os.path.join(layout, "blobs/sha256", b)) for b in os.listdir(os.path.join(layout, "blobs/sha256")))
-        print(f"{len(images)} images ({repos} repositories x {tags} tags + 2 multi-arch indexes) in a loopback registry, "
-              f"{blobs / (1 << 20):.1f} MiB of blobs; {os.cpu_count()} CPUs; {a.shards} shards")
-        rows = [run_shards(cudalint, host, work, "1 process", 1, True),
-                run_shards(cudalint, host, work, f"{a.shards} shards, own caches", a.shards, False),
-                run_shards(cudalint, host, work, f"{a.shards} shards, shared dir", a.shards, True),
-                run_shards(cudalint, host, work, f"{a.shards} shards, own caches + registry store", a.shards, False,
-                           store=f"{host}/cudalint/analyses")]
-        unique = rows[0][4]["layers_analysed"]
-        print(f"unique layers (one process, one cache): {unique}")
-        print()
-        print("| run | wall | CPU (all processes) | images | layers pulled | layers analysed | lock / claim waits "
-              "| store hits |")
-        print("|---|---|---|---|---|---|---|---|")
-        for label, wall, cpu, n, s in rows:
-            print(f"| {label} | {wall:.1f} s | {cpu:.1f} s | {n} | {s['layers_pulled']} | {s['layers_analysed']} "
-                  f"| {s['lock_waits'] + s['store_claim_waits']} | {s['store_hits']} |")
+        with benchlib.loopback_registry(work) as host:
+            measure(a, cudalint, work, host, repos, tags)
     finally:
-        reg.kill()
-        reg.wait()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(a, cudalint, work, host, repos, tags):
+    """Pushes the images and runs the shard configurations."""
+    layout, images = build(work, repos, tags)
+    for ref, dest in images:
+        # Layers kept as built (no recompression), so digests are the layout's.
+        subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--all", "--dest-tls-verify=false",
+                        "--dest-compress=false", f"oci:{layout}:{ref}", f"docker://{host}/{dest}"], check=True)
+    blobs = sum(os.path.getsize(os.path.join(layout, "blobs/sha256", b)) for b in os.listdir(os.path.join(layout, "blobs/sha256")))
+    print(f"{len(images)} images ({repos} repositories x {tags} tags + 2 multi-arch indexes) in a loopback registry, "
+          f"{blobs / (1 << 20):.1f} MiB of blobs; {os.cpu_count()} CPUs; {a.shards} shards")
+    rows = [run_shards(cudalint, host, work, "1 process", 1, True),
+            run_shards(cudalint, host, work, f"{a.shards} shards, own caches", a.shards, False),
+            run_shards(cudalint, host, work, f"{a.shards} shards, shared dir", a.shards, True),
+            run_shards(cudalint, host, work, f"{a.shards} shards, own caches + registry store", a.shards, False,
+                       store=f"{host}/cudalint/analyses")]
+    unique = rows[0][4]["layers_analysed"]
+    print(f"unique layers (one process, one cache): {unique}")
+    print()
+    print("| run | wall | CPU (all processes) | images | layers pulled | layers analysed | lock / claim waits "
+          "| store hits |")
+    print("|---|---|---|---|---|---|---|---|")
+    for label, wall, cpu, n, s in rows:
+        print(f"| {label} | {wall:.1f} s | {cpu:.1f} s | {n} | {s['layers_pulled']} | {s['layers_analysed']} "
+              f"| {s['lock_waits'] + s['store_claim_waits']} | {s['store_hits']} |")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import importlib  # noqa: E402
 
 bench_scan = importlib.import_module("bench-scan")
+import benchlib  # noqa: E402
 from benchlib import mib  # noqa: E402
 
 root = bench_scan.root
@@ -88,58 +88,45 @@ def timed(cmd, **kw):
 def main():
     if not os.path.exists(os.path.join(scan_dir, "cuda.tar.gz")):
         bench_scan.main()
-    # CUDALINT_BIN: measure another build (as in bench-scan.py).
-    cudalint = os.environ.get("CUDALINT_BIN")
-    if not cudalint:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-        cudalint = os.path.join(root, "target/release/cudalint")
+    cudalint = benchlib.cudalint_binary(root)
     work = tempfile.mkdtemp(prefix="cudalint-bench-registry-")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    cfg = os.path.join(work, "config.yml")
-    open(cfg, "w").write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {work}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
-    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        host = f"127.0.0.1:{port}"
-        for i in range(N):
-            d = os.path.join(work, f"layout{i}")
-            layout(d, i)
-            # Keep the layers as they are (no recompression on push).
-            subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--dest-tls-verify=false", "--dest-compress=false",
-                            f"oci:{d}:latest", f"docker://{host}/bench/app{i}:1"], check=True)
-        total = sum(os.path.getsize(os.path.join(scan_dir, n + ".tar.gz")) for n in ["base", "cuda"])
-        print(f"{N} images in a loopback registry sharing {mib(total)} of gzip layers, each with its own small app layer; "
-              f"{os.cpu_count()} CPUs")
-        cache = os.path.join(work, "cache")
-
-        def run_all(label):
-            t = 0.0
-            down = 0
-            for i in range(N):
-                w, out = timed([cudalint, "scan", f"{host}/bench/app{i}:1", "--quiet", "--cache-dir", cache,
-                                "--format", "inventory", "-o", os.path.join(work, "inv.json")])
-                t += w
-                down += json.load(open(os.path.join(work, "inv.json")))["stats"].get("downloaded_bytes", 0)
-            print(f"{label:28} {t:7.2f} s   downloaded {mib(down)}")
-
-        run_all("cold cache, all images")
-        run_all("warm cache, all images")
-        w1, _ = timed([cudalint, "scan", f"{host}/bench/app0:1", "--quiet", "--no-cache", "--format", "inventory", "-o", "/dev/null"])
-        dest = os.path.join(work, "skopeo-dir")
-        w2, _ = timed(["skopeo", "--insecure-policy", "copy", "-q", "--src-tls-verify=false", f"docker://{host}/bench/app0:1", f"dir:{dest}"])
-        print(f"{'one image, cudalint pull+scan':28} {w1:7.2f} s")
-        print(f"{'one image, skopeo copy to dir':28} {w2:7.2f} s   -> ratio {w1 / w2:.2f}")
+        with benchlib.loopback_registry(work) as host:
+            main_with(cudalint, work, host)
     finally:
-        reg.kill()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def main_with(cudalint, work, host):
+    """Pushes the images and measures."""
+    for i in range(N):
+        d = os.path.join(work, f"layout{i}")
+        layout(d, i)
+        # Keep the layers as they are (no recompression on push).
+        subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--dest-tls-verify=false", "--dest-compress=false",
+                        f"oci:{d}:latest", f"docker://{host}/bench/app{i}:1"], check=True)
+    total = sum(os.path.getsize(os.path.join(scan_dir, n + ".tar.gz")) for n in ["base", "cuda"])
+    print(f"{N} images in a loopback registry sharing {mib(total)} of gzip layers, each with its own small app layer; "
+          f"{os.cpu_count()} CPUs")
+    cache = os.path.join(work, "cache")
+
+    def run_all(label):
+        t = 0.0
+        down = 0
+        for i in range(N):
+            w, out = timed([cudalint, "scan", f"{host}/bench/app{i}:1", "--quiet", "--cache-dir", cache,
+                            "--format", "inventory", "-o", os.path.join(work, "inv.json")])
+            t += w
+            down += json.load(open(os.path.join(work, "inv.json")))["stats"].get("downloaded_bytes", 0)
+        print(f"{label:28} {t:7.2f} s   downloaded {mib(down)}")
+
+    run_all("cold cache, all images")
+    run_all("warm cache, all images")
+    w1, _ = timed([cudalint, "scan", f"{host}/bench/app0:1", "--quiet", "--no-cache", "--format", "inventory", "-o", "/dev/null"])
+    dest = os.path.join(work, "skopeo-dir")
+    w2, _ = timed(["skopeo", "--insecure-policy", "copy", "-q", "--src-tls-verify=false", f"docker://{host}/bench/app0:1", f"dir:{dest}"])
+    print(f"{'one image, cudalint pull+scan':28} {w1:7.2f} s")
+    print(f"{'one image, skopeo copy to dir':28} {w2:7.2f} s   -> ratio {w1 / w2:.2f}")
 
 
 if __name__ == "__main__":

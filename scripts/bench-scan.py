@@ -27,6 +27,7 @@ import tarfile
 import zipfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+import benchlib  # noqa: E402
 from benchlib import best_of, mib  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -161,11 +162,7 @@ def main():
     archive = os.path.join(scan_dir, "docker-archive.tar")
     if not os.path.exists(archive):
         docker_archive(archive, config)
-    # CUDALINT_BIN: measure another build (an older commit's, for a before/after comparison).
-    cudalint = os.environ.get("CUDALINT_BIN")
-    if not cudalint:
-        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-        cudalint = os.path.join(root, "target/release/cudalint")
+    cudalint = benchlib.cudalint_binary(root)
 
     size = {n: os.path.getsize(os.path.join(scan_dir, n + ".tar")) for n in LAYERS}
     print(f"image: {len(LAYERS)} layers, {mib(sum(size.values()))} uncompressed "

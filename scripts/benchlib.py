@@ -1,6 +1,8 @@
 """Helpers shared by the benchmark scripts: timing a command with its peak RSS."""
+import contextlib
 import os
 import resource
+import socket
 import subprocess
 import time
 
@@ -34,3 +36,39 @@ def best_of(n, cmd, **kw):
 
 def mib(n):
     return f"{n / (1 << 20):.1f} MiB"
+
+
+def cudalint_binary(root, given=None):
+    """The binary to measure: `given`, else $CUDALINT_BIN (another build, for before/after), else
+    this checkout's release build (built now)."""
+    given = given or os.environ.get("CUDALINT_BIN")
+    if given:
+        return given
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+    return os.path.join(root, "target/release/cudalint")
+
+
+@contextlib.contextmanager
+def loopback_registry(work):
+    """A CNCF distribution registry (Debian package docker-registry) on a free loopback port,
+    storing under `work`; yields its host:port and stops it on exit."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    cfg = os.path.join(work, "config.yml")
+    with open(cfg, "w") as f:
+        f.write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
+                f"    rootdirectory: {work}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        reg.kill()
+        reg.wait()
