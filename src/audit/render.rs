@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{AuditContainer, AuditReport};
+use crate::escape::{markdown as md, markdown_code};
 use crate::lint::Finding;
 use crate::lint::rules::Rule;
 use crate::report::text::Paint;
@@ -245,10 +246,6 @@ pub fn junit(r: &AuditReport) -> String {
     report.to_string().expect("junit serializes") + "\n"
 }
 
-fn md(s: &str) -> String {
-    s.replace('|', "\\|")
-}
-
 /// Markdown: the verdict table, then the findings.
 pub fn markdown(r: &AuditReport) -> String {
     let mut out = String::new();
@@ -263,21 +260,22 @@ pub fn markdown(r: &AuditReport) -> String {
                 c.pools
                     .iter()
                     .map(|p| {
-                        let f: Vec<String> = p.findings.iter().map(|f| format!("{} `{}`", f.rule, where_(f))).collect();
-                        (p.pool.clone(), p.verdict.clone(), p.reason.clone().unwrap_or_else(|| f.join(", ")))
+                        let f: Vec<String> =
+                            p.findings.iter().map(|f| format!("{} {}", f.rule, markdown_code(&where_(f)))).collect();
+                        (p.pool.clone(), p.verdict.clone(), p.reason.as_deref().map_or_else(|| f.join(", "), md))
                     })
                     .collect()
             };
             for (pool, verdict, why) in rows {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | `{}` | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} |",
                     md(&wl.id()),
                     md(&c.name),
-                    c.image,
+                    markdown_code(&c.image),
                     md(&pool),
                     verdict,
-                    md(&why)
+                    why
                 );
             }
         }
@@ -296,16 +294,17 @@ pub fn markdown(r: &AuditReport) -> String {
                 continue;
             }
             let at = match &f.target {
-                Some(t) => format!("`{}` on {t}", where_(f)),
-                None => format!("`{}`", where_(f)),
+                Some(t) => format!("{} on {}", markdown_code(&where_(f)), md(t)),
+                None => markdown_code(&where_(f)),
             };
             let _ = writeln!(
                 out,
-                "| {} | {} `{}` | `{image}` | {} | {} | {} |",
+                "| {} | {} `{}` | {} | {} | {} | {} |",
                 f.severity.as_str(),
                 f.rule,
                 f.name,
-                md(&at),
+                markdown_code(image),
+                at,
                 md(&f.message),
                 md(&f.fix)
             );

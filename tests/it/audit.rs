@@ -424,6 +424,45 @@ fn fail_closed_unscannable_image_unlabelled_pool_and_bad_manifests() {
 }
 
 #[test]
+fn markdown_keeps_hostile_names_inside_their_cells() {
+    // A container name and an image reference that a manifest may carry: a pipe would split the
+    // cell, a backtick would close the code span around the image.
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let multi = d.path().join("multi");
+    oci_layout(&multi, &[&imgs[0].1]);
+    let image = "reg.invalid/a`b|c:1";
+    let manifest = d.path().join("m.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app}}\nspec:\n  template:\n    spec:\n      containers:\n      - name: \"c|x\"\n        image: \"{image}\"\n        resources: {{limits: {{nvidia.com/gpu: 1}}}}\n"
+        ),
+    )
+    .unwrap();
+    let o = cudalint()
+        .arg("audit")
+        .arg(&manifest)
+        .arg("--nodes")
+        .arg(k8s("nodes.json"))
+        .args(["--quiet", "--no-cache", "--format", "markdown", "--image"])
+        .arg(format!("{image}=oci:{}", multi.display()))
+        .output()
+        .unwrap();
+    let md = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|') && !l.starts_with("|---")).collect();
+    assert!(rows.iter().any(|l| l.contains("c\\|x")), "{md}");
+    assert!(rows.iter().any(|l| l.contains("``reg.invalid/a`b\\|c:1``")), "{md}");
+    for row in &rows {
+        // Cell borders are the pipes not escaped with a backslash.
+        let borders =
+            row.char_indices().filter(|&(i, c)| c == '|' && (i == 0 || row.as_bytes()[i - 1] != b'\\')).count();
+        assert_eq!(borders, 7, "six cells: {row}");
+    }
+    assert!(rows.len() > 2, "{md}");
+}
+
+#[test]
 fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     let d = tempfile::tempdir().unwrap();
     // lz4.fatbin: sm_80 SASS and compute_80 PTX (CUDA 12.9): native on 8.6 and 8.9, JIT on 9.0.
