@@ -132,15 +132,13 @@ impl AnalysisStore {
         let id = hex::encode(
             &Sha256::digest(format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now()))[..16],
         );
-        let started = Instant::now();
         let pushed = self.write_claim(&t, &id, now_secs(), digest);
         if pushed.is_err() {
             return Claim::Mine;
         }
-        // Long enough for concurrent claimants' pushes to land: a second, or three times what
-        // our own push took (a loaded machine or registry slows theirs alike); paid only by a
-        // shard that found no analysis and no live claim.
-        std::thread::sleep(Duration::from_millis(1000).max(started.elapsed() * 3));
+        // Long enough for concurrent claimants' pushes to land on a loaded machine; paid only
+        // by a shard that found no analysis and no live claim.
+        std::thread::sleep(Duration::from_millis(1000));
         match self.read_claim(&t) {
             Some((other, at)) if other != id && live(at) => Claim::Theirs,
             _ => Claim::Mine,
