@@ -122,10 +122,13 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
             if let Some(h) = cached(key, opts, &skipped) {
                 return Ok(h);
             }
-            if let Some(st) = &opts.store
-                && let super::analysis_store::Claim::Theirs = st.claim(key)
-                && let Some(h) = st.wait_for(key)
-            {
+            let from_store = opts.store.as_ref().and_then(|st| match st.claim(key) {
+                super::analysis_store::Claim::Theirs => st.wait_for(key),
+                // A shard that pushed its analysis and released its claim after this one last
+                // looked leaves no live claim, only its entry: look once more before analysing.
+                super::analysis_store::Claim::Mine => st.get(key),
+            });
+            if let Some(h) = from_store {
                 // Counted as a store hit by `get`; kept locally like any other.
                 if let Some(c) = &opts.cache {
                     let _ = c.put(key, &h);
