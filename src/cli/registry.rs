@@ -68,7 +68,10 @@ pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
-    let sel = Selection { repos: a.repo.clone(), tags: a.tag.clone(), newest: a.newest, shard };
+    // The analysis store, when it lives in the registry being scanned, is not scanned itself.
+    let own_store = a.registry_args.analysis_store.as_deref().and_then(|s| s.strip_prefix(&format!("{}/", a.registry)));
+    let exclude = own_store.map(str::to_string).into_iter().collect();
+    let sel = Selection { repos: a.repo.clone(), tags: a.tag.clone(), newest: a.newest, shard, exclude };
     let images = catalog::list(&a.registry, &sel, &opts.registry).with_context(|| a.registry.clone())?;
     std::fs::create_dir_all(&a.output_dir).with_context(|| a.output_dir.display().to_string())?;
     let mut results = Vec::new();

@@ -63,6 +63,9 @@ pub struct Selection {
     pub newest: Option<usize>,
     /// (K, N): keep shard K of N.
     pub shard: Option<(u64, u64)>,
+    /// Repositories that hold no images to scan: cudalint's own analysis store, whose claim
+    /// and analysis artifacts are not images.
+    pub exclude: Vec<String>,
 }
 
 /// Every `registry/repo:tag` to scan, sorted.
@@ -74,7 +77,7 @@ pub fn list(registry: &str, sel: &Selection, ro: &RegistryOptions) -> Result<Vec
     let deadline = Instant::now() + ro.deadline;
     let remote = Remote::connect_scoped(probe, ro, "registry:catalog:*".into(), deadline)?;
     let mut repos = remote.listing("/v2/_catalog", "repositories", "catalog")?;
-    repos.retain(|r| repo_glob.as_ref().is_none_or(|g| g.is_match(r)));
+    repos.retain(|r| repo_glob.as_ref().is_none_or(|g| g.is_match(r)) && !sel.exclude.contains(r));
     repos.sort();
     repos.dedup();
     let mut images = Vec::new();

@@ -308,6 +308,29 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
 }
 
 #[test]
+fn the_analysis_store_in_the_scanned_registry_is_not_scanned_as_images() {
+    // The first run fills the store (claims and analyses under cudalint/analyses); the second
+    // lists the whole registry again: the store's artifacts are not images and not its subject.
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let store = format!("{}/cudalint/analyses", reg.host());
+    let run = |name: &str| {
+        let d = work.path().join(name);
+        let o = registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &["--analysis-store", &store])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", String::from_utf8_lossy(&o.stderr));
+        summary(&d)
+    };
+    let first = run("first");
+    let second = run("second");
+    assert!(stat(&second, "store_hits") > 0, "{}", second["stats"]);
+    assert_eq!(second["images"], first["images"]);
+    let names: Vec<&str> = second["images"].as_array().unwrap().iter().map(|i| i["image"].as_str().unwrap()).collect();
+    assert!(names.iter().all(|n| !n.contains("/cudalint/analyses")), "{names:?}");
+}
+
+#[test]
 fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_store() {
     let (reg, _layouts) = shared_layer_registry();
     let work = tempfile::tempdir().unwrap();
