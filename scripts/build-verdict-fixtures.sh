@@ -6,6 +6,12 @@
 #   libperarch.so      one module per architecture (sm_80 | sm_90 | sm_100), as cuBLAS/NCCL ship
 #   libgenmixed.so     two translation units built with different generic lists:
 #                      {sm_80, sm_90} and {sm_86, sm_90} (the second lacks 8.0)
+#   libstale.so        two translation units: {sm_75, sm_80, sm_86, sm_90} and a stale
+#                      {sm_75, sm_80} (no 8.6 or 9.0, no PTX: fails on Hopper and newer)
+#   libbigptx.so       sm_80 SASS + 1.2 MiB of compute_80 PTX (96 unrolled kernels): a JIT at
+#                      first use that takes seconds, not milliseconds (CL003)
+#   bigptx-cu129.fatbin the same kernels as a CUDA 12.9 fatbin (ptxas 12.9, libnvfatbin 12.9, PTX ISA
+#                      8.8): what a CUDA 12 driver can JIT
 #   libortlike.so      registered modules sm_75..sm_90 without PTX, plus bare sm_70 cubins kept
 #                      as data (.rodata) for the library's own dispatch (onnxruntime's pattern)
 #
@@ -21,7 +27,7 @@ out=$root/fixtures/verdict
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
-rm -f "$out"/*.so "$out"/*.txt
+rm -f "$out"/*.so "$out"/*.fatbin "$out"/*.txt
 cd "$work"
 
 obj() { # output source gencode...
@@ -44,6 +50,20 @@ obj gm_a.o vecadd.cu $(g 80) $(g 90)
 obj gm_b.o saxpy.cu $(g 86) $(g 90)
 nvcc -shared -cudart shared gm_a.o gm_b.o -o "$out/libgenmixed.so"
 
+# A translation unit left on an older list than the rest of the library.
+obj st_a.o vecadd.cu $(g 75) $(g 80) $(g 86) $(g 90)
+obj st_b.o saxpy.cu $(g 75) $(g 80)
+nvcc -shared -cudart shared st_a.o st_b.o -o "$out/libstale.so"
+
+# Over 1 MiB of PTX (CL003's threshold) beside sm_80 SASS.
+obj bp.o bigptx.cu -gencode "arch=compute_80,code=[sm_80,compute_80]"
+nvcc -shared -cudart shared bp.o -o "$out/libbigptx.so"
+nvcc -ptx -arch=compute_80 "$src/bigptx.cu" -o big.ptx
+sed -e 's/^\.version .*/.version 8.8/' big.ptx > big88.ptx
+"$ptxas129" -arch=sm_80 big88.ptx -o big80.cubin
+python3 "$root/scripts/nvfatbin.py" "$tools/cu12/nvidia/nvfatbin/lib/libnvfatbin.so.12" "$out/bigptx-cu129.fatbin" \
+  -compress-all --cubin 80=big80.cubin --ptx 80=big88.ptx
+
 # Registered sm_75..sm_90 SASS, no PTX; bare sm_70 cubins (CUDA 12.9 ptxas: CUDA 13 has no sm_70)
 # embedded as data the way a library keeps per-SM kernels it loads itself.
 obj ort_a.o vecadd.cu $(g 75) $(g 80) $(g 86) $(g 89) $(g 90)
@@ -60,7 +80,7 @@ gcc -O1 -fPIC -c ortdata.c -o ortdata.o
 nvcc -shared -cudart shared ort_a.o ort_b.o ortdata.o -o "$out/libortlike.so"
 
 cd "$out"
-for f in *.so; do
+for f in *.so *.fatbin; do
   cuobjdump -all -lelf -lptx "$f" > "$f.list.txt" 2>&1 || true
   sed -i "s#$out/##g" "$f.list.txt"
 done

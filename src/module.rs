@@ -94,6 +94,11 @@ impl Module {
     pub fn specific_only(&self) -> bool {
         !self.images.is_empty() && self.images.iter().all(|i| i.suffix != Suffix::None)
     }
+    /// Every image is for a newer GPU than `cc`: a kernel set the library gates by compute
+    /// capability (FP8 kernels for 8.9+, Hopper or Blackwell-only kernels).
+    pub fn newer_only(&self, cc: Cc) -> bool {
+        !self.images.is_empty() && self.images.iter().all(|i| i.cc > cc)
+    }
     /// Built for one architecture (a per-arch variant, as cuBLAS and NCCL ship their kernels),
     /// not a generic list.
     pub fn single_arch(&self) -> bool {

@@ -339,19 +339,13 @@ pub fn run(
                     (Some(l), Some(_)) => {
                         pr.findings =
                             l.findings.iter().filter(|f| f.target.as_deref() == Some(&pool.name)).cloned().collect();
-                        let jit = l
-                            .matrix
-                            .iter()
-                            .any(|row| row.cells.iter().any(|c| c.target == pool.name && c.class == "jit"))
-                            || pr.findings.iter().any(|f| f.name == "ptx-jit-only");
-                        pr.verdict = if pr.findings.iter().any(|f| f.severity == Severity::Error) {
-                            "fails"
-                        } else if jit {
-                            "runs-jit"
-                        } else {
-                            "runs"
-                        }
-                        .into();
+                        // The pool's verdict is the scan's headline for it: one evaluation,
+                        // after ignores and the baseline (an accepted target runs as configured).
+                        pr.verdict = match l.headlines.iter().find(|h| h.target == pool.name) {
+                            Some(h) if h.verdict == "accepted" => "runs".into(),
+                            Some(h) => h.verdict.clone(),
+                            None => "unknown".into(),
+                        };
                     }
                 }
                 ac.pools.push(pr);

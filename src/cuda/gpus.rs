@@ -20,6 +20,23 @@ const fn u(name: &'static str, major: u8, minor: u8, aliases: &'static [&'static
     Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: true }
 }
 
+/// The architecture a compute capability belongs to, by NVIDIA's names (docs/cuda-binaries.md §5d).
+pub fn architecture(cc: Cc) -> &'static str {
+    match (cc.major, cc.minor) {
+        (0..=2, _) => "Fermi or older",
+        (3, _) => "Kepler",
+        (5, _) => "Maxwell",
+        (6, _) => "Pascal",
+        (7, 0..=4) => "Volta",
+        (7, _) => "Turing",
+        (8, 9) => "Ada",
+        (8, _) => "Ampere",
+        (9, _) => "Hopper",
+        (10..=12, _) => "Blackwell",
+        _ => "a future architecture",
+    }
+}
+
 pub static GPUS: &[Gpu] = &[
     u("K80", 3, 7, &["Tesla K80"]),
     u("K40", 3, 5, &["Tesla K40", "K20"]),

@@ -579,7 +579,7 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
                 section: section_of(off).map(|s| s.name.clone()),
                 cubin,
             }),
-            Err(e) => report.problem(Some(off), format!("embedded cubin: {e}")),
+            Err(e) => report.managed_problem(Some(off), format!("embedded cubin: {e}")),
         }
     }
     if let Some(info) = report.elf.as_mut() {

@@ -29,6 +29,10 @@ pub struct Problem {
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_hexnum")]
     pub offset: Option<u64>,
     pub message: String,
+    /// Found in data the library keeps and loads itself (a hidden container, a bare cubin in
+    /// `.rodata`): detail for the inventory, never a reason to doubt the verdicts (CL015).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub library_managed: bool,
 }
 
 /// Offsets are written as hex strings (`"0x2038"`) and read back the same way.
@@ -140,7 +144,53 @@ impl FileReport {
     }
 
     pub fn problem(&mut self, offset: Option<u64>, message: impl Into<String>) {
-        self.problems.push(Problem { offset, message: message.into() });
+        self.problems.push(Problem { offset, message: message.into(), library_managed: false });
+    }
+
+    /// A problem in data the library keeps and loads itself (see [`Problem::library_managed`]).
+    pub fn managed_problem(&mut self, offset: Option<u64>, message: impl Into<String>) {
+        self.problems.push(Problem { offset, message: message.into(), library_managed: true });
+    }
+
+    /// The problems that decide whether the verdicts can be trusted, and the rest, each sorted
+    /// and deduplicated. Decisive: the file's own structure (what the loader reads), its
+    /// registered containers and a standalone cubin's. Detail: data the library loads itself
+    /// (hidden containers, bare cubins kept as data) and archive members (linked elsewhere,
+    /// never loaded from here).
+    pub fn split_problems(&self) -> (Vec<String>, Vec<String>) {
+        let mut decisive = Vec::new();
+        let mut detail = Vec::new();
+        for p in &self.problems {
+            if p.library_managed { &mut detail } else { &mut decisive }.push(p.message.clone());
+        }
+        decisive.extend(self.cubin.iter().flat_map(|c| c.problems.iter().cloned()));
+        let container = |c: &Container, v: &mut Vec<String>| {
+            v.extend(c.problems.iter().map(|p| p.message.clone()));
+            for e in c.entries.iter().chain(c.entries.iter().flat_map(|e| &e.images)) {
+                v.extend(e.problems.iter().map(|p| p.message.clone()));
+                v.extend(e.cubin.iter().flat_map(|c| c.problems.iter().cloned()));
+            }
+        };
+        for c in &self.containers {
+            container(c, &mut decisive);
+        }
+        for c in &self.hidden_containers {
+            container(c, &mut detail);
+        }
+        detail.extend(self.hidden_cubins.iter().flat_map(|h| h.cubin.problems.iter().cloned()));
+        // A file whose own structure could not be read cannot tell registered code from data
+        // (a truncated section table hides which containers `.nv_fatbin` holds): all decide.
+        if !decisive.is_empty() {
+            decisive.append(&mut detail);
+        }
+        for m in &self.members {
+            m.collect_problems(&mut detail);
+        }
+        for v in [&mut decisive, &mut detail] {
+            v.sort();
+            v.dedup();
+        }
+        (decisive, detail)
     }
 
     /// Carries device code of any kind (here or in archive members).

@@ -201,6 +201,7 @@ impl Scanner {
                         "container declares {fat_size:#x} bytes of entries, past the end of the file \
                          ({file_len:#x} bytes): truncated or corrupt"
                     ),
+                    library_managed: false,
                 });
                 file_len
             }
@@ -490,7 +491,7 @@ impl Scanner {
 }
 
 fn problem(offset: u64, message: impl Into<String>) -> Problem {
-    Problem { offset: Some(offset), message: message.into() }
+    Problem { offset: Some(offset), message: message.into(), library_managed: false }
 }
 
 /// Fills an [`Entry`] from its header bytes (`header` may be empty for concatenated images).

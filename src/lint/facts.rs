@@ -82,9 +82,17 @@ pub struct BinaryFacts {
     /// The file shows some sign of CUDA (device code, CUDA sections or wrappers, a CUDA
     /// `DT_NEEDED`, fatbin magic in a loaded segment).
     pub cuda_sign: bool,
-    /// Everything the inspector could not read in full (sorted): with a CUDA sign, the verdicts
-    /// may be missing device code (CL015).
+    /// What the inspector could not read in full in the code that decides whether this file
+    /// runs (sorted): its own structure, registered containers, a standalone cubin. With a CUDA
+    /// sign, the verdicts may be missing device code (CL015). Empty for driver libraries and
+    /// for files never loaded as they are (archives, objects).
     pub problems: Vec<String>,
+    /// How many decisive problems, and the first few of them for messages (`77 problems, e.g. …`).
+    pub problem_count: u64,
+    pub problem_examples: Vec<String>,
+    /// Problems in everything else: data the library keeps and loads itself, archive members,
+    /// a driver library's contents. Detail for the inventory and JSON, never a finding.
+    pub detail_problems: Vec<String>,
     /// For a version-selected sibling the loader does not pick here: the one it picks (empty
     /// otherwise). Such a binary is never loaded, so no rule about its own build applies.
     pub not_loaded: String,
@@ -164,8 +172,11 @@ pub struct Coverage {
     pub cells: Vec<String>,
     pub native_images: Vec<String>,
     pub jit_images: Vec<String>,
-    /// PTX bytes the driver would compile at first use.
+    /// PTX bytes the driver would compile at first use, the same for people (`12.3 MiB`), and
+    /// roughly how long that takes: `milliseconds`, `seconds`, `minutes`.
     pub jit_ptx_bytes: u64,
+    pub jit_ptx: String,
+    pub jit_cost: String,
     /// Newest CUDA version a JIT or refused PTX needs.
     pub needs_cuda: String,
     /// A few failing modules, by label.
@@ -174,13 +185,24 @@ pub struct Coverage {
     /// (concatenated entries), and the driver version that can.
     pub format_too_new: u64,
     pub format_needs_cuda: String,
-    /// Failing modules that are normal in a binary whose other modules run: 'a'/'f' variants for
-    /// other chips, and per-architecture variants (one SM each, as cuBLAS ships them).
+    /// Modules that are detail in a binary whose other modules run here, not counted in
+    /// `failing`, `jit` or the cells: 'a'/'f' variants for other chips, per-architecture
+    /// variants (one SM each, as cuBLAS ships them), kernel sets for newer GPUs only (every
+    /// architecture above the target: code the library gates by compute capability), and any
+    /// module of one of NVIDIA's closed libraries whose registered code runs natively here
+    /// (their per-GPU dispatch).
     pub expected_missing: u64,
-    /// Failing modules built for a generic architecture list that lacks the target while their
-    /// siblings have it (one translation unit built with a different list), and a few labels.
+    /// Failing modules built for a generic architecture list that lacks the target while other
+    /// modules run here and that is not detail (see `expected_missing`): a list older than the
+    /// target, or one that skips its generation; one translation unit built with a stale list.
+    /// And a few labels.
     pub gaps: u64,
     pub gap_examples: Vec<String>,
+    /// Modules whose every plain architecture is newer than the target (kernel sets for newer
+    /// GPUs), and the oldest architecture among them.
+    pub newer_only: u64,
+    #[serde(skip)]
+    pub newer_from: Option<Cc>,
     /// The binary's verdict on the target: native, jit, arch-gated, none, n/a (docs/schema.md).
     pub class: String,
     /// For arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`).
@@ -358,6 +380,14 @@ pub fn binary(f: &ImageFile) -> Binary {
         .or(toolkit.map(|t| t.major))
         .unwrap_or(0);
     let pkg = f.package.as_ref();
+    let (mut problems, mut detail_problems) = r.split_problems();
+    if !loadable || !driver_lib.is_empty() {
+        detail_problems.append(&mut problems);
+        detail_problems.sort();
+        detail_problems.dedup();
+    }
+    let problem_count = problems.len() as u64;
+    let problem_examples: Vec<String> = problems.iter().take(3).cloned().collect();
     let facts = BinaryFacts {
         path: r.path.clone(),
         layer: f.layer.clone().unwrap_or_default(),
@@ -400,7 +430,10 @@ pub fn binary(f: &ImageFile) -> Binary {
         debug,
         driver_library: driver_lib.to_string(),
         cuda_sign: r.cuda_sign || !modules.is_empty() || !cuda_needed.is_empty() || r.has_device_code(),
-        problems: r.all_problems(),
+        problems,
+        problem_count,
+        problem_examples,
+        detail_problems,
         not_loaded: String::new(),
         cuda_needed,
     };
@@ -432,17 +465,42 @@ pub fn verdicts(b: &Binary, t: &Target, env: JitEnv) -> Vec<(String, Verdict)> {
 pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     let counted: Vec<&Module> = b.counted().collect();
     let mut c = Coverage { modules: counted.len() as u64, ..Default::default() };
+    let verdicts: Vec<Verdict> = counted.iter().map(|m| compat::decide(&m.images, t.cc, t.driver_cuda, env)).collect();
+    let native_any = verdicts.iter().any(|v| matches!(v, Verdict::Native { .. }));
+    let runs_any = verdicts.iter().any(Verdict::runs);
+    // NVIDIA's closed libraries pick their kernels per GPU at run time: where their registered
+    // code runs natively, a module that would JIT, needs a newer driver or has no image here is
+    // their dispatch at work, not something a user can act on.
+    let vendor_dispatch = b.facts.vendor_library && native_any;
     let mut cells = BTreeSet::new();
     let mut native = BTreeSet::new();
     let mut jit = BTreeSet::new();
     let mut arch_specific = BTreeSet::new();
     let mut needs: Option<CudaVersion> = None;
     let mut format_needs: Option<CudaVersion> = None;
-    let mut no_image: Vec<&Module> = Vec::new();
-    for m in &counted {
-        let v = compat::decide(&m.images, t.cc, t.driver_cuda, env);
+    for (m, v) in counted.iter().zip(&verdicts) {
+        if m.newer_only(t.cc) {
+            c.newer_only += 1;
+            let lo = m.images.iter().map(|i| i.cc).min();
+            c.newer_from = match (c.newer_from, lo) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        let detail = match v {
+            Verdict::Native { .. } => false,
+            Verdict::NoImage { format_needs_cuda: Some(_), .. } => false,
+            Verdict::NoImage { .. } => {
+                runs_any && (vendor_dispatch || m.specific_only() || m.single_arch() || m.newer_only(t.cc))
+            }
+            Verdict::Jit { .. } | Verdict::PtxTooNew { .. } | Verdict::JitDisabled { .. } => vendor_dispatch,
+        };
+        if detail {
+            c.expected_missing += 1;
+            continue;
+        }
         cells.insert(v.cell());
-        match &v {
+        match v {
             Verdict::Native { image } => {
                 c.native += 1;
                 native.insert(image.clone());
@@ -458,8 +516,13 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
                 if let Some(f) = f {
                     c.format_too_new += 1;
                     format_needs = format_needs.max(Some(*f));
-                } else {
-                    no_image.push(m);
+                } else if runs_any {
+                    // A generic list that lacks the target while other modules run here: the
+                    // mark of a translation unit built with a stale list.
+                    c.gaps += 1;
+                    if c.gap_examples.len() < 3 {
+                        c.gap_examples.push(m.label.clone());
+                    }
                 }
                 if !a.is_empty() {
                     c.arch_specific_only += 1;
@@ -477,24 +540,12 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
         }
     }
     c.failing = c.no_image + c.ptx_too_new + c.jit_disabled;
-    let runs = c.native + c.jit;
-    // Which missing modules are normal: only meaningful when something else runs here.
-    if runs > 0 {
-        for m in no_image {
-            if m.specific_only() || m.single_arch() {
-                c.expected_missing += 1;
-            } else {
-                c.gaps += 1;
-                if c.gap_examples.len() < 3 {
-                    c.gap_examples.push(m.label.clone());
-                }
-            }
-        }
-    }
+    // What still decides: modules left after the dispatch detail.
+    let decisive = c.modules - c.expected_missing;
     c.result = match (c.modules, c.failing) {
         (0, _) => "n/a",
         (_, 0) => "all",
-        (m, f) if f == m => "none",
+        (_, f) if f == decisive => "none",
         _ => "some",
     }
     .into();
@@ -505,6 +556,8 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
         _ => "native",
     }
     .into();
+    c.jit_ptx = human_size(c.jit_ptx_bytes);
+    c.jit_cost = jit_cost(c.jit_ptx_bytes).into();
     c.cells = cells.into_iter().collect();
     c.native_images = native.into_iter().collect();
     c.jit_images = jit.into_iter().collect();
@@ -512,6 +565,35 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
     c.format_needs_cuda = format_needs.map(|n| n.to_string()).unwrap_or_default();
     c
+}
+
+/// PTX below this size JITs in well under a second: no cold start worth a warning (CL003).
+pub const JIT_NOTICEABLE_BYTES: u64 = 1 << 20;
+
+/// How long the driver's JIT takes for this much PTX, roughly, at first use in a new container
+/// (ptxas compiles on the order of a MiB of PTX a second on one core; measured orders, not a
+/// promise): `milliseconds`, `seconds`, `minutes`.
+pub fn jit_cost(ptx_bytes: u64) -> &'static str {
+    match ptx_bytes {
+        b if b < JIT_NOTICEABLE_BYTES => "milliseconds",
+        b if b < 64 << 20 => "seconds",
+        _ => "minutes",
+    }
+}
+
+/// `10.2 KiB`, `650.0 MiB`, `1.2 GiB`; bytes below 1 KiB as `512 B`.
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
 }
 
 /// Every counted module's code is 'a'/'f' code, none of it for this target: an optional

@@ -39,6 +39,11 @@ pub struct Finding {
     pub target: Option<String>,
     /// Stable across runs (rule, path, target): what baselines record.
     pub fingerprint: String,
+    /// The image-level finding (its rule code) that says this one's cause once for many
+    /// binaries (CL019): text, Markdown and HTML fold it into that one; JSON, SARIF and JUnit
+    /// keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
 }
 
 fn fingerprint(rule: &str, path: Option<&str>, target: Option<&str>) -> String {
@@ -131,6 +136,10 @@ pub struct LintOptions<'a> {
     pub device: Option<crate::device::DeviceReport>,
 }
 
+/// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot
+/// target the GPU); those findings name it as their `cause`.
+pub const ROOT_CAUSE_RULE: &str = "CL019";
+
 fn value<T: Serialize>(v: &T) -> cel::Value {
     cel::to_value(v).expect("facts serialize")
 }
@@ -157,7 +166,13 @@ fn cell(c: &facts::Coverage, b: &Binary) -> String {
         };
     }
     if c.class == "arch-gated" {
-        return format!("gated ({})", c.arch_specific_images.first().cloned().unwrap_or_else(|| b.facts.archs.clone()));
+        let what = c
+            .arch_specific_images
+            .first()
+            .cloned()
+            .or_else(|| c.newer_from.filter(|_| b.facts.vendor_library).map(|f| format!("sm_{}+", f.sm())))
+            .unwrap_or_else(|| b.facts.archs.clone());
+        return format!("gated ({what})");
     }
     let mut parts: Vec<String> = c.native_images.clone();
     parts.extend(c.jit_images.iter().map(|j| format!("jit {j}")));
@@ -169,7 +184,9 @@ fn cell(c: &facts::Coverage, b: &Binary) -> String {
         } else {
             "223"
         };
-        if c.failing == c.modules {
+        // Counted against the modules that decide (dispatch detail left out), as the findings count.
+        let decisive = c.modules - c.expected_missing;
+        if c.failing == decisive {
             parts = vec![format!("✗ {err}")];
         } else if c.gaps > 0 || c.ptx_too_new > 0 || c.jit_disabled > 0 || c.format_too_new > 0 {
             parts.push(format!("✗ {err} ({}/{})", c.failing, c.modules));
@@ -218,6 +235,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
                     .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),
                 path,
                 target,
+                cause: None,
             }
         }))
     };
@@ -231,19 +249,8 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
     }
 
     // What decides each target before any kernel runs: said once, at image level.
-    let deploys: Vec<verdict::Deploy> =
+    let mut deploys: Vec<verdict::Deploy> =
         opts.targets.iter().map(|t| verdict::deploy(scan, &binaries, &floor, t)).collect();
-    for (t, d) in opts.targets.iter().zip(&deploys) {
-        let mut tf = facts::target(t);
-        tf.blocked = d.blocked;
-        let ctx = variables::context(
-            Scope::ImageTarget,
-            vec![("image", image_v.clone()), ("target", value(&tf)), ("deploy", value(d))],
-        );
-        for r in rules.iter().filter(|r| r.scope == Scope::ImageTarget) {
-            findings.extend(emit(r, &ctx, None, Some(t))?);
-        }
-    }
 
     // Every binary on every target, then judged together: version-selected siblings that are not
     // loaded, and 'a'/'f'-only binaries whose package runs on the target by other means.
@@ -262,11 +269,49 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             .filter(|(_, c)| c[ti].class == "native" || c[ti].class == "jit")
             .map(|(b, _)| b.facts.group.as_str())
             .collect();
+        // Code of the user's stack (not NVIDIA's closed libraries) that runs here: what calls
+        // those libraries, and checks the GPU before it does.
+        let consumer_runs = binaries.iter().zip(&covs).any(|(b, c)| {
+            !b.facts.vendor_library
+                && b.facts.driver_library.is_empty()
+                && (c[ti].class == "native" || c[ti].class == "jit")
+        });
         for (b, c) in binaries.iter().zip(covs.iter_mut()) {
-            if c[ti].class == "none" && facts::specific_only(b) && running.contains(b.facts.group.as_str()) {
-                c[ti].class = "arch-gated".into();
-                c[ti].gated_for = facts::chips_for(b);
+            let c = &mut c[ti];
+            if c.class == "none" && facts::specific_only(b) && running.contains(b.facts.group.as_str()) {
+                c.class = "arch-gated".into();
+                c.gated_for = facts::chips_for(b);
+            } else if let Some(from) = c.newer_from.filter(|_| {
+                // One of NVIDIA's closed libraries whose code is mostly for newer GPUs and runs
+                // here at best through a JIT fallback: it does not support this GPU, and its
+                // callers (torch and cuSPARSELt, say) check the compute capability first.
+                b.facts.vendor_library
+                    && consumer_runs
+                    && c.native == 0
+                    && (c.class == "none" || c.class == "jit")
+                    && c.newer_only * 2 >= c.modules
+            }) {
+                c.class = "arch-gated".into();
+                c.gated_for = format!("compute capability {from} and newer");
             }
+        }
+    }
+
+    // One cause behind many failing binaries (a CUDA major that cannot target the GPU), then
+    // the image-level rules of each target, which say it once.
+    let mut caused: Vec<BTreeSet<String>> = Vec::new();
+    for (ti, (t, d)) in opts.targets.iter().zip(deploys.iter_mut()).enumerate() {
+        let judged: Vec<(&Binary, &facts::Coverage)> = binaries.iter().zip(&covs).map(|(b, c)| (b, &c[ti])).collect();
+        let idx = verdict::root_cause(d, t, &judged);
+        caused.push(idx.into_iter().map(|i| binaries[i].facts.path.clone()).collect());
+        let mut tf = facts::target(t);
+        tf.blocked = d.blocked;
+        let ctx = variables::context(
+            Scope::ImageTarget,
+            vec![("image", image_v.clone()), ("target", value(&tf)), ("deploy", value(&*d))],
+        );
+        for r in rules.iter().filter(|r| r.scope == Scope::ImageTarget) {
+            findings.extend(emit(r, &ctx, None, Some(t))?);
         }
     }
 
@@ -335,17 +380,6 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             matrix.push(row);
         }
     }
-    let headlines: Vec<Headline> = opts
-        .targets
-        .iter()
-        .enumerate()
-        .map(|(ti, t)| {
-            let judged: Vec<(&Binary, &facts::Coverage)> =
-                binaries.iter().zip(&covs).map(|(b, c)| (b, &c[ti])).collect();
-            verdict::headline(t, &deploys[ti], &judged)
-        })
-        .collect();
-
     if let Some(dev) = &opts.device {
         for m in &dev.modules {
             let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
@@ -385,6 +419,8 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             ));
         }
     }
+    // What the rules raised before anything was taken away, for the headlines.
+    let raised: Vec<(Option<String>, Severity)> = findings.iter().map(|f| (f.target.clone(), f.severity)).collect();
     let before = findings.len();
     findings.retain(|f| !ignores.iter().any(|i| !i.expired(today) && i.matches(f, opts.rules)));
     let ignored = (before - findings.len()) as u64;
@@ -393,8 +429,55 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
         findings.retain(|f| !b.contains(&f.fingerprint));
     }
     let baseline = (before - findings.len()) as u64;
-    findings.sort_by(|a, b| (&a.path, &a.target, &a.rule, &a.message).cmp(&(&b.path, &b.target, &b.rule, &b.message)));
+    // Per-binary findings whose cause an image-level finding left standing says once.
+    for (ti, t) in opts.targets.iter().enumerate() {
+        let Some(code) = findings
+            .iter()
+            .find(|f| f.path.is_none() && f.target.as_deref() == Some(t.name.as_str()) && f.rule == ROOT_CAUSE_RULE)
+            .map(|f| f.rule.clone())
+        else {
+            continue;
+        };
+        for f in findings.iter_mut().filter(|f| {
+            f.target.as_deref() == Some(t.name.as_str())
+                && f.rule == "CL001"
+                && f.path.as_ref().is_some_and(|p| caused[ti].contains(p))
+        }) {
+            f.cause = Some(code.clone());
+        }
+    }
+    // Most severe first, then by target and path (image-wide before per-binary).
+    findings.sort_by(|a, b| {
+        (std::cmp::Reverse(a.severity), &a.target, &a.path, &a.rule, &a.message).cmp(&(
+            std::cmp::Reverse(b.severity),
+            &b.target,
+            &b.path,
+            &b.rule,
+            &b.message,
+        ))
+    });
     let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
+    // The headlines come from what is left: they never contradict the findings or the exit code.
+    let headlines: Vec<Headline> = opts
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(ti, t)| {
+            let judged: Vec<(&Binary, &facts::Coverage)> =
+                binaries.iter().zip(&covs).map(|(b, c)| (b, &c[ti])).collect();
+            let mine = |f: &&Finding| f.target.is_none() || f.target.as_deref() == Some(t.name.as_str());
+            let errors: Vec<&Finding> =
+                findings.iter().filter(mine).filter(|f| f.severity >= rules::Severity::Error).collect();
+            let suppressed = raised
+                .iter()
+                .filter(|(target, sev)| {
+                    (target.is_none() || target.as_deref() == Some(t.name.as_str())) && *sev >= rules::Severity::Error
+                })
+                .count()
+                .saturating_sub(errors.len());
+            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed)
+        })
+        .collect();
     notes.extend(scan.notes.iter().cloned());
     Ok(LintReport {
         schema: schema::LINT,

@@ -98,7 +98,16 @@ pub const BINARY: Variable = Variable {
             "cuda_sign",
             "the file shows some sign of CUDA (device code, CUDA sections or wrappers, a CUDA `DT_NEEDED`, fatbin magic in a loaded segment)",
         ),
-        ("problems", "everything the inspector could not read in full, sorted"),
+        (
+            "problems",
+            "what the inspector could not read in full in the code that decides whether the file runs (its own structure, registered containers, a standalone cubin), sorted; empty for driver libraries, archives and objects",
+        ),
+        ("problem_count", "how many `problems`"),
+        ("problem_examples", "the first three `problems`, for messages"),
+        (
+            "detail_problems",
+            "problems in everything else (data the library keeps and loads itself, archive members, driver libraries): detail, never a finding",
+        ),
         ("not_loaded", "for a version-selected sibling the loader does not pick: the one it picks (empty otherwise)"),
     ],
     list_of: None,
@@ -118,7 +127,7 @@ pub const TARGET: Variable = Variable {
         ("driver_cuda", "the driver's CUDA version (`\"12.2\"`), empty if not known"),
         (
             "blocked",
-            "an image-level finding fails this target before any kernel runs (driver floor, a driver that cannot drive the GPU): per-binary verdicts step aside",
+            "an image-level finding fails this target before any kernel runs (driver floor, a driver that cannot drive the GPU): driver-dependent per-binary verdicts step aside, architecture ones say `even with a driver that runs the image`",
         ),
     ],
     list_of: None,
@@ -151,6 +160,11 @@ pub const COVERAGE: Variable = Variable {
         ("native_images", "SASS images used"),
         ("jit_images", "PTX images compiled"),
         ("jit_ptx_bytes", "PTX bytes the driver would compile at first use"),
+        ("jit_ptx", "the same for people: `12.3 MiB`"),
+        (
+            "jit_cost",
+            "roughly how long that JIT takes at first use: `milliseconds` (under 1 MiB), `seconds`, `minutes` (64 MiB and more)",
+        ),
         ("needs_cuda", "newest CUDA version a JIT or refused PTX needs"),
         ("failing_examples", "a few failing modules, by label"),
         (
@@ -160,13 +174,14 @@ pub const COVERAGE: Variable = Variable {
         ("format_needs_cuda", "the driver CUDA version that can"),
         (
             "expected_missing",
-            "failing modules that are normal in a binary whose other modules run: 'a'/'f' variants for other chips, per-architecture variants",
+            "modules that are detail in a binary whose other modules run here (not in `failing`, `jit` or `cells`): 'a'/'f' variants for other chips, per-architecture variants, kernel sets for newer GPUs only, and any module of one of NVIDIA's closed libraries whose registered code runs natively here (their per-GPU dispatch)",
         ),
         (
             "gaps",
-            "failing modules built for a generic architecture list that lacks the target while their siblings have it",
+            "failing modules built for a generic architecture list that lacks the target, older than it or skipping its generation, while other modules run here: a translation unit built with a stale list (never counted in NVIDIA's closed libraries)",
         ),
         ("gap_examples", "a few of them, by label"),
+        ("newer_only", "modules whose every plain architecture is newer than the target: kernel sets for newer GPUs"),
         ("class", "the binary's verdict: native, jit, arch-gated, none, n/a (docs/schema.md)"),
         ("gated_for", "for arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`)"),
         ("selected_sibling", "for a version-selected sibling not loaded here: the sibling that is"),
@@ -219,6 +234,14 @@ pub const DEPLOY: Variable = Variable {
         ("compat_problem", "why the image's forward-compatibility libraries do not help here (804, old branch)"),
         ("cannot_drive", "why the target's driver cannot drive its GPU at all (empty: it can, or unknown)"),
         ("blocked", "a finding of this scope fails the target before any kernel runs"),
+        (
+            "unbuildable_major",
+            "one cause behind binaries without code here: the CUDA major whose compilers cannot target this GPU (0: none)",
+        ),
+        ("unbuildable_count", "how many binaries fail here for that cause"),
+        ("unbuildable_packages", "their packages (else file names), sorted: `torch, vllm, nvidia-cublas and 3 more`"),
+        ("unbuildable_architecture", "the GPU's architecture: `Volta`"),
+        ("unbuildable_fix", "the builds to install instead, per package"),
     ],
     list_of: None,
 };

@@ -43,9 +43,52 @@ pub struct Deploy {
     pub compat_problem: String,
     /// Why the target's driver cannot drive its GPU at all (empty: it can, or unknown).
     pub cannot_drive: String,
-    /// A finding of this scope fails the target before any kernel runs: per-binary verdicts
-    /// step aside.
+    /// A finding of this scope fails the target before any kernel runs: driver-dependent
+    /// per-binary verdicts step aside (architecture ones do not).
     pub blocked: bool,
+    /// One cause behind many binaries that have no code here: their CUDA major's compilers
+    /// cannot target this GPU at all (CUDA 13 and Volta). The major (0: no such cause), how
+    /// many binaries, their packages (`torch, vllm, nvidia-cublas`), the GPU's architecture and
+    /// the builds to install instead.
+    pub unbuildable_major: u64,
+    pub unbuildable_count: u64,
+    pub unbuildable_packages: String,
+    pub unbuildable_architecture: String,
+    pub unbuildable_fix: String,
+}
+
+/// Binaries that fail on `t` because their CUDA major cannot build for it: their indexes, the
+/// newest such major, and the deploy fields that say it once (`root_cause` in rules).
+pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -> Vec<usize> {
+    let cannot = |b: &Binary| buildable(b.facts.cuda_major).is_some_and(|(lo, hi)| t.cc < lo || t.cc.major > hi.major);
+    let failing: Vec<(usize, &Binary)> = judged
+        .iter()
+        .enumerate()
+        .filter(|(_, (b, c))| c.class == "none" && cannot(b))
+        .map(|(i, (b, _))| (i, *b))
+        .collect();
+    let Some(major) = failing.iter().map(|(_, b)| b.facts.cuda_major).max() else { return Vec::new() };
+    let of_major: Vec<(usize, &Binary)> = failing.into_iter().filter(|(_, b)| b.facts.cuda_major == major).collect();
+    let mut names: Vec<String> = Vec::new();
+    for (_, b) in &of_major {
+        let n = if b.facts.package.is_empty() { file_name(&b.facts.path).to_string() } else { b.facts.package.clone() };
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
+    names.sort();
+    let shown = |v: &[String]| {
+        let more = v.len().saturating_sub(3);
+        let head = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        if more > 0 { format!("{head} and {more} more") } else { head }
+    };
+    let builds: Vec<String> = names.iter().map(|n| older_build(n, major)).collect();
+    d.unbuildable_major = major;
+    d.unbuildable_count = of_major.len() as u64;
+    d.unbuildable_packages = shown(&names);
+    d.unbuildable_architecture = crate::cuda::gpus::architecture(t.cc).to_string();
+    d.unbuildable_fix = shown(&builds);
+    of_major.into_iter().map(|(i, _)| i).collect()
 }
 
 fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, Vec<String>> {
@@ -208,24 +251,66 @@ fn versioned_sibling(name: &str) -> Option<(String, CudaVersion)> {
     Some((format!("{}_cuda{{}}{}", &name[..i], &rest[digits.len()..]), v))
 }
 
-/// The CUDA runtime a version-selecting loader picks: `BNB_CUDA_VERSION`, else the `+cuXYZ` of
-/// the image's torch, else the newest runtime found.
-fn selecting_runtime(report: &ImageReport, binaries: &[Binary]) -> Option<CudaVersion> {
+/// What a version-selecting loader goes by: an exact CUDA version, or only a major.
+#[derive(Debug, Clone, Copy)]
+enum Selector {
+    Exact(CudaVersion),
+    Major(u16),
+}
+
+/// The CUDA version a version-selecting loader picks: `BNB_CUDA_VERSION`, else the `+cuXYZ` of
+/// the image's torch, else the image's other CUDA evidence (binaries that are not siblings): a
+/// shared runtime, `-cuNN` pypi packages, a static runtime or a CUDA `DT_NEEDED`. None: nothing
+/// selects.
+fn selector(report: &ImageReport, binaries: &[Binary], siblings: &BTreeSet<usize>) -> Option<Selector> {
     if let Some(v) = report.image.env.get("BNB_CUDA_VERSION").and_then(|v| versioned_sibling(&format!("x_cuda{v}.so")))
     {
-        return Some(v.1);
+        return Some(Selector::Exact(v.1));
     }
     let torch = report.cuda_packages.iter().find(|p| p.name == "torch").and_then(|p| {
         let cu = p.version.split_once("+cu")?.1;
         versioned_sibling(&format!("x_cuda{cu}.so")).map(|x| x.1)
     });
-    torch.or_else(|| {
-        binaries.iter().filter_map(|b| b.facts.cudart.as_ref()).map(|c| CudaVersion::new(c.major, c.minor)).max()
-    })
+    if let Some(v) = torch {
+        return Some(Selector::Exact(v));
+    }
+    // Strongest first: a shared CUDA runtime the image carries, then the `-cuNN` pypi packages,
+    // then what other binaries link (a static runtime's version, a `DT_NEEDED` major).
+    let others: Vec<&Binary> =
+        binaries.iter().enumerate().filter(|(i, _)| !siblings.contains(i)).map(|(_, b)| b).collect();
+    let runtime = |shared: bool| {
+        others
+            .iter()
+            .filter_map(|b| b.facts.cudart.as_ref())
+            .filter(|c| (c.linkage != "static") == shared)
+            .map(|c| CudaVersion::new(c.major, c.minor))
+            .max()
+    };
+    if let Some(v) = runtime(true) {
+        return Some(Selector::Exact(v));
+    }
+    let pypi = report
+        .cuda_packages
+        .iter()
+        .filter(|p| p.manager == "pypi")
+        .filter_map(|p| p.name.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok()))
+        .filter(|m| (11..=20).contains(m))
+        .max();
+    if let Some(m) = pypi {
+        return Some(Selector::Major(m));
+    }
+    let needed = others.iter().flat_map(|b| b.facts.cuda_needed.iter().filter_map(|n| cuda_major_of_soname(n))).max();
+    match (runtime(false), needed) {
+        (Some(e), Some(m)) if m > e.major => Some(Selector::Major(m)),
+        (Some(e), _) => Some(Selector::Exact(e)),
+        (None, Some(m)) => Some(Selector::Major(m)),
+        (None, None) => None,
+    }
 }
 
 /// Binaries that are siblings built per CUDA version and not the one the loader picks here:
-/// index -> the file name of the one it picks.
+/// index -> the file name of the one it picks. With nothing in the image to select by, the
+/// siblings are alternatives: the oldest stands for them, so they raise no floor above it.
 pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<usize, String> {
     let mut groups: BTreeMap<(String, String), Vec<(usize, CudaVersion)>> = BTreeMap::new();
     for (i, b) in binaries.iter().enumerate() {
@@ -233,22 +318,25 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMa
             groups.entry((parent(&b.facts.path).to_string(), key)).or_default().push((i, v));
         }
     }
-    let runtime = selecting_runtime(report, binaries);
+    groups.retain(|_, m| m.len() > 1);
+    let siblings: BTreeSet<usize> = groups.values().flatten().map(|(i, _)| *i).collect();
+    let selector = selector(report, binaries, &siblings);
     let mut out = BTreeMap::new();
-    for members in groups.into_values().filter(|m| m.len() > 1) {
-        let pick = runtime
-            .and_then(|rt| {
-                members
-                    .iter()
-                    .find(|(_, v)| *v == rt)
-                    .or_else(|| members.iter().filter(|(_, v)| v.major == rt.major && *v <= rt).max_by_key(|(_, v)| *v))
-            })
-            .or_else(|| members.iter().max_by_key(|(_, v)| *v))
-            .map(|(i, _)| *i)
-            .expect("non-empty");
+    for members in groups.into_values() {
+        let newest_of = |major: u16, upto: Option<CudaVersion>| {
+            members.iter().filter(|(_, v)| v.major == major && upto.is_none_or(|u| *v <= u)).max_by_key(|(_, v)| *v)
+        };
+        let chosen = match selector {
+            Some(Selector::Exact(rt)) => {
+                members.iter().find(|(_, v)| *v == rt).or_else(|| newest_of(rt.major, Some(rt)))
+            }
+            Some(Selector::Major(m)) => newest_of(m, None),
+            None => None,
+        };
+        let pick = chosen.or_else(|| members.iter().min_by_key(|(_, v)| *v)).map(|(i, _)| *i).expect("non-empty");
         let picked = file_name(&binaries[pick].facts.path).to_string();
-        for (i, _) in members.into_iter().filter(|(i, _)| *i != pick) {
-            out.insert(i, picked.clone());
+        for (i, _) in members.iter().filter(|(i, _)| *i != pick) {
+            out.insert(*i, picked.clone());
         }
     }
     out
@@ -376,8 +464,18 @@ fn has(b: &Binary, c: &Coverage, t: &Target) -> String {
     }
 }
 
-/// One line per target: `H100 · driver 580.65.06: runs (native)`.
-pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> super::Headline {
+/// One line per target, from the same evaluation as the findings and the exit code: `errors`
+/// are the error findings left for this target (its own and image-wide ones) after ignores and
+/// the baseline, `suppressed` how many were taken away. `H100 · driver 580.65.06: runs
+/// (native)`; a target with an error never reads "runs", and one whose failures were all
+/// suppressed reads "accepted".
+pub fn headline(
+    t: &Target,
+    d: &Deploy,
+    judged: &[(&Binary, &Coverage)],
+    errors: &[&super::Finding],
+    suppressed: usize,
+) -> super::Headline {
     let who = match (&t.driver, t.driver_cuda) {
         (Some(drv), _) => format!("{} · driver {drv}", t.name),
         (None, Some(c)) => format!("{} · CUDA {c} driver", t.name),
@@ -390,36 +488,86 @@ pub fn headline(t: &Target, d: &Deploy, judged: &[(&Binary, &Coverage)]) -> supe
         v.truncate(2);
         if more > 0 { format!("{} and {more} more", v.join(", ")) } else { v.join(", ") }
     };
-    let (verdict, text) = if !d.cannot_drive.is_empty() {
-        ("fails", format!("fails — the driver cannot drive this GPU: {}", d.cannot_drive))
+    let flagged = |b: &Binary| errors.iter().any(|f| f.path.as_deref() == Some(b.facts.path.as_str()));
+    let mut causes: Vec<String> = Vec::new();
+    if !d.cannot_drive.is_empty() {
+        causes.push(format!("the driver cannot drive this GPU: {}", d.cannot_drive));
     } else if !d.floor_ok {
         let first = d.why.split("; ").next().unwrap_or_default();
-        ("fails", format!("fails — the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda))
-    } else {
-        let none: Vec<String> = judged
-            .iter()
-            .filter(|(_, c)| c.class == "none")
-            .map(|(b, c)| format!("{} {}", name(b), has(b, c, t)))
-            .collect();
-        let gated: Vec<String> = judged
-            .iter()
-            .filter(|(_, c)| c.class == "arch-gated")
-            .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
-            .collect();
-        let jit = judged.iter().filter(|(_, c)| c.class == "jit" || c.jit > 0).count();
-        let runs = judged.iter().any(|(_, c)| c.class != "n/a");
-        if !none.is_empty() {
-            ("fails", format!("fails — {}", list(none)))
-        } else if !runs {
-            ("runs", "no device code for this target to judge".to_string())
+        causes.push(format!("the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda));
+    }
+    let none: Vec<String> = judged
+        .iter()
+        .filter(|(b, c)| c.class == "none" && (errors.is_empty() || flagged(b)))
+        .map(|(b, c)| format!("{} {}", name(b), has(b, c, t)))
+        .collect();
+    if !none.is_empty() {
+        let arch = if d.unbuildable_major > 0 && d.unbuildable_count as usize == none.len() {
+            format!(
+                "CUDA {} builds cannot target {} ({} binaries: {})",
+                d.unbuildable_major, d.unbuildable_architecture, d.unbuildable_count, d.unbuildable_packages
+            )
         } else {
-            let mut s =
-                if jit > 0 { format!("runs (PTX JIT for {jit} binaries)") } else { "runs (native)".to_string() };
-            if !gated.is_empty() {
-                s.push_str(&format!("; {}", list(gated)));
+            list(none)
+        };
+        causes.push(if causes.is_empty() { arch } else { format!("even with a newer driver: {arch}") });
+    }
+    // Errors no coverage verdict explains (a shipped driver library, an analysis that did not
+    // finish): named by rule and file.
+    let explained = |f: &super::Finding| {
+        f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == "none" && b.facts.path == *p))
+            || (f.path.is_none() && f.target.is_some() && !causes.is_empty())
+    };
+    let other: Vec<String> = errors
+        .iter()
+        .filter(|f| !explained(f))
+        .map(|f| match &f.path {
+            Some(p) => format!("{} ({})", f.name, file_name(p)),
+            None => f.name.clone(),
+        })
+        .fold(Vec::new(), |mut v, s| {
+            if !v.contains(&s) {
+                v.push(s);
             }
-            (if jit > 0 { "runs-jit" } else { "runs" }, s)
+            v
+        });
+    causes.extend(other);
+    let gated: Vec<String> = judged
+        .iter()
+        .filter(|(_, c)| c.class == "arch-gated")
+        .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
+        .collect();
+    // PTX that JITs in milliseconds (a 10 KiB module) is no cold start worth a headline.
+    let jitting: Vec<u64> = judged
+        .iter()
+        .filter(|(_, c)| {
+            (c.class == "jit" || (c.class == "native" && c.jit > 0))
+                && c.jit_ptx_bytes >= super::facts::JIT_NOTICEABLE_BYTES
+        })
+        .map(|(_, c)| c.jit_ptx_bytes)
+        .collect();
+    let jit = jitting.len();
+    let runs = judged.iter().any(|(_, c)| c.class != "n/a");
+    let (verdict, text) = if !errors.is_empty() {
+        let causes = if causes.is_empty() { vec![format!("{} error(s)", errors.len())] } else { causes };
+        ("fails", format!("fails — {}", list(causes)))
+    } else if !causes.is_empty() {
+        // The evaluation says it fails, and every finding that says so was ignored, baselined,
+        // disabled or lowered below error: the gate accepts it, the headline says both.
+        let n = if suppressed > 0 { format!(", {suppressed} finding(s) suppressed") } else { String::new() };
+        ("accepted", format!("accepted{n} — would fail: {}", list(causes)))
+    } else if !runs {
+        ("runs", "no device code for this target to judge".to_string())
+    } else {
+        let mut s = match jit {
+            0 => "runs (native)".to_string(),
+            1 => format!("runs (PTX JIT for 1 binary, {})", super::facts::human_size(jitting[0])),
+            n => format!("runs (PTX JIT for {n} binaries, {})", super::facts::human_size(jitting.iter().sum())),
+        };
+        if !gated.is_empty() {
+            s.push_str(&format!("; {}", list(gated)));
         }
+        (if jit > 0 { "runs-jit" } else { "runs" }, s)
     };
     super::Headline { target: t.name.clone(), verdict: verdict.into(), text: format!("{who}: {text}") }
 }

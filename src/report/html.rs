@@ -171,12 +171,12 @@ fn html(r: &LintReport) -> String {
         o.push_str("</tbody>\n</table>\n");
     }
 
-    let _ = writeln!(o, "<h2>Findings ({})</h2>", r.findings.len());
+    let _ = writeln!(o, "<h2>Findings ({})</h2>", super::lines::shown(r).count());
     if !r.findings.is_empty() {
         o.push_str(
             "<table id=\"findings\">\n<thead><tr><th>severity</th><th>rule</th><th>where</th><th>finding</th><th>fix</th></tr></thead>\n<tbody>\n",
         );
-        for f in &r.findings {
+        for f in super::lines::shown(r) {
             let mut at = Vec::new();
             if let Some(p) = &f.path {
                 at.push(format!("<code>{}</code>", esc(p)));
@@ -193,7 +193,7 @@ fn html(r: &LintReport) -> String {
                 esc(&f.rule),
                 esc(&f.name),
                 if at.is_empty() { "image".to_string() } else { at.join(" ") },
-                esc(&f.message),
+                esc(&format!("{}{}", f.message, super::lines::folded_note(r, f))),
                 esc(&f.fix)
             );
         }

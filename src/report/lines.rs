@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use crate::escape::text as esc;
-use crate::lint::LintReport;
 use crate::lint::rules::Severity;
+use crate::lint::{Finding, LintReport};
 
 pub(crate) fn counts(r: &LintReport) -> BTreeMap<Severity, usize> {
     let mut c = BTreeMap::new();
@@ -34,4 +34,23 @@ pub(crate) fn image_line(r: &LintReport) -> String {
         i.source,
         i.platform.as_ref().map(|p| format!(", {p}")).unwrap_or_default()
     )
+}
+
+/// The findings people read (text, Markdown, HTML): those whose cause another finding says once
+/// are folded into it; `folded` tells that one how many it stands for.
+pub(crate) fn shown(r: &LintReport) -> impl Iterator<Item = &Finding> {
+    r.findings.iter().filter(|f| f.cause.is_none())
+}
+
+/// How many per-binary findings an image-level one stands for (0: none).
+pub(crate) fn folded(r: &LintReport, f: &Finding) -> usize {
+    r.findings.iter().filter(|x| x.cause.as_deref() == Some(f.rule.as_str()) && x.target == f.target).count()
+}
+
+/// `(stands for 15 CL001 findings, one per binary, listed in the JSON report)`, or empty.
+pub(crate) fn folded_note(r: &LintReport, f: &Finding) -> String {
+    match folded(r, f) {
+        0 => String::new(),
+        n => format!(" (stands for {n} CL001 findings, one per binary: `--format json` lists each)"),
+    }
 }

@@ -21,7 +21,11 @@ fn markdown(r: &LintReport) -> String {
     let icon = if r.failed { "❌" } else { "✅" };
     let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
     for h in &r.headlines {
-        let mark = if h.verdict == "fails" { "❌" } else { "✅" };
+        let mark = match h.verdict.as_str() {
+            "fails" => "❌",
+            "accepted" => "⚠️",
+            _ => "✅",
+        };
         let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
     }
     if !r.headlines.is_empty() {
@@ -80,7 +84,7 @@ fn markdown(r: &LintReport) -> String {
     }
     if !r.findings.is_empty() {
         let _ = writeln!(out, "| severity | rule | where | finding | fix |\n|---|---|---|---|---|");
-        for f in &r.findings {
+        for f in super::lines::shown(r) {
             let at = match (&f.path, &f.target) {
                 (Some(p), Some(t)) => format!("{} on {}", escape::markdown_code(p), md_escape(t)),
                 (Some(p), None) => escape::markdown_code(p),
@@ -97,7 +101,7 @@ fn markdown(r: &LintReport) -> String {
                 f.rule,
                 f.name,
                 at,
-                md_escape(&f.message),
+                md_escape(&format!("{}{}", f.message, super::lines::folded_note(r, f))),
                 md_escape(&f.fix)
             );
         }

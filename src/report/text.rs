@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::lines::{image_line, summary_line};
+use super::lines::{folded_note, image_line, shown, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
 use crate::lint::LintReport;
@@ -65,6 +65,7 @@ fn text(r: &LintReport, paint: Paint) -> String {
             let painted = match h.verdict.as_str() {
                 "fails" => paint.wrap("1;31", "✗"),
                 "runs-jit" => paint.wrap("33", "✓"),
+                "accepted" => paint.wrap("33", "~"),
                 _ => paint.wrap("32", "✓"),
             };
             let _ = writeln!(out, "{painted} {}", esc(&h.text));
@@ -94,6 +95,9 @@ fn text(r: &LintReport, paint: Paint) -> String {
             }
             let _ = writeln!(out, "{}", line.trim_end());
         }
+        if let Some(l) = legend(r) {
+            let _ = writeln!(out, "{}", paint.dim(&l));
+        }
     }
     if let Some(d) = &r.device {
         device_text(&mut out, d, paint);
@@ -101,7 +105,7 @@ fn text(r: &LintReport, paint: Paint) -> String {
     if !r.findings.is_empty() {
         out.push('\n');
     }
-    for f in &r.findings {
+    for f in shown(r) {
         let at = match (&f.path, &f.target) {
             (Some(p), Some(t)) => format!("{} on {}", esc(p), esc(t)),
             (Some(p), None) => esc(p),
@@ -113,7 +117,7 @@ fn text(r: &LintReport, paint: Paint) -> String {
             None => at,
         };
         let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
-        let _ = writeln!(out, "        {}", esc(&f.message));
+        let _ = writeln!(out, "        {}{}", esc(&f.message), folded_note(r, f));
         let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
     }
     for n in &r.notes {
@@ -122,6 +126,43 @@ fn text(r: &LintReport, paint: Paint) -> String {
     out.push('\n');
     let _ = writeln!(out, "{}", summary_line(r));
     out
+}
+
+/// What the marks in the grid's cells mean, for the marks this grid uses.
+pub(crate) fn legend(r: &LintReport) -> Option<String> {
+    let cells: Vec<&str> = r.matrix.iter().flat_map(|m| m.cells.iter().map(|c| c.text.as_str())).collect();
+    let any = |p: &dyn Fn(&str) -> bool| cells.iter().any(|c| p(c));
+    let mut parts: Vec<&str> = Vec::new();
+    if any(&|c| c.starts_with("sm_") || c.contains(" sm_")) {
+        parts.push("sm_XX: SASS that runs as is");
+    }
+    if any(&|c| c.contains("jit ")) {
+        parts.push("jit compute_XX: PTX the driver compiles at first use");
+    }
+    if any(&|c| c.contains("✗ ") && c.contains('/')) {
+        parts.push("✗ E (n/m): n of the binary's m modules fail there with CUDA error E, the rest run");
+    }
+    if any(&|c| c.starts_with("✗ ") && !c.contains('/')) {
+        parts.push("✗ E: nothing in the binary runs there (CUDA error E)");
+    }
+    if any(&|c| c.contains("✗ ")) {
+        parts.push("E: 209 no kernel image, 222 PTX too new for the driver, 223 PTX JIT disabled");
+    }
+    if any(&|c| c.starts_with("gated")) {
+        parts.push(
+            "gated: code only for other chips ('a'/'f') or newer GPUs, an optional extension its callers check for",
+        );
+    }
+    if any(&|c| c.starts_with("lib-managed")) {
+        parts.push("lib-managed (n): n modules the library loads itself, not judged");
+    }
+    if any(&|c| c.starts_with("not loaded")) {
+        parts.push("not loaded: a per-CUDA-version sibling the loader does not pick");
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("cells: {}; per-GPU kernel variants a library picks at run time are not counted", parts.join("; ")))
 }
 
 /// The on-device section: per GPU the canary, then every module's static verdict beside what the

@@ -101,8 +101,9 @@ fn expected() -> Verdicts {
             "vision",
             "fails",
             // Not H100: it does not tolerate dedicated=llm. On the L4 pool (driver 535) the
-            // image's CUDA 13 runtime fails first: the driver floor, said once (CL005).
-            &[(A10G, "fails", &["CL001"]), (L4, "fails", &["CL005"])],
+            // image's CUDA 13 runtime fails first: the driver floor, said once (CL005); and even
+            // with a newer driver its Blackwell-only code has no kernel for an L4 (CL001).
+            &[(A10G, "fails", &["CL001"]), (L4, "fails", &["CL005", "CL001"])],
         ),
         // nodeSelector on the node group label, and it tolerates dedicated=llm.
         v("Deployment ranker", "ranker", "runs", &[(H100, "runs", &[])]),
@@ -245,10 +246,10 @@ fn local_images_every_workload_kind_and_pool() {
         .collect();
     errors.sort();
     // One lint per image and pool set: blackwell on A10G (CL001) and on L4, whose 535 driver
-    // cannot run its CUDA 13 runtime at all (CL005, said once instead of CL001), llm-hopper on
-    // A10G (CL001), multi-arch on all pools and on L4 alone (CL005 x2); the two llm-hopper
-    // workloads on H100 share one clean lint.
-    assert_eq!(errors, ["CL001", "CL001", "CL005", "CL005", "CL005"]);
+    // cannot run its CUDA 13 runtime at all (CL005, the driver first) and which has no kernel
+    // for an L4 even with a newer driver (CL001), llm-hopper on A10G (CL001), multi-arch on all
+    // pools and on L4 alone (CL005 x2); the two llm-hopper workloads on H100 share one clean lint.
+    assert_eq!(errors, ["CL001", "CL001", "CL001", "CL005", "CL005", "CL005"]);
 }
 
 #[test]
@@ -465,8 +466,12 @@ fn markdown_keeps_hostile_names_inside_their_cells() {
 #[test]
 fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     let d = tempfile::tempdir().unwrap();
-    // lz4.fatbin: sm_80 SASS and compute_80 PTX (CUDA 12.9): native on 8.6 and 8.9, JIT on 9.0.
-    let img = Image::new(vec![(tar(&[Ent::File("opt/k/lz4.fatbin", read_fixture("lz4.fatbin"))]), Comp::Zstd)]);
+    // bigptx-cu129.fatbin: sm_80 SASS and 1.2 MiB of compute_80 PTX (CUDA 12.9): native on 8.6
+    // and 8.9, a JIT at first use worth a warning on 9.0.
+    let img = Image::new(vec![(
+        tar(&[Ent::File("opt/k/bigptx.fatbin", read_fixture("../verdict/bigptx-cu129.fatbin"))]),
+        Comp::Zstd,
+    )]);
     let layout = d.path().join("img");
     oci_layout(&layout, &[&img]);
     let m = d.path().join("d.yaml");

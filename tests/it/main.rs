@@ -21,6 +21,7 @@ mod registry_scale;
 mod reports;
 mod rules;
 mod scan;
+mod stock_stack;
 mod util;
 mod verdicts;
 mod wheels;

@@ -16,7 +16,7 @@ use crate::util::{fixture, root};
 fn shared_case() -> RuleTest {
     let files = [
         ("/opt/app/lib/libsm90a.so", "libsm90a.so"),
-        ("/opt/app/lib/libgenmixed.so", "../verdict/libgenmixed.so"),
+        ("/opt/app/lib/libstale.so", "../verdict/libstale.so"),
         ("/opt/kernels/gemm.cubin", "abi8_sm100a_cu129.cubin"),
         ("/usr/lib/python3/site-packages/vllm/_C.so", "libmulti.so"),
         ("/usr/lib/python3/site-packages/vllm/_flash3.so", "libsm90a.so"),
@@ -164,7 +164,7 @@ fn exit_codes_zero_one_two() {
     let out = cudalint()
         .args([
             "scan",
-            fixture("libnocompress.so").to_str().unwrap(),
+            fixture("../verdict/libbigptx.so").to_str().unwrap(),
             "--gpu",
             "RTX 5090",
             "--fail-on",

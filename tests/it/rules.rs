@@ -55,6 +55,7 @@ fn rule_codes_are_unique_and_stable() {
         ("CL016", "arch-gated-extension", "warning"),
         ("CL017", "driver-cannot-drive-gpu", "error"),
         ("CL018", "forward-compat-in-use", "info"),
+        ("CL019", "cuda-build-cannot-target", "error"),
     ];
     let want: Vec<(String, String, String)> =
         want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();

@@ -97,7 +97,14 @@ fn the_stack_passes_quietly_on_its_own_gpu_and_driver() {
     assert!(errors.iter().all(|c| !c.starts_with("CL00") || c.starts_with("CL007")), "{errors:#?}");
     assert!(count(&r, Severity::Warning) <= 3, "{:#?}", codes(&r));
     assert_eq!(r.headlines.len(), 1);
-    assert!(r.headlines[0].text.starts_with("H100 · driver 580.65.06: runs"), "{}", r.headlines[0].text);
+    // The shipped driver library is an error for every target: the headline never says "runs"
+    // above it, and names it.
+    assert_eq!(
+        r.headlines[0].text,
+        "H100 · driver 580.65.06: fails — driver-library-in-image (libcuda.so.1)",
+        "{:#?}",
+        codes(&r)
+    );
     // The sm_100f extension is gated (its package runs here), not an error.
     let blackwell = r.matrix.iter().find(|m| m.path.ends_with("_blackwell.so")).unwrap();
     assert_eq!(blackwell.cells[0].class, "arch-gated");
@@ -121,11 +128,14 @@ fn an_old_driver_fails_first_with_the_floor() {
     let r = lint(&inv, &["H100"], "550.54.14");
     keep(&r, "h100-550");
     assert!(r.failed);
-    let first = &r.findings[0];
+    // Errors first; image-wide ones (CL008, no target) before the target's own, whose first is
+    // the driver floor.
+    let first = r.findings.iter().find(|f| f.target.is_some()).unwrap();
     assert_eq!((first.rule.as_str(), first.path.as_deref()), ("CL005", None), "{:#?}", codes(&r));
     assert!(first.message.contains("580.65.06"), "{}", first.message);
     assert!(r.headlines[0].text.contains("fails — the image needs driver ≥ 580.65.06"), "{}", r.headlines[0].text);
-    // Per-binary verdicts step aside on a target the driver cannot serve at all.
+    // Driver-dependent per-binary verdicts step aside on a target the driver cannot serve; the
+    // stack has code for Hopper, so no architecture rule fires either.
     assert!(!r.findings.iter().any(|f| ["CL001", "CL002", "CL004"].contains(&f.rule.as_str())), "{:#?}", codes(&r));
 }
 
@@ -157,4 +167,72 @@ fn an_older_gpu_fails_naming_the_binaries() {
         .find(|f| f.rule == "CL001" && f.path.as_deref().unwrap().ends_with("providers_cuda.so"))
         .unwrap();
     assert!(ort.fix.contains("CUDA 13 cannot build for compute capability 7.0"), "{}", ort.fix);
+}
+
+/// Headlines come from what is left after the baseline: a target whose every error is in the
+/// baseline no longer reads "fails" (nor "runs": it reads "accepted", and says what would fail);
+/// one whose errors remain keeps "fails". The exit status follows the same findings.
+#[test]
+fn headlines_follow_the_findings_after_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = stack_image(dir.path());
+    let full = lint(&inv, &["V100"], "580.65.06");
+    assert_eq!(full.headlines[0].verdict, "fails");
+    let rules = rules::load(&[]).unwrap();
+    let (d, c) = targets::driver("580.65.06").unwrap();
+    let mut t = targets::gpu("V100").unwrap();
+    t.driver = Some(d);
+    t.driver_cuda = Some(c);
+    let cfg = config::Config::default();
+    let judge = |baseline: std::collections::BTreeSet<String>| {
+        run(
+            &inv,
+            LintOptions {
+                rules: &rules,
+                targets: vec![t.clone()],
+                fail_on: Severity::Error,
+                config: &cfg,
+                extra_ignores: vec![],
+                baseline: Some(baseline),
+                device: None,
+            },
+        )
+        .unwrap()
+    };
+    let all: std::collections::BTreeSet<String> = full.findings.iter().map(|f| f.fingerprint.clone()).collect();
+    let r = judge(all);
+    assert!(!r.failed);
+    assert_eq!(r.headlines[0].verdict, "accepted", "{}", r.headlines[0].text);
+    assert!(r.headlines[0].text.contains("would fail: "), "{}", r.headlines[0].text);
+    // Only the per-target errors in the baseline: the image-wide driver library still fails it.
+    let per_target: std::collections::BTreeSet<String> =
+        full.findings.iter().filter(|f| f.target.is_some()).map(|f| f.fingerprint.clone()).collect();
+    let r = judge(per_target);
+    assert!(r.failed);
+    assert_eq!(r.headlines[0].text, "V100 · driver 580.65.06: fails — driver-library-in-image (libcuda.so.1)");
+}
+
+/// One cause, said once: CUDA 13 builds cannot target Volta. The image-level CL019 names the
+/// binaries; each binary's CL001 stays in the report (JSON, SARIF) with the cause it folds into,
+/// and the text report shows the one finding.
+#[test]
+fn one_cause_behind_many_binaries_is_said_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = stack_image(dir.path());
+    let r = lint(&inv, &["V100"], "580.65.06");
+    let cause = r.findings.iter().find(|f| f.rule == "CL019").expect("CL019");
+    assert!(
+        cause.message.starts_with("CUDA 13 builds cannot target Volta (V100, compute capability 7.0)"),
+        "{}",
+        cause.message
+    );
+    let folded: Vec<&str> =
+        r.findings.iter().filter(|f| f.cause.as_deref() == Some("CL019")).filter_map(|f| f.path.as_deref()).collect();
+    assert!(folded.len() >= 3, "{folded:?}");
+    assert!(cause.message.contains(&format!("{} binaries", folded.len())), "{}", cause.message);
+    let text = cudalint::report::text::render(&r, &Default::default()).unwrap();
+    assert!(!text.contains("error   CL001"), "{text}");
+    assert!(text.contains(&format!("stands for {} CL001 findings", folded.len())), "{text}");
+    let json = cudalint::report::json::render(&r, &Default::default()).unwrap();
+    assert_eq!(json.matches("\"cause\": \"CL019\"").count(), folded.len(), "{json}");
 }

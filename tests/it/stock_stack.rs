@@ -1,0 +1,211 @@
+//! The stock `pip install torch==2.8.0` closure, judged as users ship it: torch, triton and
+//! every NVIDIA wheel it pins (cuDNN, cuSPARSELt, CUPTI, NVRTC, nvJitLink, cuBLAS, NCCL, ...),
+//! pinned by version and sha256 in tests/stacks/torch-2.8.0-cu128.txt, fetched from PyPI and
+//! stacked into one image layer as pip lays them out (scripts/build-stack-image.py; about 3.7 GB
+//! of wheels and a 6.7 GB layer, cached in `$CUDALINT_TEST_CACHE`, else
+//! `~/.cache/cudalint-test`). On the GPUs and drivers it is built for it passes quietly; on a GPU
+//! it lacks it fails naming the binary; every headline agrees with its target's findings.
+
+use std::path::PathBuf;
+use std::process::Command as Std;
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::util::root;
+
+fn cache() -> PathBuf {
+    if let Some(d) = std::env::var_os("CUDALINT_TEST_CACHE").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"));
+    base.join("cudalint-test")
+}
+
+/// `oci:DIR` of the stacked closure, built once per test run.
+fn torch_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| {
+        let out = cache().join("stacks/torch-2.8.0-cu128");
+        let o = Std::new("python3")
+            .arg(root().join("scripts/build-stack-image.py"))
+            .arg(root().join("tests/stacks/torch-2.8.0-cu128.txt"))
+            .arg(&out)
+            .env("CUDALINT_WHEELS", cache().join("wheels"))
+            .output()
+            .expect("run python3 scripts/build-stack-image.py");
+        assert!(
+            o.status.success(),
+            "scripts/build-stack-image.py could not build the torch 2.8.0 stack (PyPI must be reachable, \
+             and about 11 GB free under {}): {}",
+            cache().display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        format!("oci:{}", out.display())
+    })
+}
+
+/// The scan's JSON report and exit code (never 2: the scan must finish).
+fn scan(gpus: &str, driver: &str) -> (i32, Value) {
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", torch_image(), "--gpu", gpus, "--driver", driver, "--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap();
+    assert!(code != 2, "scan did not finish: {}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    keep(gpus, driver);
+    (code, r)
+}
+
+/// The text report, kept under target/verdict-reports/ for people to read (not compared).
+fn keep(gpus: &str, driver: &str) {
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", torch_image(), "--gpu", gpus, "--driver", driver, "--quiet"])
+        .output()
+        .unwrap();
+    let dir = root().join("target/verdict-reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = format!("torch-2.8.0-{}-{driver}.txt", gpus.replace([',', ' '], "_"));
+    std::fs::write(dir.join(name), out.stdout).unwrap();
+}
+
+fn findings(r: &Value) -> Vec<&Value> {
+    r["findings"].as_array().unwrap().iter().collect()
+}
+
+fn brief(r: &Value) -> Vec<String> {
+    findings(r)
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {} {}",
+                f["severity"].as_str().unwrap(),
+                f["rule"].as_str().unwrap(),
+                f["path"].as_str().unwrap_or("image"),
+                f["target"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn count(r: &Value, severity: &str) -> usize {
+    findings(r).iter().filter(|f| f["severity"] == severity).count()
+}
+
+/// Every headline says what its target's findings say: `fails` exactly where an error is left
+/// for that target (its own or an image-wide one).
+fn headlines_agree(r: &Value) {
+    for h in r["headlines"].as_array().unwrap() {
+        let t = h["target"].as_str().unwrap();
+        let errors = findings(r)
+            .iter()
+            .filter(|f| f["severity"] == "error" && (f["target"].is_null() || f["target"] == t))
+            .count();
+        assert_eq!(h["verdict"] == "fails", errors > 0, "{t}: {h} against {:#?}", brief(r));
+    }
+}
+
+#[test]
+fn the_stock_torch_stack_passes_on_the_gpus_it_is_built_for() {
+    for (gpus, driver) in [("A100,L4,H100,RTX 5090", "580.65.06"), ("H100", "550.54.14")] {
+        let (code, r) = scan(gpus, driver);
+        assert_eq!(code, 0, "{gpus} {driver}: {:#?}", brief(&r));
+        assert_eq!(count(&r, "error"), 0, "{gpus} {driver}: {:#?}", brief(&r));
+        assert!(count(&r, "warning") <= 3, "{gpus} {driver}: {:#?}", brief(&r));
+        // Nothing NVIDIA's own libraries do by design is a finding: CUPTI's and cuSPARSELt's
+        // data-kept cubins, cuBLAS's and cuDNN's per-GPU kernel sets.
+        let noise: Vec<String> = brief(&r).into_iter().filter(|f| f.contains("CL015") || f.contains("CL002")).collect();
+        assert!(noise.is_empty(), "{gpus} {driver}: {noise:#?}");
+        for h in r["headlines"].as_array().unwrap() {
+            assert!(h["text"].as_str().unwrap().contains(": runs"), "{h}");
+        }
+        headlines_agree(&r);
+        // Every CUDA library of the closure is judged, torch's own first among them.
+        let rows: Vec<&str> = r["matrix"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+        for lib in [
+            "torch/lib/libtorch_cuda.so",
+            "nvidia/cudnn/lib/libcudnn_engines_precompiled.so.9",
+            "nvidia/cusparselt/lib/libcusparseLt.so.0",
+        ] {
+            assert!(rows.iter().any(|p| p.ends_with(lib)), "{lib} not in the matrix: {rows:#?}");
+        }
+    }
+}
+
+#[test]
+fn the_stock_torch_stack_fails_on_pascal_naming_libtorch_cuda() {
+    let (code, r) = scan("GTX 1080 Ti", "580.65.06");
+    assert_eq!(code, 1, "{:#?}", brief(&r));
+    let cl001: Vec<&str> =
+        findings(&r).iter().filter(|f| f["rule"] == "CL001").filter_map(|f| f["path"].as_str()).collect();
+    assert!(cl001.iter().any(|p| p.ends_with("torch/lib/libtorch_cuda.so")), "{cl001:#?}");
+    let h = r["headlines"][0]["text"].as_str().unwrap();
+    assert!(h.starts_with("GTX 1080 Ti · driver 580.65.06: fails — ") && h.contains("libtorch_cuda.so"), "{h}");
+    headlines_agree(&r);
+}
+
+/// Volta is one of torch 2.8's architectures: it runs there, on a CUDA 12.2 driver too. cuSPARSELt
+/// (compute capability 8.0 and newer) is an optional library torch checks for, not a failure.
+#[test]
+fn the_stock_torch_stack_runs_on_volta_without_cusparselt() {
+    for driver in ["535.104.05", "580.65.06"] {
+        let (code, r) = scan("V100", driver);
+        assert_eq!(code, 0, "{driver}: {:#?}", brief(&r));
+        let h = r["headlines"][0]["text"].as_str().unwrap();
+        assert!(
+            h.contains("runs (native)")
+                && h.contains("libcusparseLt.so.0 (for compute capability 8.0 and newer) unavailable"),
+            "{h}"
+        );
+        let row = r["matrix"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["path"].as_str().unwrap().ends_with("libcusparseLt.so.0"))
+            .unwrap();
+        assert_eq!(row["cells"][0]["class"], "arch-gated", "{row}");
+        headlines_agree(&r);
+    }
+}
+
+/// What CUPTI (shipped twice: its own wheel and inside triton) keeps as data and loads itself is
+/// detail: visible in the inventory, flagged as library-managed, never an error.
+#[test]
+fn cupti_data_problems_are_detail_not_errors() {
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", torch_image(), "--quiet", "--format", "inventory"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let inv: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = inv["files"].as_array().unwrap();
+    let cupti: Vec<&Value> = files
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().rsplit('/').next().unwrap().starts_with("libcupti.so"))
+        .collect();
+    assert!(cupti.len() >= 4, "CUPTI copies: {:?}", cupti.iter().map(|f| &f["path"]).collect::<Vec<_>>());
+    // Its bare cubins kept in `.rodata` are not all complete device ELFs (cuobjdump says the
+    // library "does not contain device code"): the inventory shows what could not be read.
+    for f in &cupti {
+        let hidden = f["hidden_cubins"].as_array().unwrap();
+        let damaged =
+            hidden.iter().filter(|h| h["cubin"]["problems"].as_array().is_some_and(|p| !p.is_empty())).count();
+        assert!(
+            damaged > 0 && damaged < hidden.len(),
+            "{}: {damaged} of {} hidden cubins with problems",
+            f["path"],
+            hidden.len()
+        );
+    }
+    let (code, r) = scan("H100", "580.65.06");
+    assert_eq!(code, 0);
+    assert!(!brief(&r).iter().any(|f| f.contains("libcupti")), "{:#?}", brief(&r));
+}
