@@ -93,3 +93,16 @@ cub = read("abi8_sm90a.cubin")
 struct.pack_into("<Q", cub, 0x28, 0xFFFF_FFFF_FFFF_0000)
 struct.pack_into("<H", cub, 0x3C, 0xFFFF)
 write("damaged-shoff.cubin", cub)
+
+# The bare sm_86 cubin libhidden.so keeps as data in .rodata, with its symbol table's size absurd:
+# data the library loads itself, damaged. Its problem is detail (inventory), never CL015.
+hid = read("libhidden.so")
+rodata, rsize = section(hid, ".rodata")
+at = next(o for o in range(rodata, rodata + rsize, 8)
+          if hid[o:o + 4] == b"\x7fELF" and struct.unpack_from("<H", hid, o + 0x12)[0] == 190)
+shoff, = struct.unpack_from("<Q", hid, at + 0x28)
+shentsize, shnum = struct.unpack_from("<HH", hid, at + 0x3A)
+symtab = next(at + shoff + i * shentsize for i in range(shnum)
+              if struct.unpack_from("<I", hid, at + shoff + i * shentsize + 4)[0] == 2)
+struct.pack_into("<Q", hid, symtab + 0x20, 0x7FFF_FFFF)
+write("damaged-hidden-cubin.so", hid)
