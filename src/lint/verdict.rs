@@ -537,16 +537,16 @@ pub fn headline(
         .filter(|(_, c)| c.class == "arch-gated")
         .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
         .collect();
-    // PTX that JITs in milliseconds (a 10 KiB module) is no cold start worth a headline.
+    // Binaries that JIT here, and how much PTX: under 1 MiB (a 10 KiB module) it takes
+    // milliseconds, said in the text but no `runs-jit` (no cold start worth a warning).
     let jitting: Vec<u64> = judged
         .iter()
-        .filter(|(_, c)| {
-            (c.class == "jit" || (c.class == "native" && c.jit > 0))
-                && c.jit_ptx_bytes >= super::facts::JIT_NOTICEABLE_BYTES
-        })
+        .filter(|(_, c)| c.class == "jit" || (c.class == "native" && c.jit > 0))
         .map(|(_, c)| c.jit_ptx_bytes)
         .collect();
     let jit = jitting.len();
+    let jit_bytes: u64 = jitting.iter().sum();
+    let noticeable = jitting.iter().any(|b| *b >= super::facts::JIT_NOTICEABLE_BYTES);
     let runs = judged.iter().any(|(_, c)| c.class != "n/a");
     let (verdict, text) = if !errors.is_empty() {
         let causes = if causes.is_empty() { vec![format!("{} error(s)", errors.len())] } else { causes };
@@ -559,15 +559,17 @@ pub fn headline(
     } else if !runs {
         ("runs", "no device code for this target to judge".to_string())
     } else {
+        let size = super::facts::human_size(jit_bytes);
+        let cost = if noticeable { String::new() } else { ": milliseconds".to_string() };
         let mut s = match jit {
             0 => "runs (native)".to_string(),
-            1 => format!("runs (PTX JIT for 1 binary, {})", super::facts::human_size(jitting[0])),
-            n => format!("runs (PTX JIT for {n} binaries, {})", super::facts::human_size(jitting.iter().sum())),
+            1 => format!("runs (PTX JIT for 1 binary, {size}{cost})"),
+            n => format!("runs (PTX JIT for {n} binaries, {size}{cost})"),
         };
         if !gated.is_empty() {
             s.push_str(&format!("; {}", list(gated)));
         }
-        (if jit > 0 { "runs-jit" } else { "runs" }, s)
+        (if noticeable { "runs-jit" } else { "runs" }, s)
     };
     super::Headline { target: t.name.clone(), verdict: verdict.into(), text: format!("{who}: {text}") }
 }
