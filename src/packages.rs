@@ -214,7 +214,13 @@ pub fn cuda_related(name: &str) -> bool {
         .any(|p| n.starts_with(p))
         || n == "torch"
         || n == "cuda-toolkit"
+        || RUNTIME_COMPILING.contains(&n.as_str())
 }
+
+/// Packages that compile device code at run time (rules/compilers/runtime-compilers.toml names
+/// what each uses): kept among the CUDA packages so their versions reach the verdicts.
+const RUNTIME_COMPILING: &[&str] =
+    &["triton", "pytorch-triton", "vllm", "sglang", "cupy", "cupy-cuda12x", "cupy-cuda13x"];
 
 /// The packages of an image, layers applied in order (a later record of a path wins).
 #[derive(Debug, Clone, Default)]

@@ -7,6 +7,7 @@ pub mod fix;
 pub mod gpus;
 pub mod require;
 pub mod tables;
+pub mod toolchains;
 
 use std::fmt;
 

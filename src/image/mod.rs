@@ -325,8 +325,18 @@ fn is_zero_usize(v: &u64) -> bool {
 
 /// Config environment variables that say something about CUDA.
 fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, String> {
-    const PREFIXES: &[&str] =
-        &["NVIDIA_", "CUDA_", "NV_", "TORCH_CUDA_ARCH_LIST", "LD_LIBRARY_PATH", "PYTORCH_", "BNB_CUDA_VERSION"];
+    const PREFIXES: &[&str] = &[
+        "NVIDIA_",
+        "CUDA_",
+        "NV_",
+        "TORCH_CUDA_ARCH_LIST",
+        "LD_LIBRARY_PATH",
+        "PYTORCH_",
+        "BNB_CUDA_VERSION",
+        "TRITON_",
+        "CUPY_",
+        "XLA_FLAGS",
+    ];
     let env = config.config().as_ref().and_then(|c| c.env().clone()).unwrap_or_default();
     env.iter()
         .filter_map(|kv| kv.split_once('='))

@@ -13,6 +13,7 @@ pub mod window;
 
 mod ar;
 pub mod elf;
+pub mod toolchain;
 
 use std::io;
 
@@ -103,8 +104,43 @@ pub fn inspect_sniffed(
     opts: &InspectOptions,
     depth: u32,
 ) -> io::Result<FileReport> {
-    let size = input.len();
     let kind = sniff(head, path);
+    let name = path.rsplit('/').next().unwrap_or(path);
+    // A run-time compiler (ptxas, NVRTC, ...): its release banner is looked for in every byte.
+    if let Some(tool) = toolchain::kind_of(name).filter(|_| matches!(kind, Sniffed::HostElf | Sniffed::Archive)) {
+        let seekable = input.seekable();
+        let mut tap = toolchain::Tap { inner: input, finder: toolchain::BannerFinder::default() };
+        let mut report = inspect_kind(kind, head, &mut tap, path, opts, depth)?;
+        let version = if seekable {
+            toolchain::banner_at(&mut tap)?
+        } else {
+            let len = tap.len();
+            tap.skip_to(len)?;
+            tap.finder.finish();
+            tap.finder.found().map(str::to_string)
+        };
+        let (version, source) = match version {
+            Some(v) => (v, "banner"),
+            None => match toolchain::version_from_name(name) {
+                Some(v) => (v, "file-name"),
+                None => (String::new(), ""),
+            },
+        };
+        report.toolchain = Some(toolchain::Toolchain { kind: tool.into(), version, source: source.into() });
+        return Ok(report);
+    }
+    inspect_kind(kind, head, input, path, opts, depth)
+}
+
+fn inspect_kind(
+    kind: Sniffed,
+    head: &[u8],
+    input: &mut dyn Input,
+    path: &str,
+    opts: &InspectOptions,
+    depth: u32,
+) -> io::Result<FileReport> {
+    let size = input.len();
     let mut p = Prefixed::new(head, input);
     let mut report = match kind {
         Sniffed::HostElf => elf::inspect(&mut Window::new(&mut p), path, opts)?,

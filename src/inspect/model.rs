@@ -92,6 +92,9 @@ pub struct FileReport {
     /// device code could be decoded: with problems, the analysis is incomplete (CL015).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cuda_sign: bool,
+    /// A run-time compiler (ptxas, nvcc, NVRTC, nvJitLink, nvPTXCompiler) and its version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<super::toolchain::Toolchain>,
     /// A bare cubin's or PTX file's bytes, kept only when asked (`--on-device`).
     #[serde(skip)]
     pub bytes: Option<std::sync::Arc<Vec<u8>>>,
@@ -113,6 +116,7 @@ impl FileReport {
             members: Vec::new(),
             problems: Vec::new(),
             cuda_sign: false,
+            toolchain: None,
             bytes: None,
         }
     }
@@ -205,7 +209,7 @@ impl FileReport {
 
     /// Worth listing: device code, a CUDA runtime, or something wrong.
     pub fn cuda_relevant(&self) -> bool {
-        self.has_device_code() || self.cudart.is_some() || self.problem_count() > 0
+        self.has_device_code() || self.cudart.is_some() || self.problem_count() > 0 || self.toolchain.is_some()
     }
 
     /// Problems here and in members, for exit codes and summaries.

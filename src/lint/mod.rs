@@ -1,6 +1,7 @@
 //! The CI gate: an image inventory, deployment targets and rules in; findings, a coverage
 //! matrix and an exit status out.
 
+pub mod compilers;
 pub mod config;
 mod error;
 pub mod facts;
@@ -123,6 +124,20 @@ pub struct LintReport {
     /// On-device results (`--on-device`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<crate::device::DeviceReport>,
+    /// The run-time compilers in the image (ptxas, NVRTC, nvJitLink, nvcc) with their versions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compilers: Vec<compilers::Found>,
+    /// Per target, what each package that compiles at run time resolves and whether it works.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compiler_checks: Vec<CompilerCheck>,
+}
+
+/// One consumer's run-time compiler on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompilerCheck {
+    pub target: String,
+    #[serde(flatten)]
+    pub facts: compilers::CompilerFacts,
 }
 
 pub struct LintOptions<'a> {
@@ -380,6 +395,29 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             matrix.push(row);
         }
     }
+    // Code compiled at run time: each consumer's compiler on each target.
+    let found = compilers::inventory(scan);
+    let mut compiler_checks = Vec::new();
+    for t in &opts.targets {
+        let tf = facts::target(t);
+        for c in compilers::judge(scan, &found, t) {
+            let ctx = variables::context(
+                Scope::CompilerTarget,
+                vec![("image", image_v.clone()), ("target", value(&tf)), ("compiler", value(&c))],
+            );
+            for r in rules.iter().filter(|r| r.scope == Scope::CompilerTarget) {
+                if let Some(mut f) = emit(r, &ctx, None, Some(t))? {
+                    // One finding per consumer and compiler: both are part of its identity.
+                    f.path = Some(c.path.clone());
+                    f.package = Some(format!("{} {} (pypi)", c.consumer, c.consumer_version));
+                    f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", c.path, c.consumer)), Some(&t.name));
+                    findings.push(f);
+                }
+            }
+            compiler_checks.push(CompilerCheck { target: t.name.clone(), facts: c });
+        }
+    }
+
     if let Some(dev) = &opts.device {
         for m in &dev.modules {
             let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
@@ -475,7 +513,13 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
                 })
                 .count()
                 .saturating_sub(errors.len());
-            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed)
+            let compiled: Vec<&compilers::CompilerFacts> =
+                compiler_checks.iter().filter(|c| c.target == t.name).map(|c| &c.facts).collect();
+            let warned: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.target.as_deref() == Some(t.name.as_str()) && f.severity < rules::Severity::Error)
+                .collect();
+            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed, &compiled, &warned)
         })
         .collect();
     notes.extend(scan.notes.iter().cloned());
@@ -502,5 +546,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
         failed,
         notes,
         device: opts.device,
+        compilers: found,
+        compiler_checks,
     })
 }

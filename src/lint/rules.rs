@@ -70,6 +70,8 @@ pub enum Scope {
     ImageTarget,
     /// Per module loaded on a GPU (`--on-device`).
     DeviceModule,
+    /// Per run-time compiler a consumer resolves (Triton's ptxas, NVRTC) and target GPU.
+    CompilerTarget,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -286,13 +286,43 @@ pub const DEVICE: Variable = Variable {
     list_of: None,
 };
 
+pub const COMPILER: Variable = Variable {
+    name: "compiler",
+    note: "compiler-target scope",
+    about: "A package that compiles device code at run time, the compiler it resolves (rules/compilers/runtime-compilers.toml), and what that compiler can do for the target.",
+    fields: &[
+        ("consumer", "the package that compiles at run time: `vllm`, `torch`, `cupy-cuda12x`"),
+        ("consumer_version", "its version"),
+        ("what", "what fails when the compiler cannot: `torch.compile / Triton kernels`"),
+        ("central", "the package's work goes through this compiler (vLLM, CuPy), rather than one path of several"),
+        ("kind", "ptxas, nvrtc"),
+        ("path", "the compiler it resolves, in the image"),
+        ("version", "its version: `12.8.93`"),
+        ("source", "where the version comes from: banner (its own bytes), file-name, package"),
+        ("chosen_by", "how it was chosen: `bundled with triton 3.4.0`, `TRITON_PTXAS_PATH`, the loader's order"),
+        ("target_arch", "what it is asked to emit for the target: `sm_103a`"),
+        ("known", "the table knows this compiler release (else nothing is judged)"),
+        ("knows_target", "it can emit code that runs on the target"),
+        ("why", "why not, briefly: `triton 3.4.0's ptxas 12.8 knows no sm_103a`"),
+        ("fix", "the smallest change that makes it work (a package release, an environment override)"),
+        ("driver_problem", "what the target's driver cannot load of the compiler's output (empty: it can)"),
+    ],
+    list_of: None,
+};
+
 /// Every variable, in the order docs/facts.md describes them.
-pub static ALL: [&Variable; 10] =
-    [&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX, &TARGETS, &DEPLOY, &MODULE, &DEVICE];
+pub static ALL: [&Variable; 11] =
+    [&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX, &TARGETS, &DEPLOY, &MODULE, &DEVICE, &COMPILER];
 
 impl Scope {
-    pub const ALL: [Scope; 5] =
-        [Scope::Image, Scope::Binary, Scope::BinaryTarget, Scope::ImageTarget, Scope::DeviceModule];
+    pub const ALL: [Scope; 6] = [
+        Scope::Image,
+        Scope::Binary,
+        Scope::BinaryTarget,
+        Scope::ImageTarget,
+        Scope::DeviceModule,
+        Scope::CompilerTarget,
+    ];
 
     /// Its spelling in rule files.
     pub fn as_str(self) -> &'static str {
@@ -302,6 +332,7 @@ impl Scope {
             Scope::BinaryTarget => "binary-target",
             Scope::ImageTarget => "image-target",
             Scope::DeviceModule => "device-module",
+            Scope::CompilerTarget => "compiler-target",
         }
     }
 
@@ -313,6 +344,7 @@ impl Scope {
             Scope::BinaryTarget => "per such file and target GPU",
             Scope::ImageTarget => "per target GPU, for the image as a whole",
             Scope::DeviceModule => "with `--on-device`, per module loaded and GPU",
+            Scope::CompilerTarget => "per installed package that compiles at run time, its compiler and target GPU",
         }
     }
 
@@ -324,6 +356,7 @@ impl Scope {
             Scope::BinaryTarget => &[&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX],
             Scope::ImageTarget => &[&IMAGE, &TARGET, &DEPLOY],
             Scope::DeviceModule => &[&IMAGE, &BINARY, &MODULE, &DEVICE],
+            Scope::CompilerTarget => &[&IMAGE, &TARGET, &COMPILER],
         }
     }
 }

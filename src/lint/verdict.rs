@@ -475,7 +475,23 @@ pub fn headline(
     judged: &[(&Binary, &Coverage)],
     errors: &[&super::Finding],
     suppressed: usize,
+    compiled: &[&super::compilers::CompilerFacts],
+    warned: &[&super::Finding],
 ) -> super::Headline {
+    // A run-time compiler that cannot serve the target, where a finding still says so.
+    let said = |c: &super::compilers::CompilerFacts, among: &[&super::Finding]| {
+        among.iter().any(|f| {
+            f.path.as_deref() == Some(c.path.as_str())
+                && f.package.as_deref().is_some_and(|p| p.starts_with(&format!("{} ", c.consumer)))
+        })
+    };
+    let compile_fail = |c: &super::compilers::CompilerFacts| {
+        if !c.driver_problem.is_empty() {
+            format!("{} fail ({})", c.what, c.driver_problem)
+        } else {
+            format!("{} fail ({})", c.what, c.why)
+        }
+    };
     let who = match (&t.driver, t.driver_cuda) {
         (Some(drv), _) => format!("{} · driver {drv}", t.name),
         (None, Some(c)) => format!("{} · CUDA {c} driver", t.name),
@@ -512,11 +528,15 @@ pub fn headline(
         };
         causes.push(if causes.is_empty() { arch } else { format!("even with a newer driver: {arch}") });
     }
+    let failing_compilers: Vec<&&super::compilers::CompilerFacts> =
+        compiled.iter().filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, errors)).collect();
+    causes.extend(failing_compilers.iter().map(|c| compile_fail(c)));
     // Errors no coverage verdict explains (a shipped driver library, an analysis that did not
     // finish): named by rule and file.
     let explained = |f: &super::Finding| {
         f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == "none" && b.facts.path == *p))
             || (f.path.is_none() && f.target.is_some() && !causes.is_empty())
+            || failing_compilers.iter().any(|c| f.path.as_deref() == Some(c.path.as_str()))
     };
     let other: Vec<String> = errors
         .iter()
@@ -568,6 +588,21 @@ pub fn headline(
         };
         if !gated.is_empty() {
             s.push_str(&format!("; {}", list(gated)));
+        }
+        // Optional paths that compile at run time and cannot here (torch.compile on a B300).
+        let lazy: Vec<String> = compiled
+            .iter()
+            .filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, warned))
+            .map(|c| compile_fail(c))
+            .collect();
+        if !lazy.is_empty() {
+            let eager = compiled.iter().any(|c| c.consumer == "torch" && said(c, warned));
+            let head = if eager {
+                s.replacen("runs", "runs eager", 1).replacen("runs eager (native)", "runs eager", 1)
+            } else {
+                s
+            };
+            s = format!("{head}; {}", lazy.join("; "));
         }
         (if noticeable { "runs-jit" } else { "runs" }, s)
     };

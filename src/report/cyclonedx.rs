@@ -254,6 +254,27 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
         .filter(|i| i.row.and_then(|r| r.package.as_ref()).is_none())
         .map(|i| file_ref(&i.binary.facts.path))
         .collect();
+    // Run-time compilers (ptxas, NVRTC, ...), under the package that installed them.
+    for f in inventory.files.iter().filter(|f| f.file.toolchain.is_some()) {
+        let Some(found) = report.compilers.iter().find(|c| c.path == f.file.path) else { continue };
+        let c = json!({
+            "type": "file",
+            "bom-ref": file_ref(&found.path),
+            "name": found.path,
+            "properties": [
+                prop("cudalint:compiler", &found.kind),
+                prop("cudalint:compiler-version", &found.version),
+                prop("cudalint:compiler-version-source", &found.source),
+            ],
+        });
+        match &f.package {
+            Some(p) => packages.entry(p).or_default().push(c),
+            None => {
+                top_refs.push(file_ref(&found.path));
+                components.push(c);
+            }
+        }
+    }
     for (p, files) in packages {
         top_refs.push(p.purl.clone());
         components.push(json!({

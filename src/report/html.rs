@@ -171,6 +171,51 @@ fn html(r: &LintReport) -> String {
         o.push_str("</tbody>\n</table>\n");
     }
 
+    if !r.compilers.is_empty() {
+        o.push_str("<h2>Run-time compilers</h2>\n<table id=\"compilers\">\n<thead><tr><th>compiler</th><th>version</th><th>file</th><th>package</th></tr></thead>\n<tbody>\n");
+        for c in &r.compilers {
+            let _ = writeln!(
+                o,
+                "<tr data-kind=\"{}\"><td>{}</td><td>{} <span class=\"muted\">({})</span></td><td><code>{}</code></td><td>{}</td></tr>",
+                esc(&c.kind),
+                esc(&c.kind),
+                esc(&c.version),
+                esc(&c.source),
+                esc(&c.path),
+                esc(&c.package)
+            );
+        }
+        o.push_str("</tbody>\n</table>\n");
+        if !r.compiler_checks.is_empty() {
+            o.push_str("<table id=\"compiler-checks\">\n<thead><tr><th>target</th><th>what</th><th>compiler</th><th>asks for</th><th>verdict</th></tr></thead>\n<tbody>\n");
+            for c in &r.compiler_checks {
+                let f = &c.facts;
+                let ok = f.knows_target && f.driver_problem.is_empty();
+                let verdict = if !f.known {
+                    "release unknown: not judged".to_string()
+                } else if ok {
+                    "✓ compiles".to_string()
+                } else if !f.driver_problem.is_empty() {
+                    format!("✗ {}", f.driver_problem)
+                } else {
+                    format!("✗ {}", f.why)
+                };
+                let _ = writeln!(
+                    o,
+                    "<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                    esc(&c.target),
+                    esc(&f.what),
+                    esc(&f.kind),
+                    esc(&f.version),
+                    esc(&f.target_arch),
+                    if ok { "native" } else { "none" },
+                    esc(&verdict)
+                );
+            }
+            o.push_str("</tbody>\n</table>\n");
+        }
+    }
+
     let _ = writeln!(o, "<h2>Findings ({})</h2>", super::lines::shown(r).count());
     if !r.findings.is_empty() {
         o.push_str(

@@ -22,6 +22,7 @@ mod reports;
 mod rules;
 mod scan;
 mod stock_stack;
+mod toolchains;
 mod util;
 mod verdicts;
 mod wheels;

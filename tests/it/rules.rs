@@ -56,6 +56,9 @@ fn rule_codes_are_unique_and_stable() {
         ("CL017", "driver-cannot-drive-gpu", "error"),
         ("CL018", "forward-compat-in-use", "info"),
         ("CL019", "cuda-build-cannot-target", "error"),
+        ("CL020", "runtime-compiler-cannot-target", "error"),
+        ("CL021", "optional-runtime-compiler-cannot-target", "warning"),
+        ("CL022", "runtime-compiler-output-needs-newer-driver", "error"),
     ];
     let want: Vec<(String, String, String)> =
         want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
@@ -213,6 +216,7 @@ fn every_fact_field_is_documented() {
             "deploy" => json(&verdict::deploy(&inv, &bins, &floor, t)),
             "module" => json(&dev.modules[0]),
             "device" => json(&dev.devices[0]),
+            "compiler" => json(&cudalint::lint::compilers::CompilerFacts::default()),
             other => panic!("no sample of `{other}` here: add one, as lint::run builds it"),
         };
         let (object, documented) = match v.list_of {

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::util::root;
 
-fn cache() -> PathBuf {
+pub(crate) fn cache() -> PathBuf {
     if let Some(d) = std::env::var_os("CUDALINT_TEST_CACHE").filter(|v| !v.is_empty()) {
         return PathBuf::from(d);
     }
@@ -26,53 +26,61 @@ fn cache() -> PathBuf {
     base.join("cudalint-test")
 }
 
-/// `oci:DIR` of the stacked closure, built once per test run.
-fn torch_image() -> &'static str {
+/// `oci:DIR` of a closure in tests/stacks/ (`torch-2.8.0-cu128`), stacked as pip lays it out.
+fn build(name: &str) -> String {
+    let out = cache().join("stacks").join(name);
+    let o = Std::new("python3")
+        .arg(root().join("scripts/build-stack-image.py"))
+        .arg(root().join(format!("tests/stacks/{name}.txt")))
+        .arg(&out)
+        .env("CUDALINT_WHEELS", cache().join("wheels"))
+        .output()
+        .expect("run python3 scripts/build-stack-image.py");
+    assert!(
+        o.status.success(),
+        "scripts/build-stack-image.py could not build {name} (PyPI must be reachable, and about 11 GB \
+         free under {} for the torch stack): {}",
+        cache().display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    format!("oci:{}", out.display())
+}
+
+/// The stock torch 2.8.0 closure, built once per test run.
+pub(crate) fn torch_image() -> &'static str {
     static IMAGE: OnceLock<String> = OnceLock::new();
-    IMAGE.get_or_init(|| {
-        let out = cache().join("stacks/torch-2.8.0-cu128");
-        let o = Std::new("python3")
-            .arg(root().join("scripts/build-stack-image.py"))
-            .arg(root().join("tests/stacks/torch-2.8.0-cu128.txt"))
-            .arg(&out)
-            .env("CUDALINT_WHEELS", cache().join("wheels"))
-            .output()
-            .expect("run python3 scripts/build-stack-image.py");
-        assert!(
-            o.status.success(),
-            "scripts/build-stack-image.py could not build the torch 2.8.0 stack (PyPI must be reachable, \
-             and about 11 GB free under {}): {}",
-            cache().display(),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        format!("oci:{}", out.display())
-    })
+    IMAGE.get_or_init(|| build("torch-2.8.0-cu128"))
 }
 
 /// The scan's JSON report and exit code (never 2: the scan must finish).
 fn scan(gpus: &str, driver: &str) -> (i32, Value) {
+    scan_image(torch_image(), gpus, driver)
+}
+
+fn scan_image(image: &str, gpus: &str, driver: &str) -> (i32, Value) {
     let out = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", torch_image(), "--gpu", gpus, "--driver", driver, "--quiet", "--format", "json"])
+        .args(["scan", image, "--gpu", gpus, "--driver", driver, "--quiet", "--format", "json"])
         .output()
         .unwrap();
     let code = out.status.code().unwrap();
     assert!(code != 2, "scan did not finish: {}", String::from_utf8_lossy(&out.stderr));
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    keep(gpus, driver);
+    keep(image, gpus, driver);
     (code, r)
 }
 
 /// The text report, kept under target/verdict-reports/ for people to read (not compared).
-fn keep(gpus: &str, driver: &str) {
+fn keep(image: &str, gpus: &str, driver: &str) {
     let out = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", torch_image(), "--gpu", gpus, "--driver", driver, "--quiet"])
+        .args(["scan", image, "--gpu", gpus, "--driver", driver, "--quiet"])
         .output()
         .unwrap();
     let dir = root().join("target/verdict-reports");
     std::fs::create_dir_all(&dir).unwrap();
-    let name = format!("torch-2.8.0-{}-{driver}.txt", gpus.replace([',', ' '], "_"));
+    let stack = image.rsplit('/').next().unwrap_or("image");
+    let name = format!("{stack}-{}-{driver}.txt", gpus.replace([',', ' '], "_"));
     std::fs::write(dir.join(name), out.stdout).unwrap();
 }
 
@@ -208,4 +216,101 @@ fn cupti_data_problems_are_detail_not_errors() {
     let (code, r) = scan("H100", "580.65.06");
     assert_eq!(code, 0);
     assert!(!brief(&r).iter().any(|f| f.contains("libcupti")), "{:#?}", brief(&r));
+}
+
+/// Code compiled at run time: torch 2.8.0's Triton (ptxas 12.8.93) and NVRTC (12.8.93) know no
+/// sm_103 (B300) or sm_121 (GB10); the eager path runs there, torch.compile and the jiterator
+/// ops do not. On H100 and RTX 5090 they do.
+#[test]
+fn torch_compile_on_b300_and_gb10_is_a_warning_naming_triton_and_the_fix() {
+    let (code, r) = scan("B300,GB10,H100,RTX 5090", "580.65.06");
+    assert_eq!(code, 0, "warnings only: {:#?}", brief(&r));
+    let all = findings(&r);
+    for (gpu, arch) in [("B300", "sm_103a"), ("GB10", "sm_121a")] {
+        let triton: Vec<&&Value> = all
+            .iter()
+            .filter(|f| f["rule"] == "CL021" && f["target"] == gpu)
+            .filter(|f| f["path"].as_str().unwrap().ends_with("triton/backends/nvidia/bin/ptxas"))
+            .collect();
+        assert_eq!(triton.len(), 1, "{gpu}: {:#?}", brief(&r));
+        let m = triton[0]["message"].as_str().unwrap();
+        assert!(m.contains(&format!("triton 3.4.0's ptxas 12.8 knows no {arch}")), "{m}");
+        let fix = triton[0]["fix"].as_str().unwrap();
+        assert!(fix.starts_with("install triton >= 3.6.0 (torch 2.10.0 pins it)"), "{fix}");
+        assert!(fix.contains("TRITON_PTXAS_PATH"), "{fix}");
+        let jiterator = findings(&r)
+            .iter()
+            .filter(|f| f["rule"] == "CL021" && f["target"] == gpu)
+            .any(|f| f["path"].as_str().unwrap().ends_with("nvidia/cuda_nvrtc/lib/libnvrtc.so.12"));
+        assert!(jiterator, "{gpu}: {:#?}", brief(&r));
+        let h = r["headlines"].as_array().unwrap().iter().find(|h| h["target"] == gpu).unwrap();
+        let text = h["text"].as_str().unwrap();
+        assert!(
+            text.contains("runs eager")
+                && text.contains(&format!(
+                    "torch.compile / Triton kernels fail (triton 3.4.0's ptxas 12.8 knows no {arch})"
+                )),
+            "{text}"
+        );
+    }
+    for gpu in ["H100", "RTX 5090"] {
+        let compiled: Vec<String> = brief(&r).into_iter().filter(|f| f.contains("CL02") && f.ends_with(gpu)).collect();
+        assert!(compiled.is_empty(), "{gpu}: {compiled:#?}");
+    }
+    // The compilers are listed with the versions their own bytes carry.
+    let compilers = r["compilers"].as_array().unwrap();
+    let ptxas =
+        compilers.iter().find(|c| c["path"].as_str().unwrap().ends_with("triton/backends/nvidia/bin/ptxas")).unwrap();
+    assert_eq!(
+        (&ptxas["kind"], &ptxas["version"], &ptxas["source"]),
+        (&Value::from("ptxas"), &Value::from("12.8.93"), &Value::from("banner"))
+    );
+    assert!(compilers.iter().any(|c| c["kind"] == "nvjitlink" && c["version"] == "12.8.93"), "{compilers:#?}");
+    headlines_agree(&r);
+}
+
+/// CuPy compiles its kernels with NVRTC and clamps the architecture by NVRTC release: with NVRTC
+/// 12.6 it asks for an sm_90 cubin on an RTX 5090, which does not load; 12.8 asks for sm_120.
+#[test]
+fn cupy_with_an_old_nvrtc_fails_on_rtx_5090_and_passes_with_12_8() {
+    static OLD: OnceLock<String> = OnceLock::new();
+    static NEW: OnceLock<String> = OnceLock::new();
+    let old = OLD.get_or_init(|| build("cupy-13.6.0-nvrtc-12.6"));
+    let (code, r) = scan_image(old, "RTX 5090,H100", "580.65.06");
+    assert_eq!(code, 1, "{:#?}", brief(&r));
+    let f = findings(&r).iter().find(|f| f["rule"] == "CL020").copied().expect("CL020");
+    assert_eq!(f["target"], "RTX 5090");
+    assert_eq!(f["package"], "cupy-cuda12x 13.6.0 (pypi)");
+    let m = f["message"].as_str().unwrap();
+    assert!(m.contains("asks NVRTC 12.6 for sm_90") && m.contains("CUDA_ERROR_NO_BINARY_FOR_GPU"), "{m}");
+    assert!(f["fix"].as_str().unwrap().contains("nvidia-cuda-nvrtc-cu12>=12.8"), "{}", f["fix"]);
+    assert!(!brief(&r).iter().any(|b| b.contains("CL020") && b.ends_with("H100")), "{:#?}", brief(&r));
+    headlines_agree(&r);
+    // The CycloneDX SBOM lists the NVRTC under its package, with its version and where it came from.
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", old, "--quiet", "--format", "cyclonedx"])
+        .output()
+        .unwrap();
+    let bom: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pkg = bom["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "nvidia-cuda-nvrtc-cu12")
+        .expect("the NVRTC package");
+    let lib = &pkg["components"][0];
+    let props: Vec<(String, String)> = lib["properties"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().to_string(), p["value"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(props.contains(&("cudalint:compiler".into(), "nvrtc".into())), "{props:?}");
+    assert!(props.contains(&("cudalint:compiler-version".into(), "12.6.77".into())), "{props:?}");
+
+    let new = NEW.get_or_init(|| build("cupy-13.6.0-nvrtc-12.8"));
+    let (code, r) = scan_image(new, "RTX 5090,H100", "580.65.06");
+    assert_eq!(code, 0, "{:#?}", brief(&r));
+    headlines_agree(&r);
 }

@@ -1,0 +1,191 @@
+//! What run-time compilers can target, and who uses which: `rules/compilers/runtime-compilers.toml`
+//! (built in), read once. Lookups by release (`12.8`): a release the table lacks answers None,
+//! never a guess.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use super::{Cc, CudaVersion};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ptxas {
+    pub release: String,
+    pub max_ptx_isa: String,
+    /// `--gpu-name` real targets without `sm_`: `90a`, `120`.
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nvrtc {
+    pub release: String,
+    pub ptx_isa: String,
+    pub archs: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TritonSelection {
+    pub from: String,
+    /// sm number from which `ptxas-blackwell` assembles; 0: one ptxas for all.
+    pub blackwell_from: u32,
+    pub ptxas_env: String,
+    #[serde(default)]
+    pub blackwell_env: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TritonRelease {
+    pub version: String,
+    pub ptxas: String,
+    #[serde(default)]
+    pub ptxas_blackwell: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorchPin {
+    pub torch: String,
+    pub triton: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consumer {
+    pub package: String,
+    /// triton, nvrtc.
+    pub compiler: String,
+    pub what: String,
+    pub central: bool,
+    #[serde(default)]
+    pub clamp: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CupyClamp {
+    pub from: String,
+    pub nvrtc_below_12_8: u32,
+    pub nvrtc_12_8: u32,
+    pub nvrtc_12_9_up: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub ptxas: Vec<Ptxas>,
+    pub nvrtc: Vec<Nvrtc>,
+    pub triton: Vec<TritonSelection>,
+    pub triton_release: Vec<TritonRelease>,
+    pub torch_pin: Vec<TorchPin>,
+    pub consumer: Vec<Consumer>,
+    pub cupy_clamp: Vec<CupyClamp>,
+}
+
+pub const BUILTIN: &str = include_str!("../../rules/compilers/runtime-compilers.toml");
+
+/// The built-in table.
+pub fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
+    T.get_or_init(|| toml::from_str(BUILTIN).expect("rules/compilers/runtime-compilers.toml parses"))
+}
+
+/// `3.4.0` -> (3, 4, 0); missing parts are 0, a local suffix (`+cu128`) is ignored.
+pub fn version_key(v: &str) -> (u32, u32, u32) {
+    let base = v.split(['+', '-']).next().unwrap_or_default();
+    let mut it =
+        base.split('.').map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// `12.8` of `12.8.93`.
+pub fn release_of(v: &str) -> Option<CudaVersion> {
+    CudaVersion::parse(v)
+}
+
+impl Table {
+    pub fn ptxas(&self, release: CudaVersion) -> Option<&Ptxas> {
+        self.ptxas.iter().find(|p| release_of(&p.release) == Some(release))
+    }
+    pub fn nvrtc(&self, release: CudaVersion) -> Option<&Nvrtc> {
+        self.nvrtc.iter().find(|p| release_of(&p.release) == Some(release))
+    }
+    /// The selection rules of a Triton version.
+    pub fn triton_selection(&self, version: &str) -> Option<&TritonSelection> {
+        let v = version_key(version);
+        self.triton.iter().filter(|t| version_key(&t.from) <= v).max_by_key(|t| version_key(&t.from))
+    }
+    /// The first ptxas release (in the table's order, oldest first) that assembles `target`.
+    pub fn first_ptxas_for(&self, target: &str) -> Option<&Ptxas> {
+        self.ptxas.iter().find(|p| p.targets.iter().any(|t| t == target))
+    }
+    pub fn first_nvrtc_for(&self, sm: u32) -> Option<&Nvrtc> {
+        self.nvrtc.iter().find(|p| p.archs.contains(&sm))
+    }
+    /// The first Triton release whose bundled ptxas for `cc` assembles `target`, and the torch
+    /// release that pins it.
+    pub fn first_triton_for(&self, cc: Cc, target: &str) -> Option<(&TritonRelease, Option<&TorchPin>)> {
+        let rel = self.triton_release.iter().find(|r| {
+            let sel = self.triton_selection(&r.version);
+            let blackwell = sel.is_some_and(|s| s.blackwell_from > 0 && cc.sm() >= s.blackwell_from);
+            let used = if blackwell && !r.ptxas_blackwell.is_empty() { &r.ptxas_blackwell } else { &r.ptxas };
+            release_of(used).and_then(|v| self.ptxas(v)).is_some_and(|p| p.targets.iter().any(|t| t == target))
+        })?;
+        let pin = self.torch_pin.iter().find(|p| p.triton == rel.version);
+        Some((rel, pin))
+    }
+    /// The architecture CuPy asks NVRTC for on `cc` (its clamp by NVRTC release).
+    pub fn cupy_arch(&self, cupy: &str, nvrtc: CudaVersion, cc: Cc) -> u32 {
+        const TEGRA: [u32; 5] = [32, 53, 62, 72, 87];
+        let sm = cc.sm();
+        if TEGRA.contains(&sm) {
+            return sm;
+        }
+        let v = version_key(cupy);
+        let Some(c) = self.cupy_clamp.iter().filter(|c| version_key(&c.from) <= v).max_by_key(|c| version_key(&c.from))
+        else {
+            // Before 13.4 the clamp compared strings: sm_1xx passed unclamped.
+            return if sm >= 100 { sm } else { sm.min(90) };
+        };
+        let max = if nvrtc < CudaVersion::new(12, 8) {
+            c.nvrtc_below_12_8
+        } else if nvrtc < CudaVersion::new(12, 9) {
+            c.nvrtc_12_8
+        } else {
+            c.nvrtc_12_9_up
+        };
+        sm.min(max)
+    }
+}
+
+/// What Triton asks ptxas for on `cc`: `sm_90a` from 9.0 on, `sm_86` below (without `sm_`).
+pub fn triton_target(cc: Cc) -> String {
+    if cc.major >= 9 { format!("{}a", cc.sm()) } else { cc.sm().to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_table_reads_and_answers() {
+        let t = table();
+        let b300 = Cc { major: 10, minor: 3 };
+        assert!(!t.ptxas(CudaVersion::new(12, 8)).unwrap().targets.contains(&triton_target(b300)));
+        assert_eq!(t.first_ptxas_for("103a").unwrap().release, "12.9");
+        let (rel, pin) = t.first_triton_for(b300, &triton_target(b300)).unwrap();
+        assert_eq!((rel.version.as_str(), pin.unwrap().torch.as_str()), ("3.6.0", "2.10.0"));
+        let thor = Cc { major: 11, minor: 0 };
+        assert_eq!(t.first_triton_for(thor, &triton_target(thor)).unwrap().0.version, "3.7.0");
+        assert_eq!(t.triton_selection("3.4.0").unwrap().blackwell_from, 0);
+        assert_eq!(t.triton_selection("3.9.1").unwrap().blackwell_from, 90);
+        let rtx50 = Cc { major: 12, minor: 0 };
+        assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(12, 6), rtx50), 90);
+        assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(12, 8), rtx50), 120);
+        assert_eq!(t.cupy_arch("13.3.0", CudaVersion::new(12, 6), rtx50), 120);
+        assert_eq!(version_key("2.8.0+cu128"), (2, 8, 0));
+    }
+}

@@ -1,0 +1,305 @@
+//! The code an image compiles at run time: which run-time compiler each installed consumer
+//! (vLLM and torch.compile through Triton, torch's jiterator and CuPy through NVRTC) resolves,
+//! and whether that compiler can emit code for a target and its driver load it
+//! (`compiler` in rules of scope `compiler-target`; rules/compilers/runtime-compilers.toml).
+
+use serde::Serialize;
+
+use super::targets::Target;
+use crate::cuda::toolchains::{self, Table, triton_target};
+use crate::cuda::{CudaVersion, tables};
+use crate::image::ImageReport;
+use crate::layer::path::{file_name, parent};
+use crate::packages::Package;
+
+/// A run-time compiler found in the image.
+#[derive(Debug, Clone, Serialize)]
+pub struct Found {
+    pub path: String,
+    /// ptxas, nvcc, nvrtc, nvjitlink, nvptxcompiler.
+    pub kind: String,
+    /// `12.8.93`, empty if unknown.
+    pub version: String,
+    /// banner, file-name, package.
+    pub source: String,
+    /// The package that installed it: `triton 3.4.0`.
+    pub package: String,
+}
+
+/// Every run-time compiler in the image, sorted by path; a version nothing in the file says is
+/// taken from the package that owns it (source `package`).
+pub fn inventory(scan: &ImageReport) -> Vec<Found> {
+    let mut out: Vec<Found> = scan
+        .files
+        .iter()
+        .filter_map(|f| {
+            let t = f.file.toolchain.as_ref()?;
+            let pkg = f.package.as_ref();
+            let (version, source) = match (t.version.is_empty(), pkg) {
+                (true, Some(p)) if p.name.starts_with("nvidia-") && !p.version.is_empty() => {
+                    (p.version.clone(), "package".to_string())
+                }
+                _ => (t.version.clone(), t.source.clone()),
+            };
+            Some(Found {
+                path: f.file.path.clone(),
+                kind: t.kind.clone(),
+                version,
+                source,
+                package: pkg.map(|p| format!("{} {}", p.name, p.version)).unwrap_or_default(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// One consumer's run-time compiler on one target (`compiler` in rules).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompilerFacts {
+    /// The package that compiles at run time (`vllm`, `torch`, `cupy-cuda12x`) and its version.
+    pub consumer: String,
+    pub consumer_version: String,
+    /// What fails when the compiler cannot: `torch.compile / Triton kernels`.
+    pub what: String,
+    /// The package's work goes through this compiler (vLLM, CuPy): an error; else a warning.
+    pub central: bool,
+    /// ptxas, nvrtc.
+    pub kind: String,
+    /// The compiler it resolves: its path, version and where the version comes from.
+    pub path: String,
+    pub version: String,
+    pub source: String,
+    /// How it was chosen: `bundled with triton 3.4.0`, `TRITON_PTXAS_PATH`, `loader order`.
+    pub chosen_by: String,
+    /// What it is asked to emit for the target: `sm_103a`.
+    pub target_arch: String,
+    /// The table knows this compiler release (else nothing is judged: `known` false).
+    pub known: bool,
+    pub knows_target: bool,
+    /// Why it fails, briefly: `triton 3.4.0's ptxas 12.8 knows no sm_103a`.
+    pub why: String,
+    /// The smallest change that makes it work.
+    pub fix: String,
+    /// What the target's driver cannot load of the compiler's output (empty: it can).
+    pub driver_problem: String,
+}
+
+fn pkg<'a>(scan: &'a ImageReport, name: &str) -> Option<&'a Package> {
+    scan.cuda_packages.iter().find(|p| p.manager == "pypi" && p.name == name)
+}
+
+/// Triton's ptxas for `cc`: the bundled one its selection rule picks, or the override the image's
+/// environment names (when that file is an inventoried ptxas).
+fn triton_ptxas<'a>(
+    t: &Table,
+    scan: &ImageReport,
+    found: &'a [Found],
+    triton: &Package,
+    target: &Target,
+) -> Option<(&'a Found, String)> {
+    let sel = t.triton_selection(&triton.version);
+    let blackwell = sel.is_some_and(|s| s.blackwell_from > 0 && target.cc.sm() >= s.blackwell_from);
+    let name = if blackwell { "ptxas-blackwell" } else { "ptxas" };
+    let env = sel.map(|s| if blackwell { s.blackwell_env.as_str() } else { s.ptxas_env.as_str() }).unwrap_or("");
+    if let Some(p) = scan.image.env.get(env)
+        && let Some(f) = found.iter().find(|f| f.kind == "ptxas" && f.path == *p)
+    {
+        return Some((f, env.to_string()));
+    }
+    let bundled = found.iter().find(|f| {
+        f.kind == "ptxas"
+            && file_name(&f.path) == name
+            && (f.path.contains("/triton/backends/nvidia/bin/") || f.path.contains("/triton/third_party/cuda/bin/"))
+    })?;
+    Some((bundled, format!("bundled with triton {}", triton.version)))
+}
+
+/// The NVRTC a consumer loads: for CuPy before 14 the loader's order (`LD_LIBRARY_PATH`, then
+/// system directories, then the pip wheel torch preloads); otherwise the pip wheel first.
+fn nvrtc_for<'a>(
+    scan: &ImageReport,
+    found: &'a [Found],
+    consumer: &Package,
+    major: Option<u16>,
+) -> Option<(&'a Found, String)> {
+    let libs: Vec<&Found> = found
+        .iter()
+        .filter(|f| f.kind == "nvrtc" && !file_name(&f.path).starts_with("libnvrtc.alt"))
+        .filter(|f| major.is_none_or(|m| CudaVersion::parse(&f.version).is_none_or(|v| v.major == m)))
+        .collect();
+    let pip = |f: &&&Found| f.path.contains("/site-packages/") || f.path.contains("/dist-packages/");
+    let ld: Vec<String> = scan
+        .image
+        .env
+        .get("LD_LIBRARY_PATH")
+        .map(|v| v.split(':').map(|d| d.trim_end_matches('/').to_string()).collect())
+        .unwrap_or_default();
+    let cupy_old = consumer.name.starts_with("cupy") && toolchains::version_key(&consumer.version) < (14, 0, 0);
+    if cupy_old {
+        if let Some(f) = libs.iter().find(|f| ld.iter().any(|d| d == parent(&f.path))) {
+            return Some((f, "LD_LIBRARY_PATH".into()));
+        }
+        if let Some(f) = libs.iter().find(|f| !pip(f)) {
+            return Some((f, "the loader's search (system directories before the pip wheel)".into()));
+        }
+    }
+    libs.iter().find(pip).or(libs.first()).map(|f| (*f, "the pip wheel (site-packages)".to_string()))
+}
+
+/// The CUDA major of the image's torch build (`+cu128` or its `-cuNN` NVIDIA wheels).
+fn torch_major(scan: &ImageReport) -> Option<u16> {
+    if let Some(t) = pkg(scan, "torch")
+        && let Some(cu) = t.version.split_once("+cu")
+    {
+        return cu.1.get(..2).and_then(|m| m.parse().ok());
+    }
+    scan.cuda_packages
+        .iter()
+        .filter(|p| p.name.starts_with("nvidia-cuda-"))
+        .filter_map(|p| p.name.rsplit_once("-cu").and_then(|(_, m)| m.parse().ok()))
+        .max()
+}
+
+/// Every installed consumer's run-time compiler judged on `target`.
+pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<CompilerFacts> {
+    let t = toolchains::table();
+    let mut out = Vec::new();
+    for c in &t.consumer {
+        let Some(consumer) = pkg(scan, &c.package) else { continue };
+        let mut f = CompilerFacts {
+            consumer: consumer.name.clone(),
+            consumer_version: consumer.version.clone(),
+            what: c.what.clone(),
+            central: c.central,
+            kind: c.compiler.clone(),
+            ..Default::default()
+        };
+        let driver_cuda = target.driver_cuda;
+        match c.compiler.as_str() {
+            "triton" => {
+                let Some(triton) = pkg(scan, "triton").or_else(|| pkg(scan, "pytorch-triton")) else { continue };
+                let Some((ptxas, how)) = triton_ptxas(t, scan, found, triton, target) else { continue };
+                f.kind = "ptxas".into();
+                f.path = ptxas.path.clone();
+                f.version = ptxas.version.clone();
+                f.source = ptxas.source.clone();
+                f.chosen_by = how;
+                let arch = triton_target(target.cc);
+                f.target_arch = format!("sm_{arch}");
+                let release = CudaVersion::parse(&ptxas.version);
+                let row = release.and_then(|r| t.ptxas(r));
+                f.known = row.is_some();
+                f.knows_target = row.is_some_and(|r| r.targets.contains(&arch));
+                let rel = release.map(|r| r.to_string()).unwrap_or_default();
+                if f.known && !f.knows_target {
+                    f.why = format!("triton {}'s ptxas {rel} knows no {}", triton.version, f.target_arch);
+                    f.fix = triton_fix(t, triton, target, &arch);
+                }
+                // Cubins of a CUDA 13 ptxas load on a CUDA 13 driver only (CUDA_ERROR_INVALID_IMAGE).
+                if let (Some(r), Some(d)) = (release, driver_cuda)
+                    && f.knows_target
+                    && r.major > d.major
+                {
+                    f.driver_problem = format!(
+                        "triton {} assembles {} with ptxas {rel} (CUDA {}), whose cubins a CUDA {d} driver cannot load (CUDA_ERROR_INVALID_IMAGE): it needs driver {} or newer",
+                        triton.version,
+                        f.target_arch,
+                        r.major,
+                        tables::minor_compat_floor(r.major)
+                            .map(|(v, _)| v.to_string())
+                            .unwrap_or_else(|| format!("a CUDA {}.x driver", r.major))
+                    );
+                }
+            }
+            "nvrtc" => {
+                let major = if c.package == "torch" { torch_major(scan) } else { None };
+                let Some((nvrtc, how)) = nvrtc_for(scan, found, consumer, major) else { continue };
+                f.path = nvrtc.path.clone();
+                f.version = nvrtc.version.clone();
+                f.source = nvrtc.source.clone();
+                f.chosen_by = how;
+                let Some(release) = CudaVersion::parse(&nvrtc.version) else { continue };
+                let row = t.nvrtc(release);
+                f.known = row.is_some();
+                let sm = target.cc.sm();
+                let asked = if c.clamp == "cupy" { t.cupy_arch(&consumer.version, release, target.cc) } else { sm };
+                f.target_arch = format!("sm_{asked}");
+                let compiles = row.is_some_and(|r| r.archs.contains(&asked));
+                // A cubin for an older major does not load (sm_90 on an RTX 50): CuPy's clamp.
+                let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm);
+                f.knows_target = compiles && loads;
+                if f.known && !f.knows_target {
+                    f.why = if !compiles {
+                        format!("NVRTC {release} ({}) knows no sm_{asked}", file_name(&nvrtc.path))
+                    } else {
+                        format!(
+                            "{} {} asks NVRTC {release} for sm_{asked}, whose cubin does not load on compute capability {} (CUDA_ERROR_NO_BINARY_FOR_GPU)",
+                            consumer.name, consumer.version, target.cc
+                        )
+                    };
+                    f.fix = nvrtc_fix(t, consumer, release, sm);
+                }
+                if let (Some(d), true) = (driver_cuda, f.knows_target)
+                    && release.major > d.major
+                {
+                    f.driver_problem = format!(
+                        "NVRTC {release} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {} or newer",
+                        release.major,
+                        tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default()
+                    );
+                }
+            }
+            _ => continue,
+        }
+        out.push(f);
+    }
+    out
+}
+
+fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arch: &str) -> String {
+    let mut parts = Vec::new();
+    if let Some((rel, pin)) = t.first_triton_for(target.cc, arch) {
+        let torch = pin.map(|p| format!(" (torch {} pins it)", p.torch)).unwrap_or_default();
+        parts.push(format!("install triton >= {}{torch}", rel.version));
+    }
+    if let (Some(sel), Some(first)) = (t.triton_selection(&triton.version), t.first_ptxas_for(arch)) {
+        let blackwell = sel.blackwell_from > 0 && target.cc.sm() >= sel.blackwell_from;
+        let env = if blackwell { &sel.blackwell_env } else { &sel.ptxas_env };
+        let cuda12_only = toolchains::version_key(&triton.version) < (3, 5, 0);
+        let wheel = if first.release.starts_with("12.") {
+            format!("nvidia-cuda-nvcc-cu12=={}.*", first.release)
+        } else {
+            format!("nvidia-cuda-nvcc>={}", first.release)
+        };
+        let note = if cuda12_only { ", a CUDA 12 one: this triton cannot run a CUDA 13 ptxas" } else { "" };
+        parts.push(format!("or set {env} to a ptxas >= {} ({wheel}{note})", first.release));
+    }
+    parts.join(", ")
+}
+
+fn nvrtc_fix(t: &Table, consumer: &crate::packages::Package, release: CudaVersion, sm: u32) -> String {
+    let first = t.first_nvrtc_for(sm);
+    let cupy = consumer.name.starts_with("cupy");
+    // CuPy's clamp only asks for a Blackwell cubin from NVRTC 12.8 on.
+    let need = match first {
+        Some(f) if cupy && sm >= 100 => {
+            let f = CudaVersion::parse(&f.release).unwrap_or(release);
+            f.max(CudaVersion::new(12, 8))
+        }
+        Some(f) => CudaVersion::parse(&f.release).unwrap_or(release),
+        None => return format!("no NVRTC cudalint knows targets compute capability {}.{}", sm / 10, sm % 10),
+    };
+    let wheel = if need.major == 12 {
+        format!("nvidia-cuda-nvrtc-cu12>={need}")
+    } else {
+        format!("nvidia-cuda-nvrtc>={need} (a CUDA {} build of {})", need.major, consumer.name)
+    };
+    if cupy {
+        format!(
+            "pip install '{wheel}' and make it the libnvrtc CuPy loads (LD_LIBRARY_PATH=<site-packages>/nvidia/cuda_nvrtc/lib, or import torch first)"
+        )
+    } else {
+        format!("pip install '{wheel}' (NVRTC {need} is the first that knows sm_{sm})")
+    }
+}
