@@ -201,15 +201,28 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     && f.knows_target
                     && r.major > d.major
                 {
+                    let need = tables::minor_compat_floor(r.major)
+                        .map(|(v, _)| v.to_string())
+                        .unwrap_or_else(|| format!("a CUDA {}.x driver", r.major));
                     f.driver_problem = format!(
-                        "triton {} assembles {} with ptxas {rel} (CUDA {}), whose cubins a CUDA {d} driver cannot load (CUDA_ERROR_INVALID_IMAGE): it needs driver {} or newer",
-                        triton.version,
-                        f.target_arch,
-                        r.major,
-                        tables::minor_compat_floor(r.major)
-                            .map(|(v, _)| v.to_string())
-                            .unwrap_or_else(|| format!("a CUDA {}.x driver", r.major))
+                        "triton {} assembles {} with ptxas {rel} (CUDA {}), whose cubins a CUDA {d} driver cannot load (CUDA_ERROR_INVALID_IMAGE): it needs driver {need} or newer",
+                        triton.version, f.target_arch, r.major
                     );
+                    let sel = t.triton_selection(&triton.version);
+                    let blackwell = sel.is_some_and(|s| s.blackwell_from > 0 && target.cc.sm() >= s.blackwell_from);
+                    let env = sel.map(|s| if blackwell { s.blackwell_env.clone() } else { s.ptxas_env.clone() });
+                    let same_major = t
+                        .ptxas
+                        .iter()
+                        .filter(|p| p.release.starts_with(&format!("{}.", d.major)) && p.targets.contains(&arch))
+                        .next_back();
+                    f.fix = match (same_major, env) {
+                        (Some(p), Some(env)) => format!(
+                            "upgrade the driver on {} to {need} or newer, or set {env} to the ptxas of nvidia-cuda-nvcc-cu{}=={}.* (CUDA {} cubins load on this driver; it knows {})",
+                            target.name, d.major, p.release, d.major, f.target_arch
+                        ),
+                        _ => format!("upgrade the driver on {} to {need} or newer", target.name),
+                    };
                 }
             }
             "nvrtc" => {
@@ -243,10 +256,15 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                 if let (Some(d), true) = (driver_cuda, f.knows_target)
                     && release.major > d.major
                 {
+                    let need =
+                        tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default();
                     f.driver_problem = format!(
-                        "NVRTC {release} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {} or newer",
-                        release.major,
-                        tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default()
+                        "NVRTC {release} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {need} or newer",
+                        release.major
+                    );
+                    f.fix = format!(
+                        "upgrade the driver on {} to {need} or newer, or install the CUDA {} build of {} (its NVRTC {}.x)",
+                        target.name, d.major, consumer.name, d.major
                     );
                 }
             }
@@ -259,21 +277,35 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
 
 fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arch: &str) -> String {
     let mut parts = Vec::new();
-    if let Some((rel, pin)) = t.first_triton_for(target.cc, arch) {
+    let installed = toolchains::version_key(&triton.version);
+    if let Some((rel, pin)) =
+        t.first_triton_for(target.cc, arch).filter(|(r, _)| toolchains::version_key(&r.version) > installed)
+    {
         let torch = pin.map(|p| format!(" (torch {} pins it)", p.torch)).unwrap_or_default();
         parts.push(format!("install triton >= {}{torch}", rel.version));
     }
-    if let (Some(sel), Some(first)) = (t.triton_selection(&triton.version), t.first_ptxas_for(arch)) {
+    // The override this Triton honours, pointed at a ptxas that knows the target: the newest such
+    // release, of CUDA 12 where this Triton cannot run a CUDA 13 ptxas (before 3.5).
+    let cuda12_only = installed < (3, 5, 0);
+    let knows: Vec<&toolchains::Ptxas> = t
+        .ptxas
+        .iter()
+        .filter(|p| p.targets.iter().any(|x| x == arch))
+        .filter(|p| !cuda12_only || p.release.starts_with("12."))
+        .collect();
+    if let (Some(sel), Some(best)) = (t.triton_selection(&triton.version), knows.last()) {
         let blackwell = sel.blackwell_from > 0 && target.cc.sm() >= sel.blackwell_from;
         let env = if blackwell { &sel.blackwell_env } else { &sel.ptxas_env };
-        let cuda12_only = toolchains::version_key(&triton.version) < (3, 5, 0);
-        let wheel = if first.release.starts_with("12.") {
-            format!("nvidia-cuda-nvcc-cu12=={}.*", first.release)
-        } else {
-            format!("nvidia-cuda-nvcc>={}", first.release)
+        let wheel = match best.release.split('.').next() {
+            Some("11") => format!("nvidia-cuda-nvcc-cu11=={}.*", best.release),
+            Some("12") => format!("nvidia-cuda-nvcc-cu12=={}.*", best.release),
+            _ => format!("nvidia-cuda-nvcc=={}.*", best.release),
         };
-        let note = if cuda12_only { ", a CUDA 12 one: this triton cannot run a CUDA 13 ptxas" } else { "" };
-        parts.push(format!("or set {env} to a ptxas >= {} ({wheel}{note})", first.release));
+        let or = if parts.is_empty() { "" } else { "or " };
+        parts.push(format!("{or}set {env} to the ptxas of {wheel} (release {}, which knows sm_{arch})", best.release));
+    }
+    if parts.is_empty() {
+        return format!("no ptxas cudalint knows assembles sm_{arch}");
     }
     parts.join(", ")
 }
