@@ -214,8 +214,7 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     let same_major = t
                         .ptxas
                         .iter()
-                        .filter(|p| p.release.starts_with(&format!("{}.", d.major)) && p.targets.contains(&arch))
-                        .next_back();
+                        .rfind(|p| p.release.starts_with(&format!("{}.", d.major)) && p.targets.contains(&arch));
                     f.fix = match (same_major, env) {
                         (Some(p), Some(env)) => format!(
                             "upgrade the driver on {} to {need} or newer, or set {env} to the ptxas of nvidia-cuda-nvcc-cu{}=={}.* (CUDA {} cubins load on this driver; it knows {})",
