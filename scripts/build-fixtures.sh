@@ -122,6 +122,8 @@ for f in hidden_rodata.fatbin hidden_lrodata.fatbin hidden_cask.fatbin hidden_sm
   cp "$f" "$out/libhidden.$f"
 done
 gcc -O1 -shared -fPIC "$src/plain.c" -o "$out/libplain.so"
+# NVIDIA's bin2c as shipped: its release banner stands in for a ptxas's in the rule cases.
+cp "$cu13/bin/bin2c" "$out/nvidia-bin2c-13.5"
 
 # --- damaged copies (made from the real files above; see fixtures/README.md) ------------------
 python3 "$root/scripts/damage-fixtures.py" "$out"

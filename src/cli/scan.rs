@@ -27,6 +27,10 @@ pub struct ScanArgs {
     /// Record the current findings as a baseline (for a later --baseline).
     #[arg(long)]
     pub write_baseline: Option<PathBuf>,
+    /// Text reports also list the detail: per-binary findings folded into an image-level one, and
+    /// what could not be read in data libraries load themselves.
+    #[arg(long, short)]
+    pub verbose: bool,
     /// Output format; repeat for several, each paired in order with an --output (text, json,
     /// sarif, junit, markdown, html, cyclonedx; `inventory` is the scan's file listing as JSON,
     /// `listing` as text).
@@ -147,7 +151,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }
     for (i, f) in formats.iter().enumerate() {
-        let cfg = RenderConfig { color: a.out.paint(i), rules: &gate.rules, sbom: sbom.as_ref() };
+        let cfg = RenderConfig { color: a.out.paint(i), rules: &gate.rules, sbom: sbom.as_ref(), verbose: a.verbose };
         let subject = Subject { report: &report, inventory: &inventory };
         let out = report::render(*f, &subject, &cfg)?;
         if let Some(note) = &out.note {

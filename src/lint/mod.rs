@@ -130,6 +130,18 @@ pub struct LintReport {
     /// Per target, what each package that compiles at run time resolves and whether it works.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compiler_checks: Vec<CompilerCheck>,
+    /// What could not be read where it decides nothing (data a library loads itself, archive
+    /// members, driver libraries): detail, never a finding.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<Detail>,
+}
+
+/// Problems in a file's detail (`binary.detail_problems`), counted, with a few examples.
+#[derive(Debug, Clone, Serialize)]
+pub struct Detail {
+    pub path: String,
+    pub problems: u64,
+    pub examples: Vec<String>,
 }
 
 /// One consumer's run-time compiler on one target.
@@ -548,5 +560,14 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
         device: opts.device,
         compilers: found,
         compiler_checks,
+        detail: binaries
+            .iter()
+            .filter(|b| !b.facts.detail_problems.is_empty())
+            .map(|b| Detail {
+                path: b.facts.path.clone(),
+                problems: b.facts.detail_problems.len() as u64,
+                examples: b.facts.detail_problems.iter().take(3).cloned().collect(),
+            })
+            .collect(),
     })
 }

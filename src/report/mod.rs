@@ -82,6 +82,8 @@ pub struct RenderConfig<'a> {
     pub rules: &'a [Rule],
     /// An SBOM to enrich instead of writing cudalint's own (CycloneDX).
     pub sbom: Option<&'a cyclonedx::Sbom>,
+    /// Text: list folded findings and detail problems too (`scan -v`).
+    pub verbose: bool,
 }
 
 /// A rendered report, and what the renderer has to tell the user beside it (for stderr).

@@ -49,10 +49,10 @@ fn pad(s: &str, painted: String, w: usize) -> String {
 }
 
 pub fn render(r: &LintReport, cfg: &RenderConfig) -> Result<String, ReportError> {
-    Ok(text(r, Paint(cfg.color)))
+    Ok(text(r, Paint(cfg.color), cfg.verbose))
 }
 
-fn text(r: &LintReport, paint: Paint) -> String {
+fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", image_line(r));
     if r.targets.is_empty() {
@@ -119,9 +119,26 @@ fn text(r: &LintReport, paint: Paint) -> String {
         let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
         let _ = writeln!(out, "        {}{}", esc(&f.message), folded_note(r, f));
         let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
+        if verbose {
+            for x in r.findings.iter().filter(|x| x.cause.as_deref() == Some(f.rule.as_str()) && x.target == f.target) {
+                let _ = writeln!(out, "        {} {} {}", paint.dim("·"), x.rule, esc(x.path.as_deref().unwrap_or("")));
+            }
+        }
     }
     for n in &r.notes {
         let _ = writeln!(out, "{} {}", paint.dim("note:"), esc(n));
+    }
+    if verbose {
+        for d in &r.detail {
+            let _ = writeln!(
+                out,
+                "{} {}: {} problem(s) in what it does not load as registered code, e.g. {}",
+                paint.dim("detail:"),
+                esc(&d.path),
+                d.problems,
+                esc(&d.examples.join("; "))
+            );
+        }
     }
     out.push('\n');
     let _ = writeln!(out, "{}", summary_line(r));
