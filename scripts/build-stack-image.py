@@ -60,9 +60,12 @@ def fetch(closure, wheels):
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
                "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                "--require-hashes", "-r", closure, "-d", wheels]
-        for n in range(28, 16, -1):
+        # pip takes the tags it is given literally: every glibc level a wheel may be tagged with.
+        for n in range(28, 4, -1):
             cmd += ["--platform", f"manylinux_2_{n}_x86_64"]
-        cmd += ["--platform", "manylinux2014_x86_64", "--platform", "any"]
+        for legacy in ("manylinux2014", "manylinux2010", "manylinux1"):
+            cmd += ["--platform", f"{legacy}_x86_64"]
+        cmd += ["--platform", "any"]
         if subprocess.run(cmd).returncode != 0:
             raise SystemExit(f"build-stack-image: could not download the pinned wheels of {closure} from PyPI (see above)")
     out = []

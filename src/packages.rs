@@ -219,8 +219,17 @@ pub fn cuda_related(name: &str) -> bool {
 
 /// Packages that compile device code at run time (rules/compilers/runtime-compilers.toml names
 /// what each uses): kept among the CUDA packages so their versions reach the verdicts.
-const RUNTIME_COMPILING: &[&str] =
-    &["triton", "pytorch-triton", "vllm", "sglang", "cupy", "cupy-cuda12x", "cupy-cuda13x"];
+const RUNTIME_COMPILING: &[&str] = &[
+    "triton",
+    "pytorch-triton",
+    "vllm",
+    "sglang",
+    "cupy",
+    "cupy-cuda12x",
+    "cupy-cuda13x",
+    "jax-cuda12-plugin",
+    "jax-cuda13-plugin",
+];
 
 /// The packages of an image, layers applied in order (a later record of a path wins).
 #[derive(Debug, Clone, Default)]

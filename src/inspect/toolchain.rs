@@ -35,7 +35,8 @@ pub fn kind_of(name: &str) -> Option<&'static str> {
     match name {
         "ptxas" | "ptxas-blackwell" => Some("ptxas"),
         "nvcc" => Some("nvcc"),
-        "libnvptxcompiler_static.a" => Some("nvptxcompiler"),
+        // Static nvPTXCompiler, and XLA's plugin, which may link one in (its banner says).
+        "libnvptxcompiler_static.a" | "xla_cuda_plugin.so" => Some("nvptxcompiler"),
         _ if name.starts_with("libnvrtc-builtins") => None,
         _ if name.starts_with("libnvrtc.so") || name.starts_with("libnvrtc.alt.so") => Some("nvrtc"),
         _ if name.starts_with("libnvJitLink.so") => Some("nvjitlink"),

@@ -267,11 +267,62 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     );
                 }
             }
+            "xla" => {
+                let Some((ptxas, how)) = xla_ptxas(scan, found, &consumer.name) else { continue };
+                f.kind = ptxas.kind.clone();
+                f.path = ptxas.path.clone();
+                f.version = ptxas.version.clone();
+                f.source = ptxas.source.clone();
+                f.chosen_by = how;
+                let arch = target.cc.sm().to_string();
+                f.target_arch = format!("sm_{arch}");
+                let release = CudaVersion::parse(&ptxas.version);
+                let row = release.and_then(|r| t.ptxas(r));
+                f.known = row.is_some();
+                f.knows_target = row.is_some_and(|r| r.targets.contains(&arch));
+                if f.known && !f.knows_target {
+                    let rel = release.map(|r| r.to_string()).unwrap_or_default();
+                    f.why = format!(
+                        "its {} {rel} knows no {}: XLA falls back to the driver's PTX JIT, or refuses",
+                        ptxas.kind, f.target_arch
+                    );
+                    let best = t.ptxas.iter().rfind(|p| p.release.starts_with("12.") && p.targets.contains(&arch));
+                    f.fix = match best {
+                        Some(p) if consumer.name.contains("cuda12") => format!(
+                            "pip install 'nvidia-cuda-nvcc-cu12=={}.*' and make it the ptxas XLA finds first (XLA_FLAGS=--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc, or remove the older ptxas from PATH)",
+                            p.release
+                        ),
+                        _ => format!("a ptxas that knows {} (nvidia-cuda-nvcc, a newer JAX)", f.target_arch),
+                    };
+                }
+            }
             _ => continue,
         }
         out.push(f);
     }
     out
+}
+
+/// The PTX assembler XLA uses: an nvPTXCompiler linked into its plugin (where a banner says so),
+/// else the first ptxas of `--xla_gpu_cuda_data_dir`, the system toolkit, the pip nvcc wheel.
+fn xla_ptxas<'a>(scan: &ImageReport, found: &'a [Found], plugin: &str) -> Option<(&'a Found, String)> {
+    if let Some(f) = found.iter().find(|f| file_name(&f.path) == "xla_cuda_plugin.so" && !f.version.is_empty()) {
+        return Some((f, "nvPTXCompiler linked into the XLA plugin".into()));
+    }
+    let ptxas: Vec<&Found> = found.iter().filter(|f| f.kind == "ptxas" && file_name(&f.path) == "ptxas").collect();
+    if let Some(dir) = scan.image.env.get("XLA_FLAGS").and_then(|v| {
+        v.split_whitespace()
+            .find_map(|a| a.strip_prefix("--xla_gpu_cuda_data_dir="))
+            .map(|d| d.trim_end_matches('/').to_string())
+    }) && let Some(f) = ptxas.iter().find(|f| f.path == format!("{dir}/bin/ptxas"))
+    {
+        return Some((f, "--xla_gpu_cuda_data_dir".into()));
+    }
+    if let Some(f) = ptxas.iter().find(|f| f.path.starts_with("/usr/local/cuda") || f.path == "/usr/bin/ptxas") {
+        return Some((f, "the system toolkit (found before the pip wheel)".into()));
+    }
+    let wheel = if plugin.contains("cuda13") { "/nvidia/cu13/bin/ptxas" } else { "/nvidia/cuda_nvcc/bin/ptxas" };
+    ptxas.iter().find(|f| f.path.ends_with(wheel)).map(|f| (*f, "the pip nvidia-cuda-nvcc wheel".to_string()))
 }
 
 fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arch: &str) -> String {

@@ -314,3 +314,35 @@ fn cupy_with_an_old_nvrtc_fails_on_rtx_5090_and_passes_with_12_8() {
     assert_eq!(code, 0, "{:#?}", brief(&r));
     headlines_agree(&r);
 }
+
+/// JAX 0.6.2's XLA assembles with the first ptxas it finds, here the pip nvcc wheel's: 12.6 knows
+/// no sm_120 (a warning: XLA falls back to the driver's JIT), 12.8 does.
+#[test]
+fn jax_with_an_old_nvcc_wheel_warns_on_rtx_5090_and_not_with_12_8() {
+    static OLD: OnceLock<String> = OnceLock::new();
+    static NEW: OnceLock<String> = OnceLock::new();
+    let old = OLD.get_or_init(|| build("jax-0.6.2-nvcc-12.6"));
+    let (code, r) = scan_image(old, "RTX 5090,H100", "580.65.06");
+    assert_eq!(code, 0, "a warning: {:#?}", brief(&r));
+    let all = findings(&r);
+    let f: Vec<&&Value> = all.iter().filter(|f| f["rule"] == "CL021").collect();
+    assert_eq!(f.len(), 1, "{:#?}", brief(&r));
+    assert_eq!(
+        (&f[0]["target"], &f[0]["package"]),
+        (&Value::from("RTX 5090"), &Value::from("jax-cuda12-plugin 0.6.2 (pypi)"))
+    );
+    assert!(f[0]["path"].as_str().unwrap().ends_with("nvidia/cuda_nvcc/bin/ptxas"), "{}", f[0]["path"]);
+    assert!(f[0]["message"].as_str().unwrap().contains("ptxas 12.6 knows no sm_120"), "{}", f[0]["message"]);
+    headlines_agree(&r);
+    let new = NEW.get_or_init(|| build("jax-0.6.2-nvcc-12.8"));
+    let (code, r) = scan_image(new, "RTX 5090,H100", "580.65.06");
+    assert_eq!(code, 0);
+    assert!(!brief(&r).iter().any(|b| b.contains("CL02")), "{:#?}", brief(&r));
+    let checks = r["compiler_checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["consumer"] == "jax-cuda12-plugin" && c["version"] == "12.8.93" && c["knows_target"] == true),
+        "{checks:#?}"
+    );
+}
