@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On-device check: load every module of the fixtures and of the demo image (and of any extra
 # images or files given as arguments) on this machine's GPU(s), launch their kernels, and print
-# one table row per module and GPU: static verdict next to what the driver did.
+# one table row per module and GPU: static verdict next to what the driver did; then run the
+# run-time compilers of the given images for the GPU's architecture (scripts/toolchain-check.py).
 #
 #   scripts/device-check.sh [IMAGE-OR-FILE...]
 #
@@ -106,6 +107,15 @@ for path in sys.argv[1:]:
 print(f"\n{total} module load(s); {disagreements} disagreement(s)")
 sys.exit(1 if bad else 0)
 EOF
+fi
+# Run-time compilers (Triton's ptxas, NVRTC) of the images given as arguments, run for this GPU's
+# compute capability and compared with the static verdict (scripts/toolchain-check.py).
+if [ "$#" -gt 0 ] && command -v nvidia-smi >/dev/null 2>&1; then
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' ')
+    for t in "$@"; do
+        echo "== run-time compilers of $t on compute capability $cc"
+        timeout "$limit" python3 scripts/toolchain-check.py "$t" --arch "$cc" --cudalint "$bin" || status=1
+    done
 fi
 echo "reports in $out"
 exit $status

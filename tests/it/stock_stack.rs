@@ -346,3 +346,32 @@ fn jax_with_an_old_nvcc_wheel_warns_on_rtx_5090_and_not_with_12_8() {
         "{checks:#?}"
     );
 }
+
+/// The static verdicts on run-time compilers against the compilers themselves: the ptxas and
+/// NVRTC each stack carries, taken out of the image and run for the architecture
+/// (scripts/toolchain-check.py, which scripts/device-check.sh runs for the GPU at hand).
+#[test]
+fn the_image_compilers_themselves_agree_with_the_static_verdicts() {
+    let bin = assert_cmd::cargo::cargo_bin("cudalint");
+    let cupy = build("cupy-13.6.0-nvrtc-12.6");
+    let jax = build("jax-0.6.2-nvcc-12.6");
+    for (image, arch) in [
+        (torch_image(), "9.0"),
+        (torch_image(), "10.3"),
+        (torch_image(), "12.1"),
+        (&cupy, "12.0"),
+        (&jax, "12.0"),
+        (&jax, "9.0"),
+    ] {
+        let o = Std::new("python3")
+            .arg(root().join("scripts/toolchain-check.py"))
+            .args([image, "--arch", arch, "--cudalint"])
+            .arg(&bin)
+            .output()
+            .expect("run python3 scripts/toolchain-check.py");
+        let table = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0), "{image} on {arch}:\n{table}{}", String::from_utf8_lossy(&o.stderr));
+        // Something was run and compared: a row per compiler check.
+        assert!(table.lines().count() >= 2, "{image} on {arch}: {table}");
+    }
+}
