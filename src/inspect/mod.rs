@@ -108,16 +108,18 @@ pub fn inspect_sniffed(
     let name = path.rsplit('/').next().unwrap_or(path);
     // A run-time compiler (ptxas, NVRTC, ...): its release banner is looked for in every byte.
     if let Some(tool) = toolchain::kind_of(name).filter(|_| matches!(kind, Sniffed::HostElf | Sniffed::Archive)) {
-        let seekable = input.seekable();
-        let mut tap = toolchain::Tap { inner: input, finder: toolchain::BannerFinder::default() };
-        let mut report = inspect_kind(kind, head, &mut tap, path, opts, depth)?;
-        let version = if seekable {
-            toolchain::banner_at(&mut tap)?
+        // Seekable: inspect as usual, then read the file once in chunks. A stream: every byte the
+        // inspector reads or skips passes the finder, then the rest of the file does.
+        let (mut report, version) = if input.seekable() {
+            let report = inspect_kind(kind, head, input, path, opts, depth)?;
+            (report, toolchain::banner_at(input)?)
         } else {
+            let mut tap = toolchain::Tap { inner: input, finder: toolchain::BannerFinder::default() };
+            let report = inspect_kind(kind, head, &mut tap, path, opts, depth)?;
             let len = tap.len();
             tap.skip_to(len)?;
             tap.finder.finish();
-            tap.finder.found().map(str::to_string)
+            (report, tap.finder.found().map(str::to_string))
         };
         let (version, source) = match version {
             Some(v) => (v, "banner"),
