@@ -10,7 +10,7 @@ pub const INSPECT: &str = "cudalint.inspect/v1";
 /// `cudalint scan --format json` without rules: the image inventory.
 pub const SCAN: &str = "cudalint.scan/v1";
 /// `cudalint lint` / `scan` with rules, JSON.
-pub const LINT: &str = "cudalint.lint/v2";
+pub const LINT: &str = "cudalint.lint/v3";
 /// `cudalint audit --format json`.
 pub const AUDIT: &str = "cudalint.audit/v1";
 /// `--baseline` files.

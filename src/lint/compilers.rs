@@ -238,8 +238,14 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                 let asked = if c.clamp == "cupy" { t.cupy_arch(&consumer.version, release, target.cc) } else { sm };
                 f.target_arch = format!("sm_{asked}");
                 let compiles = row.is_some_and(|r| r.archs.contains(&asked));
+                // CuPy asks for PTX instead of a cubin (CUPY_COMPILE_WITH_PTX=1): the driver JITs
+                // it for any newer GPU, if it reads NVRTC's PTX ISA.
+                let ptx = c.clamp == "cupy" && scan.image.env.get("CUPY_COMPILE_WITH_PTX").is_some_and(|v| v == "1");
+                if ptx {
+                    f.target_arch = format!("compute_{asked}");
+                }
                 // A cubin for an older major does not load (sm_90 on an RTX 50): CuPy's clamp.
-                let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm);
+                let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm) || (ptx && asked <= sm);
                 f.knows_target = compiles && loads;
                 if f.known && !f.knows_target {
                     f.why = if !compiles {
@@ -250,10 +256,10 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                             consumer.name, consumer.version, target.cc
                         )
                     };
-                    f.fix = nvrtc_fix(t, consumer, release, sm);
+                    f.fix = nvrtc_fix(t, consumer, release, target);
                 }
                 if let (Some(d), true) = (driver_cuda, f.knows_target)
-                    && release.major > d.major
+                    && (release.major > d.major || (ptx && release > d))
                 {
                     let need =
                         tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default();
@@ -342,6 +348,10 @@ fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arc
         .iter()
         .filter(|p| p.targets.iter().any(|x| x == arch))
         .filter(|p| !cuda12_only || p.release.starts_with("12."))
+        // Cubins of a newer CUDA major than the driver's do not load (CL022).
+        .filter(|p| {
+            target.driver_cuda.is_none_or(|d| CudaVersion::parse(&p.release).is_some_and(|r| r.major <= d.major))
+        })
         .collect();
     if let (Some(sel), Some(best)) = (t.triton_selection(&triton.version), knows.last()) {
         let blackwell = sel.blackwell_from > 0 && target.cc.sm() >= sel.blackwell_from;
@@ -360,17 +370,19 @@ fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arc
     parts.join(", ")
 }
 
-fn nvrtc_fix(t: &Table, consumer: &crate::packages::Package, release: CudaVersion, sm: u32) -> String {
-    let first = t.first_nvrtc_for(sm);
+fn nvrtc_fix(t: &Table, consumer: &crate::packages::Package, release: CudaVersion, target: &Target) -> String {
+    let sm = target.cc.sm();
     let cupy = consumer.name.starts_with("cupy");
-    // CuPy's clamp only asks for a Blackwell cubin from NVRTC 12.8 on.
-    let need = match first {
-        Some(f) if cupy && sm >= 100 => {
-            let f = CudaVersion::parse(&f.release).unwrap_or(release);
-            f.max(CudaVersion::new(12, 8))
-        }
-        Some(f) => CudaVersion::parse(&f.release).unwrap_or(release),
-        None => return format!("no NVRTC cudalint knows targets compute capability {}.{}", sm / 10, sm % 10),
+    // The first release that works: for CuPy, whose clamp decides what it asks for, the first
+    // whose answer compiles and loads here (NVRTC 12.8 makes an sm_120 cubin for a GB10).
+    let works = |r: &toolchains::Nvrtc| {
+        let Some(v) = CudaVersion::parse(&r.release) else { return false };
+        let asked = if cupy { t.cupy_arch(&consumer.version, v, target.cc) } else { sm };
+        r.archs.contains(&asked) && (asked == sm || (asked / 10 == sm / 10 && asked < sm))
+    };
+    let need = match t.nvrtc.iter().find(|r| works(r)).and_then(|r| CudaVersion::parse(&r.release)) {
+        Some(v) => v.max(release),
+        None => return format!("no NVRTC cudalint knows targets compute capability {}", target.cc),
     };
     let wheel = if need.major == 12 {
         format!("nvidia-cuda-nvrtc-cu12>={need}")

@@ -187,15 +187,13 @@ pub struct Coverage {
     pub format_needs_cuda: String,
     /// Modules that are detail in a binary whose other modules run here, not counted in
     /// `failing`, `jit` or the cells: 'a'/'f' variants for other chips, per-architecture
-    /// variants (one SM each, as cuBLAS ships them), kernel sets for newer GPUs only (every
-    /// architecture above the target: code the library gates by compute capability), and any
-    /// module of one of NVIDIA's closed libraries whose registered code runs natively here
+    /// variants (one SM each, as cuBLAS ships them), and in NVIDIA's closed libraries kernel
+    /// sets for newer GPUs only and any module where their registered code runs natively here
     /// (their per-GPU dispatch).
     pub expected_missing: u64,
     /// Failing modules built for a generic architecture list that lacks the target while other
-    /// modules run here and that is not detail (see `expected_missing`): a list older than the
-    /// target, or one that skips its generation; one translation unit built with a stale list.
-    /// And a few labels.
+    /// modules run here and that is not detail (see `expected_missing`): one translation unit
+    /// built with a different list. Never counted in NVIDIA's closed libraries. And a few labels.
     pub gaps: u64,
     pub gap_examples: Vec<String>,
     /// Modules whose every plain architecture is newer than the target (kernel sets for newer
@@ -490,8 +488,14 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
         let detail = match v {
             Verdict::Native { .. } => false,
             Verdict::NoImage { format_needs_cuda: Some(_), .. } => false,
+            // A kernel set for newer GPUs only is NVIDIA's dispatch in their closed libraries; in
+            // a package the user builds it is the mark of a stale list (CL002).
             Verdict::NoImage { .. } => {
-                runs_any && (vendor_dispatch || m.specific_only() || m.single_arch() || m.newer_only(t.cc))
+                runs_any
+                    && (vendor_dispatch
+                        || m.specific_only()
+                        || m.single_arch()
+                        || (b.facts.vendor_library && m.newer_only(t.cc)))
             }
             Verdict::Jit { .. } | Verdict::PtxTooNew { .. } | Verdict::JitDisabled { .. } => vendor_dispatch,
         };

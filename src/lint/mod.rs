@@ -163,6 +163,10 @@ pub struct LintOptions<'a> {
     pub device: Option<crate::device::DeviceReport>,
 }
 
+/// NVIDIA libraries that are optional for their callers, which check the GPU before using them:
+/// where the stack's own code runs, such a library without code for the GPU is arch-gated.
+const OPTIONAL_VENDOR_LIBS: &[&str] = &["libcusparseLt"];
+
 /// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot
 /// target the GPU); those findings name it as their `cause`.
 pub const ROOT_CAUSE_RULE: &str = "CL019";
@@ -309,10 +313,12 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
                 c.class = "arch-gated".into();
                 c.gated_for = facts::chips_for(b);
             } else if let Some(from) = c.newer_from.filter(|_| {
-                // One of NVIDIA's closed libraries whose code is mostly for newer GPUs and runs
-                // here at best through a JIT fallback: it does not support this GPU, and its
-                // callers (torch and cuSPARSELt, say) check the compute capability first.
-                b.facts.vendor_library
+                // One of NVIDIA's optional libraries (cuSPARSELt: 2:4 sparsity, 8.0 and newer)
+                // whose code is mostly for newer GPUs and runs here at best through a JIT
+                // fallback: it does not support this GPU, and its callers (torch) check the
+                // compute capability first. cuBLAS or cuDNN without code here are no option.
+                OPTIONAL_VENDOR_LIBS.iter().any(|p| crate::layer::path::file_name(&b.facts.path).starts_with(p))
+                    && !verdict::cannot_build(b, &opts.targets[ti])
                     && consumer_runs
                     && c.native == 0
                     && (c.class == "none" || c.class == "jit")
@@ -516,12 +522,13 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
             let judged: Vec<(&Binary, &facts::Coverage)> =
                 binaries.iter().zip(&covs).map(|(b, c)| (b, &c[ti])).collect();
             let mine = |f: &&Finding| f.target.is_none() || f.target.as_deref() == Some(t.name.as_str());
-            let errors: Vec<&Finding> =
-                findings.iter().filter(mine).filter(|f| f.severity >= rules::Severity::Error).collect();
+            // What fails the gate fails the headline: errors, or whatever --fail-on names.
+            let fail_at = opts.fail_on.min(rules::Severity::Error);
+            let errors: Vec<&Finding> = findings.iter().filter(mine).filter(|f| f.severity >= fail_at).collect();
             let suppressed = raised
                 .iter()
                 .filter(|(target, sev)| {
-                    (target.is_none() || target.as_deref() == Some(t.name.as_str())) && *sev >= rules::Severity::Error
+                    (target.is_none() || target.as_deref() == Some(t.name.as_str())) && *sev >= fail_at
                 })
                 .count()
                 .saturating_sub(errors.len());
@@ -529,7 +536,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, rules::E
                 compiler_checks.iter().filter(|c| c.target == t.name).map(|c| &c.facts).collect();
             let warned: Vec<&Finding> = findings
                 .iter()
-                .filter(|f| f.target.as_deref() == Some(t.name.as_str()) && f.severity < rules::Severity::Error)
+                .filter(|f| f.target.as_deref() == Some(t.name.as_str()) && f.severity < fail_at)
                 .collect();
             verdict::headline(t, &deploys[ti], &judged, &errors, suppressed, &compiled, &warned)
         })

@@ -174,11 +174,11 @@ pub const COVERAGE: Variable = Variable {
         ("format_needs_cuda", "the driver CUDA version that can"),
         (
             "expected_missing",
-            "modules that are detail in a binary whose other modules run here (not in `failing`, `jit` or `cells`): 'a'/'f' variants for other chips, per-architecture variants, kernel sets for newer GPUs only, and any module of one of NVIDIA's closed libraries whose registered code runs natively here (their per-GPU dispatch)",
+            "modules that are detail in a binary whose other modules run here (not in `failing`, `jit` or `cells`): 'a'/'f' variants for other chips, per-architecture variants, and in NVIDIA's closed libraries kernel sets for newer GPUs only and any module where their registered code runs natively here (their per-GPU dispatch)",
         ),
         (
             "gaps",
-            "failing modules built for a generic architecture list that lacks the target, older than it or skipping its generation, while other modules run here: a translation unit built with a stale list (never counted in NVIDIA's closed libraries)",
+            "failing modules built for a generic architecture list that lacks the target while other modules run here: a translation unit built with a different list (never counted in NVIDIA's closed libraries)",
         ),
         ("gap_examples", "a few of them, by label"),
         ("newer_only", "modules whose every plain architecture is newer than the target: kernel sets for newer GPUs"),

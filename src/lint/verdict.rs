@@ -59,8 +59,14 @@ pub struct Deploy {
 
 /// Binaries that fail on `t` because their CUDA major cannot build for it: their indexes, the
 /// newest such major, and the deploy fields that say it once (`root_cause` in rules).
+/// The binary's CUDA major cannot build for the target because the GPU is too old for it
+/// (CUDA 13 and Volta). A GPU newer than a major's compilers is not this cause.
+pub fn cannot_build(b: &Binary, t: &Target) -> bool {
+    buildable(b.facts.cuda_major).is_some_and(|(lo, _)| t.cc < lo)
+}
+
 pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -> Vec<usize> {
-    let cannot = |b: &Binary| buildable(b.facts.cuda_major).is_some_and(|(lo, hi)| t.cc < lo || t.cc.major > hi.major);
+    let cannot = |b: &Binary| cannot_build(b, t);
     let failing: Vec<(usize, &Binary)> = judged
         .iter()
         .enumerate()
@@ -454,6 +460,9 @@ fn has(b: &Binary, c: &Coverage, t: &Target) -> String {
     if c.ptx_too_new > 0 {
         return format!("needs a CUDA {} driver to JIT its PTX", c.needs_cuda);
     }
+    if c.jit_disabled > 0 && c.no_image == 0 {
+        return "has PTX only, and CUDA_DISABLE_PTX_JIT=1 forbids its JIT".to_string();
+    }
     let carried = carried(b);
     let plain: Vec<Cc> = carried.iter().filter(|(_, s)| *s == Suffix::None).map(|(c, _)| *c).collect();
     match plain.iter().min() {
@@ -596,8 +605,12 @@ pub fn headline(
             .map(|c| compile_fail(c))
             .collect();
         if !lazy.is_empty() {
-            let eager = compiled.iter().any(|c| c.consumer == "torch" && said(c, warned));
-            let head = if eager {
+            // torch's eager path runs, unless its eager jiterator ops are among what fails.
+            let said_torch =
+                |kind: &str| compiled.iter().any(|c| c.consumer == "torch" && c.kind == kind && said(c, warned));
+            let head = if said_torch("nvrtc") {
+                s.replacen("runs", "runs its ahead-of-time kernels", 1).replacen(" kernels (native)", " kernels", 1)
+            } else if said_torch("ptxas") {
                 s.replacen("runs", "runs eager", 1).replacen("runs eager (native)", "runs eager", 1)
             } else {
                 s

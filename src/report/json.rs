@@ -1,4 +1,4 @@
-//! The lint report as JSON (`--format json`, schema `cudalint.lint/v2` in docs/schema.md).
+//! The lint report as JSON (`--format json`, schema `cudalint.lint/v3` in docs/schema.md).
 
 use super::{RenderConfig, ReportError};
 use crate::lint::LintReport;

@@ -246,7 +246,7 @@ fn torch_compile_on_b300_and_gb10_is_a_warning_naming_triton_and_the_fix() {
         let h = r["headlines"].as_array().unwrap().iter().find(|h| h["target"] == gpu).unwrap();
         let text = h["text"].as_str().unwrap();
         assert!(
-            text.contains("runs eager")
+            text.contains("runs its ahead-of-time kernels")
                 && text.contains(&format!(
                     "torch.compile / Triton kernels fail (triton 3.4.0's ptxas 12.8 knows no {arch})"
                 )),
