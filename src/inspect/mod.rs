@@ -114,7 +114,7 @@ pub fn inspect_sniffed(
             let report = inspect_kind(kind, head, input, path, opts, depth)?;
             (report, toolchain::banner_at(input)?)
         } else {
-            let mut tap = toolchain::Tap { inner: input, finder: toolchain::BannerFinder::default() };
+            let mut tap = toolchain::Tap::new(input);
             let report = inspect_kind(kind, head, &mut tap, path, opts, depth)?;
             let len = tap.len();
             tap.skip_to(len)?;

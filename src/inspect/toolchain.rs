@@ -127,6 +127,14 @@ fn parse_release(tail: &[u8]) -> Option<String> {
 pub struct Tap<'a> {
     pub inner: &'a mut dyn Input,
     pub finder: BannerFinder,
+    /// Reused for skips turned into reads (allocated at the first real skip).
+    buf: Vec<u8>,
+}
+
+impl<'a> Tap<'a> {
+    pub fn new(inner: &'a mut dyn Input) -> Tap<'a> {
+        Tap { inner, finder: BannerFinder::default(), buf: Vec::new() }
+    }
 }
 
 impl Input for Tap<'_> {
@@ -142,10 +150,13 @@ impl Input for Tap<'_> {
         Ok(n)
     }
     fn skip_to(&mut self, pos: u64) -> io::Result<()> {
-        if self.finder.found().is_some() {
+        if self.finder.found().is_some() || pos <= self.inner.pos() {
             return self.inner.skip_to(pos);
         }
-        let mut buf = vec![0u8; 1 << 20];
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 1 << 20];
+        }
+        let buf = &mut self.buf;
         while self.inner.pos() < pos {
             let want = ((pos - self.inner.pos()) as usize).min(buf.len());
             let n = self.inner.read(&mut buf[..want])?;
@@ -208,5 +219,28 @@ mod tests {
         assert_eq!(version_from_name("libnvrtc.so.12"), None);
         assert_eq!(kind_of("libnvrtc-builtins.so.12.8"), None);
         assert_eq!(kind_of("libnvrtc.alt.so.12"), Some("nvrtc"));
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use crate::input::{SliceInput, StreamInput};
+    use crate::inspect::{InspectOptions, inspect_input};
+
+    /// NVIDIA's bin2c (fixtures/bin/nvidia-bin2c-13.5) placed as `ptxas`: a stream and a
+    /// seekable read find the same banner, lean or deep.
+    #[test]
+    fn streams_and_seekable_inputs_read_the_same_banner() {
+        let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/bin/nvidia-bin2c-13.5")).unwrap();
+        for lean in [true, false] {
+            let opts = InspectOptions { lean, ..Default::default() };
+            let seek = inspect_input(&mut SliceInput::new(&bytes), "/usr/bin/ptxas", &opts).unwrap();
+            let mut stream = StreamInput::new(&bytes[..], bytes.len() as u64);
+            let streamed = inspect_input(&mut stream, "/usr/bin/ptxas", &opts).unwrap();
+            let want =
+                Some(super::Toolchain { kind: "ptxas".into(), version: "13.5.37".into(), source: "banner".into() });
+            assert_eq!(seek.toolchain, want, "seekable, lean {lean}");
+            assert_eq!(streamed.toolchain, want, "stream, lean {lean}");
+        }
     }
 }
