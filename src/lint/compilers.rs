@@ -179,7 +179,13 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
         match c.compiler.as_str() {
             "triton" => {
                 let Some(triton) = pkg(scan, "triton").or_else(|| pkg(scan, "pytorch-triton")) else { continue };
-                let Some((ptxas, how)) = triton_ptxas(t, scan, found, triton, target) else { continue };
+                let Some((ptxas, how)) = triton_ptxas(t, scan, found, triton, target) else {
+                    // Listed, not judged: what Triton would run is not in the image.
+                    f.kind = "ptxas".into();
+                    f.why = format!("no ptxas of triton {} found in the image", triton.version);
+                    out.push(f);
+                    continue;
+                };
                 f.kind = "ptxas".into();
                 f.path = ptxas.path.clone();
                 f.version = ptxas.version.clone();
@@ -226,12 +232,20 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
             }
             "nvrtc" => {
                 let major = if c.package == "torch" { torch_major(scan) } else { None };
-                let Some((nvrtc, how)) = nvrtc_for(scan, found, consumer, major) else { continue };
+                let Some((nvrtc, how)) = nvrtc_for(scan, found, consumer, major) else {
+                    f.why = "no NVRTC found in the image (it may come from the host or a later layer)".into();
+                    out.push(f);
+                    continue;
+                };
                 f.path = nvrtc.path.clone();
                 f.version = nvrtc.version.clone();
                 f.source = nvrtc.source.clone();
                 f.chosen_by = how;
-                let Some(release) = CudaVersion::parse(&nvrtc.version) else { continue };
+                let Some(release) = CudaVersion::parse(&nvrtc.version) else {
+                    f.why = "its version is unknown: not judged".into();
+                    out.push(f);
+                    continue;
+                };
                 let row = t.nvrtc(release);
                 f.known = row.is_some();
                 let sm = target.cc.sm();
@@ -274,7 +288,12 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                 }
             }
             "xla" => {
-                let Some((ptxas, how)) = xla_ptxas(scan, found, &consumer.name) else { continue };
+                let Some((ptxas, how)) = xla_ptxas(scan, found, &consumer.name) else {
+                    f.kind = "ptxas".into();
+                    f.why = "no ptxas XLA would find in the image".into();
+                    out.push(f);
+                    continue;
+                };
                 f.kind = ptxas.kind.clone();
                 f.path = ptxas.path.clone();
                 f.version = ptxas.version.clone();

@@ -301,7 +301,7 @@ pub const COMPILER: Variable = Variable {
         ("source", "where the version comes from: banner (its own bytes), file-name, package"),
         ("chosen_by", "how it was chosen: `bundled with triton 3.4.0`, `TRITON_PTXAS_PATH`, the loader's order"),
         ("target_arch", "what it is asked to emit for the target: `sm_103a`"),
-        ("known", "the table knows this compiler release (else nothing is judged)"),
+        ("known", "the table knows this compiler release (else nothing is judged: `why` may say what is missing)"),
         ("knows_target", "it can emit code that runs on the target"),
         ("why", "why not, briefly: `triton 3.4.0's ptxas 12.8 knows no sm_103a`"),
         ("fix", "the smallest change that makes it work (a package release, an environment override)"),

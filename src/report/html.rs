@@ -191,7 +191,9 @@ fn html(r: &LintReport) -> String {
             for c in &r.compiler_checks {
                 let f = &c.facts;
                 let ok = f.knows_target && f.driver_problem.is_empty();
-                let verdict = if !f.known {
+                let verdict = if !f.known && !f.why.is_empty() {
+                    format!("not judged: {}", f.why)
+                } else if !f.known {
                     "release unknown: not judged".to_string()
                 } else if ok {
                     "✓ compiles".to_string()
