@@ -85,6 +85,25 @@ pub struct CompilerFacts {
     pub driver_problem: String,
 }
 
+impl CompilerFacts {
+    /// The compiler the consumer resolves, and how.
+    fn resolved(&mut self, c: &Found, how: String) {
+        self.path = c.path.clone();
+        self.version = c.version.clone();
+        self.source = c.source.clone();
+        self.chosen_by = how;
+    }
+
+    /// Whether the table knows this ptxas release and it assembles `arch` (`103a`); its release.
+    fn judge_ptxas(&mut self, t: &Table, arch: &str) -> Option<CudaVersion> {
+        let release = CudaVersion::parse(&self.version);
+        let row = release.and_then(|r| t.ptxas(r));
+        self.known = row.is_some();
+        self.knows_target = row.is_some_and(|r| r.targets.iter().any(|x| x == arch));
+        release
+    }
+}
+
 fn pkg<'a>(scan: &'a ImageReport, name: &str) -> Option<&'a Package> {
     scan.cuda_packages.iter().find(|p| p.manager == "pypi" && p.name == name)
 }
@@ -187,16 +206,10 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     continue;
                 };
                 f.kind = "ptxas".into();
-                f.path = ptxas.path.clone();
-                f.version = ptxas.version.clone();
-                f.source = ptxas.source.clone();
-                f.chosen_by = how;
+                f.resolved(ptxas, how);
                 let arch = triton_target(target.cc);
                 f.target_arch = format!("sm_{arch}");
-                let release = CudaVersion::parse(&ptxas.version);
-                let row = release.and_then(|r| t.ptxas(r));
-                f.known = row.is_some();
-                f.knows_target = row.is_some_and(|r| r.targets.contains(&arch));
+                let release = f.judge_ptxas(t, &arch);
                 let rel = release.map(|r| r.to_string()).unwrap_or_default();
                 if f.known && !f.knows_target {
                     f.why = format!("triton {}'s ptxas {rel} knows no {}", triton.version, f.target_arch);
@@ -237,10 +250,7 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     out.push(f);
                     continue;
                 };
-                f.path = nvrtc.path.clone();
-                f.version = nvrtc.version.clone();
-                f.source = nvrtc.source.clone();
-                f.chosen_by = how;
+                f.resolved(nvrtc, how);
                 let Some(release) = CudaVersion::parse(&nvrtc.version) else {
                     f.why = "its version is unknown: not judged".into();
                     out.push(f);
@@ -295,16 +305,10 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     continue;
                 };
                 f.kind = ptxas.kind.clone();
-                f.path = ptxas.path.clone();
-                f.version = ptxas.version.clone();
-                f.source = ptxas.source.clone();
-                f.chosen_by = how;
+                f.resolved(ptxas, how);
                 let arch = target.cc.sm().to_string();
                 f.target_arch = format!("sm_{arch}");
-                let release = CudaVersion::parse(&ptxas.version);
-                let row = release.and_then(|r| t.ptxas(r));
-                f.known = row.is_some();
-                f.knows_target = row.is_some_and(|r| r.targets.contains(&arch));
+                let release = f.judge_ptxas(t, &arch);
                 if f.known && !f.knows_target {
                     let rel = release.map(|r| r.to_string()).unwrap_or_default();
                     f.why = format!(
