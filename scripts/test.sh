@@ -10,5 +10,7 @@ cd "$(dirname "$0")/.."
 # The wheel test (tests/it/install.rs) builds with maturin and installs into a venv.
 python3 -c 'import ensurepip' 2>/dev/null || "$(dirname "$0")/install-test-deps.sh" python3-venv:python3-venv
 command -v maturin >/dev/null || python3 -m pip install --quiet "maturin==1.16.0"
-cargo test --locked --all-targets "$@"
+# Every tier: the slow one (registries, Chromium, maturin, the real stacks) is behind a feature
+# so that a plain `cargo test` stays quick.
+cargo test --locked --all-targets --features slow-tests "$@"
 cargo test --locked --doc

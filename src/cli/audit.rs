@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use clap::ValueEnum;
 
-use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
+use super::args::{PolicyArgs, ReadArgs, RegistryArgs, scan_options};
 use crate::audit::{self, AuditInput, render};
 
 #[derive(clap::Args, Debug)]
@@ -51,8 +51,7 @@ pub enum AuditFormat {
 
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     // The pools are the targets: none come from the command line or the config file.
-    let mut gate = Gate::load(&TargetArgs::default(), &a.policy)?;
-    gate.targets.clear();
+    let policy = a.policy.load(Default::default())?;
     let formats = if a.format.is_empty() { vec![AuditFormat::Text] } else { a.format.clone() };
     a.out.check(formats.len())?;
     let mut input = AuditInput { manifests: a.manifests.clone(), nodes: a.nodes.clone(), ..Default::default() };
@@ -64,21 +63,15 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         input.image_map.insert(from.to_string(), to.to_string());
     }
     let opts = scan_options(&a.read, &a.registry)?;
-    let fail_on = gate.fail_on;
-    let cell = std::cell::RefCell::new(gate);
-    let judge = |inv: &crate::image::ImageReport, targets| {
-        let mut g = cell.borrow_mut();
-        g.targets = targets;
-        g.judge(inv)
-    };
-    let report = audit::run(&input, &opts, &judge, fail_on)?;
-    let gate = cell.into_inner();
+    let judge =
+        |inv: &crate::image::ImageReport, targets: Vec<crate::lint::targets::Target>| policy.judge(inv, &targets, None);
+    let report = audit::run(&input, &opts, &judge, policy.fail_on)?;
     for (i, f) in formats.iter().enumerate() {
         let color = a.out.paint(i);
         let text = match f {
             AuditFormat::Text => render::text(&report, crate::report::text::Paint(color)),
             AuditFormat::Json => render::json(&report),
-            AuditFormat::Sarif => render::sarif(&report, &gate.rules),
+            AuditFormat::Sarif => render::sarif(&report, &policy.rules),
             AuditFormat::Junit => render::junit(&report),
             AuditFormat::Markdown => render::markdown(&report),
         };

@@ -11,10 +11,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::inspect::{InspectOptions, inspect_paths};
 use crate::report;
-use scan::Color;
 
+pub mod args;
 pub mod audit;
-pub mod gate;
 pub mod registry;
 pub mod scan;
 
@@ -237,6 +236,14 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
 
 /// Where the reports of `scan` and `audit` go: each --output takes a --format in order, the one
 /// format left over goes to standard output.
+/// When to paint text reports (`--color`): beside `OutputArgs`, whose field it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct OutputArgs {
     /// Where each --format goes, in order (the rest go to standard output).

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context;
 
-use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
+use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
 use crate::registry::catalog::{self, Selection};
 use crate::report::registry::{self as summary, ImageResult, Merger, RunStats, Summary};
@@ -64,7 +64,7 @@ fn exit_code(images: &[ImageResult]) -> ExitCode {
 }
 
 pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
-    let gate = Gate::load(&a.targets, &a.policy)?;
+    let policy = a.policy.load(a.targets.spec())?;
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
@@ -82,7 +82,7 @@ pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         // A failure of one image is recorded and the run goes on (exit 2 at the end).
         let result = match crate::image::remote::scan(&image, &opts)
             .map_err(|e| e.to_string())
-            .and_then(|inv| gate.judge(&inv).map_err(|e| e.to_string()))
+            .and_then(|inv| policy.judge(&inv, &policy.targets, None).map_err(|e| e.to_string()))
         {
             Ok(report) => {
                 let name = summary::report_file_name(&image);

@@ -5,10 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clap::ValueEnum;
 use clap::builder::TypedValueParser as _;
 
-use super::gate::{Gate, PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
+use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use crate::report::{self, Format, RenderConfig, Subject};
 
 #[derive(clap::Args, Debug)]
@@ -80,15 +79,8 @@ fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
         .map(|name| name.parse::<Format>().expect("a listed format name"))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Color {
-    Auto,
-    Always,
-    Never,
-}
-
 pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
-    let mut gate = Gate::load(&a.targets, &a.policy)?;
+    let policy = a.policy.load(a.targets.spec())?;
     let default = if a.enrich.is_some() { Format::Cyclonedx } else { Format::Text };
     let formats = if a.format.is_empty() { vec![default] } else { a.format.clone() };
     if a.enrich.is_some() && !formats.contains(&Format::Cyclonedx) {
@@ -106,8 +98,6 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         }
         let d = crate::device::driver::Driver::load()?;
         opts.inspect.keep_modules = true;
-        // Cached analyses carry no module bytes.
-        opts.cache = None;
         Some(d)
     } else {
         None
@@ -130,28 +120,18 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    if let Some(d) = device.as_ref().filter(|_| gate.targets.is_empty()) {
-        // A pre-deploy audit on the node itself: with no targets named, the node's own GPUs and
-        // driver are the targets.
-        gate.targets = d
-            .devices
-            .iter()
-            .filter_map(|i| {
-                Some(crate::lint::targets::Target {
-                    name: format!("GPU {} ({})", i.index, i.name),
-                    cc: crate::cuda::Cc::parse(&i.cc)?,
-                    driver: None,
-                    driver_cuda: crate::cuda::CudaVersion::parse(&i.driver_cuda),
-                })
-            })
-            .collect();
-    }
-    let report = gate.judge_with(&inventory, device)?;
+    // A pre-deploy audit on the node itself: with no targets named, the node's own GPUs and
+    // driver are the targets.
+    let targets = match device.as_ref().filter(|_| policy.targets.is_empty()) {
+        Some(d) => d.devices.iter().filter_map(crate::lint::targets::Target::from_device).collect(),
+        None => policy.targets.clone(),
+    };
+    let report = policy.judge(&inventory, &targets, device)?;
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }
     for (i, f) in formats.iter().enumerate() {
-        let cfg = RenderConfig { color: a.out.paint(i), rules: &gate.rules, sbom: sbom.as_ref(), verbose: a.verbose };
+        let cfg = RenderConfig { color: a.out.paint(i), rules: &policy.rules, sbom: sbom.as_ref(), verbose: a.verbose };
         let subject = Subject { report: &report, inventory: &inventory };
         let out = report::render(*f, &subject, &cfg)?;
         if let Some(note) = &out.note {

@@ -9,6 +9,7 @@ use cudarc::driver::sys;
 use serde::Serialize;
 
 use super::DeviceError;
+use super::error::error_name;
 use crate::cuda::{Cc, CudaVersion};
 
 pub struct Driver {
@@ -22,32 +23,6 @@ pub struct DeviceInfo {
     pub name: String,
     pub cc: String,
     pub driver_cuda: String,
-}
-
-/// `CUDA_ERROR_NO_BINARY_FOR_GPU` and friends: the number and the driver's name for it.
-pub fn error_name(code: u32) -> String {
-    if code == 0 {
-        return "CUDA_SUCCESS".into();
-    }
-    // The driver knows the names; without one loaded, the numbers cudalint reasons about.
-    match code {
-        1 => "CUDA_ERROR_INVALID_VALUE",
-        2 => "CUDA_ERROR_OUT_OF_MEMORY",
-        200 => "CUDA_ERROR_INVALID_IMAGE",
-        209 => "CUDA_ERROR_NO_BINARY_FOR_GPU",
-        218 => "CUDA_ERROR_INVALID_PTX",
-        221 => "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
-        222 => "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
-        223 => "CUDA_ERROR_JIT_COMPILATION_DISABLED",
-        400 => "CUDA_ERROR_INVALID_HANDLE",
-        500 => "CUDA_ERROR_NOT_FOUND",
-        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
-        719 => "CUDA_ERROR_LAUNCH_FAILED",
-        913 => "CUDA_ERROR_FUNCTION_NOT_LOADED",
-        999 => "CUDA_ERROR_UNKNOWN",
-        _ => return format!("CUDA error {code}"),
-    }
-    .to_string()
 }
 
 fn code(r: sys::CUresult) -> u32 {

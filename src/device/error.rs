@@ -1,8 +1,6 @@
 //! What can go wrong in the device library: the driver missing or refusing a call, no GPU, the
 //! load worker's input unreadable. The messages are the ones users see on the command line.
 
-use super::driver::error_name;
-
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
     #[error("no NVIDIA driver on this machine (libcuda.so.1 not found): --on-device needs a GPU node")]
@@ -33,4 +31,30 @@ pub enum DeviceError {
     BadFrame(serde_json::Error),
     #[error(transparent)]
     Json(serde_json::Error),
+}
+
+/// `CUDA_ERROR_NO_BINARY_FOR_GPU` and friends: the number and the driver's name for it.
+pub fn error_name(code: u32) -> String {
+    if code == 0 {
+        return "CUDA_SUCCESS".into();
+    }
+    // The driver knows the names; without one loaded, the numbers cudalint reasons about.
+    match code {
+        1 => "CUDA_ERROR_INVALID_VALUE",
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        200 => "CUDA_ERROR_INVALID_IMAGE",
+        209 => "CUDA_ERROR_NO_BINARY_FOR_GPU",
+        218 => "CUDA_ERROR_INVALID_PTX",
+        221 => "CUDA_ERROR_JIT_COMPILER_NOT_FOUND",
+        222 => "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+        223 => "CUDA_ERROR_JIT_COMPILATION_DISABLED",
+        400 => "CUDA_ERROR_INVALID_HANDLE",
+        500 => "CUDA_ERROR_NOT_FOUND",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        913 => "CUDA_ERROR_FUNCTION_NOT_LOADED",
+        999 => "CUDA_ERROR_UNKNOWN",
+        _ => return format!("CUDA error {code}"),
+    }
+    .to_string()
 }

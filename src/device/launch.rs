@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use super::DeviceError;
-use super::driver::{self, Driver, Function};
+use super::driver::{Driver, Function};
+use super::error::error_name;
 use super::isolate;
 use super::plan::ModulePlan;
 use super::report::{LaunchResult, LaunchStatus};
@@ -48,7 +49,7 @@ pub(super) fn launch_isolated(
                 results.push(LaunchResult {
                     kernel: n.to_string(),
                     status,
-                    detail: if code == 0 { String::new() } else { driver::error_name(code) },
+                    detail: if code == 0 { String::new() } else { error_name(code) },
                 });
                 running = None;
                 start += 1;

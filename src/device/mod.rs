@@ -25,7 +25,7 @@ use crate::cuda::compat::{self, ImageKind, JitEnv};
 use crate::cuda::{Cc, CudaVersion};
 use driver::{DeviceInfo, Driver, Load};
 
-pub use error::DeviceError;
+pub use error::{DeviceError, error_name};
 pub use launch::child;
 pub use plan::{EntryLoad, ModulePlan, plan, plan_all};
 pub use report::{

@@ -1,7 +1,8 @@
 //! The driver's outcome set against the static verdict: the result code, and for modules that
 //! load, whether native code or the JIT made them load.
 
-use super::driver::{self, Load};
+use super::driver::Load;
+use super::error::error_name;
 use super::report::{EntryResult, How, Loading, ModuleResult, StaticResult};
 use crate::cuda::compat::{ImageKind, Verdict};
 
@@ -26,13 +27,13 @@ pub fn compare(v: &Verdict, driver_result: u32, how: How) -> Option<String> {
             if expected == 0 {
                 "a successful load".to_string()
             } else {
-                format!("{} ({expected})", driver::error_name(expected))
+                format!("{} ({expected})", error_name(expected))
             },
             if image.is_empty() { String::new() } else { format!(" {image}") },
             if driver_result == 0 {
                 "success".to_string()
             } else {
-                format!("{} ({driver_result})", driver::error_name(driver_result))
+                format!("{} ({driver_result})", error_name(driver_result))
             }
         ));
     }

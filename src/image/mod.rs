@@ -429,6 +429,14 @@ pub fn single_layer(source: &'static str, name: String, size: u64, summary: Laye
 
 /// Scans an image given as on the command line.
 pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    // Cached and shared analyses carry no module bytes: a scan that keeps them reads every layer.
+    let fresh;
+    let opts = if opts.inspect.keep_modules && (opts.cache.is_some() || opts.store.is_some()) {
+        fresh = ScanOptions { cache: None, store: None, ..opts.clone() };
+        &fresh
+    } else {
+        opts
+    };
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
     match Source::parse(spec)? {
         // A stream: its layers arrive before the manifest that names them (`docker save`

@@ -5,6 +5,7 @@ pub mod compilers;
 pub mod config;
 mod error;
 pub mod facts;
+pub mod policy;
 pub mod rules;
 pub mod targets;
 pub mod variables;

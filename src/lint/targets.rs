@@ -28,6 +28,17 @@ impl Target {
         }
         s
     }
+
+    /// A GPU the driver reports (`--on-device` with no targets named: the node's own GPUs),
+    /// with the driver's CUDA version; `None` when the driver's compute capability is unreadable.
+    pub fn from_device(d: &crate::device::driver::DeviceInfo) -> Option<Target> {
+        Some(Target {
+            name: format!("GPU {} ({})", d.index, d.name),
+            cc: Cc::parse(&d.cc)?,
+            driver: None,
+            driver_cuda: CudaVersion::parse(&d.driver_cuda),
+        })
+    }
 }
 
 /// `H100`, `rtx 4090`, `NVIDIA A10G`: a GPU name, or an error naming the closest ones.

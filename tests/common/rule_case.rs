@@ -4,6 +4,7 @@
 //! `images` and `util` at their root.
 
 use cudalint::image::{ImageReport, ScanOptions, scan};
+use cudalint::lint::policy::TargetSpec;
 use cudalint::lint::rules::{self, Rule, RuleTest};
 use cudalint::lint::{LintOptions, LintReport, config, run, targets};
 
@@ -30,22 +31,15 @@ pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
 }
 
 pub fn targets_for(case: &RuleTest) -> Vec<targets::Target> {
-    let mut t: Vec<targets::Target> = case.gpus.iter().map(|g| targets::gpu(g).unwrap()).collect();
-    for a in &case.arch {
-        t.extend(targets::arch(a).unwrap());
-    }
-    let driver = case.driver.as_ref().map(|d| targets::driver(d).unwrap());
-    let cuda = case.cuda_driver.as_ref().map(|c| cudalint::cuda::CudaVersion::parse(c).unwrap());
-    for x in &mut t {
-        if let Some((d, c)) = &driver {
-            x.driver = Some(d.clone());
-            x.driver_cuda = Some(*c);
-        }
-        if let Some(c) = cuda {
-            x.driver_cuda = Some(c);
-        }
-    }
-    t
+    // The library's own merge of targets and driver, as the command line's flags take it.
+    let spec = TargetSpec {
+        gpus: case.gpus.clone(),
+        archs: case.arch.clone(),
+        from: vec![],
+        driver: case.driver.clone(),
+        cuda_driver: case.cuda_driver.clone(),
+    };
+    spec.resolve(&config::Config::default()).unwrap()
 }
 
 /// What a GPU would have answered (`device` in a rule case), judged by the same comparison
@@ -62,7 +56,7 @@ pub fn device_for(case: &RuleTest, inv: &ImageReport) -> Option<cudalint::device
             let verdict = compat::decide(&m.images, cc, Some(cuda), compat::JitEnv::default());
             let load = cudalint::device::driver::Load {
                 result: d.result,
-                error: cudalint::device::driver::error_name(d.result),
+                error: cudalint::device::error_name(d.result),
                 ms: 1.0,
                 jit_ms: None,
                 log: String::new(),

@@ -8,6 +8,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 use crate::images::{Comp, Ent, Image, docker_archive_legacy, oci_layout, tar, tar_dir};
+#[cfg(feature = "slow-tests")]
 use crate::registry::{Proxy, Registry};
 use crate::util::{read_fixture, root};
 
@@ -253,6 +254,7 @@ fn local_images_every_workload_kind_and_pool() {
 }
 
 #[test]
+#[cfg(feature = "slow-tests")]
 fn loopback_registry_each_image_pulled_once_with_a_shared_cache() {
     let reg = Registry::start(false, None);
     let imgs = images();

@@ -133,12 +133,77 @@ fn find_loop(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> 
     graph.keys().find_map(|k| visit(k, graph, &mut Vec::new(), &mut done))
 }
 
+/// The items a folder's `mod.rs` re-exports from its files (`pub use error::DeviceError;`,
+/// `pub use plan::{plan, plan_all};`): item name → file. A `super::DeviceError` in a sibling then
+/// points to `error.rs`, not to `mod.rs`.
+fn reexports(mod_code: &str, top: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for stmt in mod_code.split(';') {
+        let s = stmt.trim();
+        let Some(rest) = s.strip_prefix("pub use ").or_else(|| s.strip_prefix("pub(crate) use ")) else {
+            continue;
+        };
+        let rest = rest.strip_prefix("self::").unwrap_or(rest);
+        let rest = rest.strip_prefix(&format!("crate::{top}::")).unwrap_or(rest);
+        let file = ident(rest);
+        let Some(items) = rest[file.len()..].strip_prefix("::") else { continue };
+        let items = items.trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let item = item.trim();
+            let name = item.rsplit(" as ").next().unwrap_or(item).trim();
+            let name = ident(name.rsplit("::").next().unwrap_or(name));
+            if !name.is_empty() && name != "self" {
+                out.insert(name.to_string(), file.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The `use` declarations of a `mod.rs` that name one of its files (`use scan::Color;`,
+/// `use cluster::{Placement, Pool};`), re-exports excluded. A folder's `mod.rs` is its hub: its
+/// function bodies may dispatch to its files, but the items it defines for them must not depend
+/// on a file that depends on those items.
+fn mod_imports(mod_code: &str, top: &str, files: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for stmt in mod_code.split(';') {
+        let s = stmt.trim_start();
+        // Only the declaration itself (a statement may start after a block's closing brace).
+        let s = s.rsplit('}').next().filter(|_| !s.starts_with("use ")).unwrap_or(s).trim_start();
+        let Some(rest) = s.strip_prefix("use ") else { continue };
+        let rest = rest.strip_prefix("self::").unwrap_or(rest);
+        let rest = rest.strip_prefix(&format!("crate::{top}::")).unwrap_or(rest);
+        let name = ident(rest);
+        if files.contains(name) && rest[name.len()..].starts_with("::") {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
 #[test]
 fn imports_run_down_the_levels_and_never_loop() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
+    // The files of each module folder (`mod` for its mod.rs) and what its mod.rs re-exports.
+    let mut folder_files: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).collect();
+        if parts.len() == 2 {
+            let stem = Path::new(&parts[1]).file_stem().unwrap().to_string_lossy().into_owned();
+            folder_files.entry(parts[0].clone()).or_default().insert(stem);
+        }
+    }
+    let mut reexported: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for top in folder_files.keys() {
+        let m = src.join(top).join("mod.rs");
+        if let Ok(text) = std::fs::read_to_string(&m) {
+            reexported.insert(top.clone(), reexports(&code(&text), top));
+        }
+    }
     let mut upward = BTreeSet::new();
     let mut unknown = BTreeSet::new();
     let mut inner: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
@@ -153,17 +218,46 @@ fn imports_run_down_the_levels_and_never_loop() {
             continue;
         };
         let text = code(&std::fs::read_to_string(file).unwrap());
+        let is_mod = file.file_name().is_some_and(|n| n == "mod.rs");
+        // This file's node in its folder's graph: `mod` for the folder's mod.rs.
+        let node = if is_mod { Some("mod".to_string()) } else { module.get(1).cloned().filter(|_| module.len() == 2) };
+        let siblings = folder_files.get(top).cloned().unwrap_or_default();
+        let reexp = reexported.get(top).cloned().unwrap_or_default();
+        // An item a file names in its folder: a file, an item re-exported from a file, or one
+        // that mod.rs defines itself.
+        let resolve = |name: &str| -> String {
+            if siblings.contains(name) && name != "mod" {
+                name.to_string()
+            } else {
+                reexp.get(name).cloned().unwrap_or_else(|| "mod".to_string())
+            }
+        };
         let mut targets = crate_paths(&text);
+        let mut edges = BTreeSet::new();
         if module.len() == 2 {
-            // `super::x` from a file directly inside a module folder names a sibling file.
+            // `super::x` from a file directly inside a module folder names a sibling file or an
+            // item of mod.rs (itself perhaps re-exported from a sibling).
             for (i, _) in text.match_indices("super::") {
-                let s = ident(&text[i + 7..]);
-                if !s.is_empty() {
-                    targets.push(vec![top.clone(), s.to_string()]);
+                let rest = &text[i + 7..];
+                if let Some(group) = rest.strip_prefix('{') {
+                    for item in group.split('}').next().unwrap_or("").split(',') {
+                        let s = ident(item.trim());
+                        if !s.is_empty() {
+                            edges.insert(resolve(s));
+                        }
+                    }
+                } else {
+                    let s = ident(rest);
+                    if !s.is_empty() {
+                        edges.insert(resolve(s));
+                    }
                 }
             }
         }
-        for t in targets {
+        if is_mod {
+            edges.extend(mod_imports(&text, top, &siblings));
+        }
+        for t in targets.drain(..) {
             if &t[0] != top {
                 match level(&t[0]) {
                     Some(to) if to < from => {}
@@ -174,9 +268,13 @@ fn imports_run_down_the_levels_and_never_loop() {
                         unknown.insert(t[0].clone());
                     }
                 }
-            } else if module.len() == 2 && t.len() == 2 && t[1] != module[1] {
-                inner.entry(top.clone()).or_default().entry(module[1].clone()).or_default().insert(t[1].clone());
+            } else if !is_mod && t.len() == 2 {
+                edges.insert(resolve(&t[1]));
             }
+        }
+        if let Some(node) = node {
+            edges.remove(&node);
+            inner.entry(top.clone()).or_default().entry(node).or_default().extend(edges);
         }
     }
     unknown.retain(|m| m != "self" && m != "super");
@@ -187,13 +285,7 @@ fn imports_run_down_the_levels_and_never_loop() {
         upward.into_iter().collect::<Vec<_>>().join("\n")
     );
     for (top, graph) in &inner {
-        // Only files that exist are nodes (a `super::Item` names an item, not a file).
-        let files: BTreeSet<String> = graph.keys().cloned().collect();
-        let g: BTreeMap<String, BTreeSet<String>> = graph
-            .iter()
-            .map(|(k, v)| (k.clone(), v.iter().filter(|x| files.contains(*x)).cloned().collect()))
-            .collect();
-        if let Some(cycle) = find_loop(&g) {
+        if let Some(cycle) = find_loop(graph) {
             panic!("files of src/{top} import each other in a loop: {}", cycle.join(" -> "));
         }
     }
@@ -207,4 +299,11 @@ fn the_checker_sees_groups_and_loops() {
     let g: BTreeMap<String, BTreeSet<String>> =
         [("a", "b"), ("b", "a")].iter().map(|(k, v)| (k.to_string(), BTreeSet::from([v.to_string()]))).collect();
     assert_eq!(find_loop(&g), Some(vec!["a".into(), "b".into(), "a".into()]));
+    // mod.rs: re-exports point to their file; its own `use` of a file is an edge.
+    let m = "pub use error::DeviceError;\npub use plan::{plan, plan_all as all};\nuse scan::Color;\nmod scan;";
+    let r = reexports(m, "device");
+    assert_eq!(r.get("DeviceError").map(String::as_str), Some("error"));
+    assert_eq!(r.get("all").map(String::as_str), Some("plan"));
+    let files: BTreeSet<String> = ["scan", "error", "plan"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(mod_imports(m, "cli", &files), BTreeSet::from(["scan".to_string()]));
 }

@@ -1,4 +1,6 @@
-//! One integration test binary (faster to build than one per file), a module per area.
+//! One integration test binary (faster to build than one per file), a module per area. The
+//! slow tier (`--features slow-tests`, which `scripts/test.sh` and CI turn on) holds the modules
+//! that start registries, Chromium or maturin, or read the multi-GB stacks.
 
 mod audit;
 mod cuobjdump;
@@ -6,6 +8,7 @@ mod cyclonedx;
 mod device;
 mod escaping;
 mod fail_closed;
+#[cfg(feature = "slow-tests")]
 mod html;
 mod images;
 mod inspect_cli;
@@ -13,15 +16,20 @@ mod inspect_fixtures;
 mod inspect_hostile;
 mod inspect_layouts;
 mod inspect_linkers;
+#[cfg(feature = "slow-tests")]
 mod install;
 mod layer_tar;
 mod layering;
+#[cfg(feature = "slow-tests")]
 mod registry;
+#[cfg(feature = "slow-tests")]
 mod registry_scale;
 mod reports;
 mod rules;
 mod scan;
+#[cfg(feature = "slow-tests")]
 mod stock_stack;
+#[cfg(feature = "slow-tests")]
 mod toolchains;
 mod util;
 mod verdicts;

@@ -1,17 +1,14 @@
-//! Options shared by `scan` and `registry`: targets, policy (config, rules, ignores, fail-on),
-//! how images are read, how registries are reached; and the gate built from them.
+//! Options shared by `scan`, `registry` and `audit`: targets, policy (config, rules, ignores,
+//! fail-on), how images are read, how registries are reached. Clap only: each translates into
+//! the library's plain values ([`PolicySpec`], [`ScanOptions`]).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::cuda::CudaVersion;
-use crate::image::{ImageReport, ScanOptions};
-use crate::lint::config::{self, Config, Ignore};
-use crate::lint::rules::EvalError;
-use crate::lint::rules::{self, Rule, Severity};
-use crate::lint::targets::{self, Target};
-use crate::lint::{self, LintOptions, LintReport};
+use crate::image::ScanOptions;
+use crate::lint::policy::{Policy, PolicySpec, TargetSpec};
+use crate::lint::rules::Severity;
 
 /// The GPUs and driver the image will run on.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -34,6 +31,18 @@ pub struct TargetArgs {
     pub targets_from: Vec<String>,
 }
 
+impl TargetArgs {
+    pub fn spec(&self) -> TargetSpec {
+        TargetSpec {
+            gpus: self.gpu.clone(),
+            archs: self.arch.clone(),
+            from: self.targets_from.clone(),
+            driver: self.driver.clone(),
+            cuda_driver: self.cuda_driver.clone(),
+        }
+    }
+}
+
 /// Which rules apply, how findings are filtered, and what fails the gate.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct PolicyArgs {
@@ -52,6 +61,20 @@ pub struct PolicyArgs {
     /// Exit 1 when a finding at or above this severity remains (default: error).
     #[arg(long, value_parser = severity_parser())]
     pub fail_on: Option<Severity>,
+}
+
+impl PolicyArgs {
+    /// The policy these flags and `targets` name, loaded (config, rules, ignores, baseline).
+    pub fn load(&self, targets: TargetSpec) -> anyhow::Result<Policy> {
+        Ok(Policy::load(&PolicySpec {
+            config: self.config.clone(),
+            rule_dirs: self.rules.clone(),
+            ignore_file: self.ignore_file.clone(),
+            baseline: self.baseline.clone(),
+            fail_on: self.fail_on,
+            targets,
+        })?)
+    }
 }
 
 /// `--fail-on`'s values: the severities by name (the library type carries no clap derive).
@@ -232,110 +255,4 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOpti
     opts.registry = reg.options()?;
     reg.layer_options(&mut opts)?;
     Ok(opts)
-}
-
-/// Everything needed to judge an inventory, loaded before any image is read (a bad rule or
-/// config fails first).
-pub struct Gate {
-    pub rules: Vec<Rule>,
-    pub config: Config,
-    pub ignores: Vec<Ignore>,
-    pub baseline: Option<std::collections::BTreeSet<String>>,
-    pub targets: Vec<Target>,
-    pub fail_on: Severity,
-}
-
-fn load_config(path: Option<&PathBuf>) -> anyhow::Result<Option<config::RawConfig>> {
-    match path {
-        Some(p) => Ok(config::read(p).map(Some)?),
-        None if std::path::Path::new("cudalint.toml").exists() => {
-            Ok(config::read(std::path::Path::new("cudalint.toml")).map(Some)?)
-        }
-        None => Ok(None),
-    }
-}
-
-fn targets_of(a: &TargetArgs, cfg: &Config) -> anyhow::Result<Vec<Target>> {
-    let cli_given = !a.gpu.is_empty() || !a.arch.is_empty() || !a.targets_from.is_empty();
-    let (gpus, archs, from) = if cli_given {
-        (a.gpu.clone(), a.arch.clone(), a.targets_from.clone())
-    } else {
-        (cfg.targets.gpus.clone(), cfg.targets.arch.clone(), cfg.targets.from.clone())
-    };
-    let mut out = Vec::new();
-    for g in gpus.iter().map(|g| g.trim()).filter(|g| !g.is_empty()) {
-        out.push(targets::gpu(g)?);
-    }
-    for x in archs.iter().map(|x| x.trim()).filter(|x| !x.is_empty()) {
-        out.extend(targets::arch(x)?);
-    }
-    for f in &from {
-        out.extend(targets::from_file(f)?);
-    }
-    let (driver, cuda_driver) = match (&a.driver, &a.cuda_driver) {
-        (None, None) => (cfg.targets.driver.clone(), cfg.targets.cuda_driver.clone()),
-        (d, c) => (d.clone(), c.clone()),
-    };
-    let declared = match (&driver, &cuda_driver) {
-        (Some(d), _) => Some(targets::driver(d).map(|(d, c)| (Some(d), c))?),
-        (None, Some(c)) => {
-            Some((None, CudaVersion::parse(c).with_context(|| format!("{c:?} is not a CUDA version (12.2)"))?))
-        }
-        (None, None) => None,
-    };
-    if let Some((d, c)) = declared {
-        // Targets read from nvidia-smi or node labels keep their own driver.
-        for t in out.iter_mut().filter(|t| t.driver.is_none() && t.driver_cuda.is_none()) {
-            t.driver = d.clone();
-            t.driver_cuda = Some(c);
-        }
-    }
-    Ok(targets::dedup(out))
-}
-
-impl Gate {
-    pub fn load(t: &TargetArgs, p: &PolicyArgs) -> anyhow::Result<Gate> {
-        let raw = load_config(p.config.as_ref())?;
-        let mut dirs = raw.as_ref().map(|r| r.rule_dirs()).unwrap_or_default();
-        dirs.extend(p.rules.iter().cloned());
-        let rules = rules::load(&dirs)?;
-        let config = match raw {
-            Some(r) => r.resolve(&rules)?,
-            None => Config::default(),
-        };
-        let ignores = match &p.ignore_file {
-            Some(f) => config::read_ignore_file(f, &rules)?,
-            None if std::path::Path::new(".cudalintignore.toml").exists() => {
-                config::read_ignore_file(std::path::Path::new(".cudalintignore.toml"), &rules)?
-            }
-            None => Vec::new(),
-        };
-        let baseline = p.baseline.as_ref().map(|b| config::read_baseline(b)).transpose()?;
-        let targets = targets_of(t, &config)?;
-        let fail_on = p.fail_on.or(config.fail_on).unwrap_or(Severity::Error);
-        Ok(Gate { rules, config, ignores, baseline, targets, fail_on })
-    }
-
-    pub fn judge(&self, inventory: &ImageReport) -> Result<LintReport, EvalError> {
-        self.judge_with(inventory, None)
-    }
-
-    pub fn judge_with(
-        &self,
-        inventory: &ImageReport,
-        device: Option<crate::device::DeviceReport>,
-    ) -> Result<LintReport, EvalError> {
-        lint::run(
-            inventory,
-            LintOptions {
-                rules: &self.rules,
-                targets: self.targets.clone(),
-                fail_on: self.fail_on,
-                config: &self.config,
-                extra_ignores: self.ignores.clone(),
-                baseline: self.baseline.clone(),
-                device,
-            },
-        )
-    }
 }
