@@ -1,65 +1,22 @@
 //! Which drivers can drive which GPU at all (docs/cuda-binaries.md §5g), which runtimes need which driver
 //! (§5b, §5i), and which GPUs forward compatibility serves (§5h).
 //!
-//! First drivers: where NVIDIA documents an exact version for a product (A100's 450.51.05 release
-//! notes, HGX B200's 570.133.20 in the GPU Operator docs) it is compared in full; elsewhere the
-//! doc's values are upper bounds taken from the open kernel modules' README, so only the branch
-//! is compared and the message names the first version known to work.
+//! The tables themselves are one row per compute capability in `arches.rs` and one per product
+//! in `gpus.rs`.
 
+use super::arches::{FirstDriver, arch};
 use super::{Cc, DriverVersion};
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FirstDriver {
-    /// The version to name: `570.133.20`.
-    pub version: &'static str,
-    /// Compare full versions (documented minimum) or only the branch (upper bound).
-    pub exact: bool,
-}
-
-const fn exact(version: &'static str) -> FirstDriver {
-    FirstDriver { version, exact: true }
-}
-const fn branch(version: &'static str) -> FirstDriver {
-    FirstDriver { version, exact: false }
-}
 
 /// The first Linux driver that drives this GPU, if the tables know it (Jetson parts run the
 /// driver of their Jetson Linux release and have none).
 pub fn first_driver(name: &str, cc: Cc) -> Option<FirstDriver> {
-    let by_name = match name {
-        "H200" => Some(branch("550.90.07")),
-        "GH200" => Some(branch("535.129.03")),
-        "B200" | "GB200" | "B100" => Some(exact("570.133.20")),
-        "L4" => Some(branch("530.41.03")),
-        "L40S" => Some(branch("535.104.05")),
-        "RTX A6000" => Some(branch("460.27.04")),
-        _ => None,
-    };
-    if by_name.is_some() {
-        return by_name;
-    }
-    match (cc.major, cc.minor) {
-        (7, 5) => Some(branch("410.48")),
-        (8, 0) => Some(exact("450.51.05")),
-        (8, 6) => Some(branch("455.23")),
-        (8, 9) | (9, 0) => Some(branch("520.56.06")),
-        (10, 0) => Some(exact("570.133.20")),
-        (10, 3) => Some(branch("580.82.07")),
-        (12, 0) => Some(branch("570.86.16")),
-        (12, 1) => Some(branch("580.82.07")),
-        _ => None,
-    }
+    let product = super::gpus::GPUS.iter().find(|g| g.name == name).and_then(|g| g.first_driver.clone());
+    product.or_else(|| arch(cc).and_then(|a| a.first_driver.clone()))
 }
 
-/// The last driver branch that drives this GPU (docs/cuda-binaries.md §5g): Kepler ends with R470; Maxwell, Pascal
-/// and Volta with R580. Jetson parts (5.3, 6.2, 7.2) follow Jetson Linux instead.
+/// The last driver branch that drives this GPU (docs/cuda-binaries.md §5g).
 pub fn last_branch(cc: Cc) -> Option<u32> {
-    match (cc.major, cc.minor) {
-        (3, _) => Some(470),
-        (5, 3) | (6, 2) | (7, 2) => None,
-        (5, _) | (6, _) | (7, 0) => Some(580),
-        _ => None,
-    }
+    arch(cc).and_then(|a| a.last_branch)
 }
 
 /// Why `driver` cannot drive the GPU, or None when it can (or the tables cannot tell).

@@ -10,31 +10,6 @@ use std::collections::BTreeSet;
 use super::Cc;
 use crate::inspect::fatbin::Suffix;
 
-/// Architectures PyTorch's cpp_extension accepts (docs/cuda-binaries.md §6; no 'f' suffix anywhere).
-const TORCH_ARCHS: &[(u8, u8)] = &[
-    (3, 5),
-    (3, 7),
-    (5, 0),
-    (5, 2),
-    (5, 3),
-    (6, 0),
-    (6, 1),
-    (6, 2),
-    (7, 0),
-    (7, 2),
-    (7, 5),
-    (8, 0),
-    (8, 6),
-    (8, 7),
-    (8, 9),
-    (9, 0),
-    (10, 0),
-    (10, 3),
-    (11, 0),
-    (12, 0),
-    (12, 1),
-];
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ArchFix {
     /// `8.0;9.0+PTX`
@@ -63,8 +38,8 @@ pub fn arch_fix(targets: &[Cc]) -> Option<ArchFix> {
         .enumerate()
         .map(|(i, c)| {
             // The newest accepted arch of that major not above the wanted one.
-            let t = TORCH_ARCHS.iter().rev().find(|(ma, mi)| *ma == c.major && *mi <= c.minor);
-            let s = t.map_or(c.to_string(), |(ma, mi)| format!("{ma}.{mi}"));
+            let t = super::arches::torch_archs().rev().find(|t| t.major == c.major && t.minor <= c.minor);
+            let s = t.map_or(c.to_string(), |t| t.to_string());
             if i == last { format!("{s}+PTX") } else { s }
         })
         .collect();

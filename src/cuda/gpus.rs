@@ -4,6 +4,7 @@
 //! as `nvidia-smi` prints them ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB") tolerated.
 
 use super::Cc;
+use super::arches::{FirstDriver, branch, exact};
 
 pub struct Gpu {
     pub name: &'static str,
@@ -11,13 +12,22 @@ pub struct Gpu {
     pub aliases: &'static [&'static str],
     /// From secondary sources only (docs/cuda-binaries.md [S]/[U]).
     pub unconfirmed: bool,
+    /// The product's own first driver where it differs from its compute capability's
+    /// (`arches.rs`): NVIDIA documents one, or the product came later than its architecture.
+    pub first_driver: Option<FirstDriver>,
 }
 
 const fn g(name: &'static str, major: u8, minor: u8, aliases: &'static [&'static str]) -> Gpu {
-    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: false }
+    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: false, first_driver: None }
 }
+impl Gpu {
+    const fn first_driver(self, d: FirstDriver) -> Gpu {
+        Gpu { first_driver: Some(d), ..self }
+    }
+}
+
 const fn u(name: &'static str, major: u8, minor: u8, aliases: &'static [&'static str]) -> Gpu {
-    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: true }
+    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: true, first_driver: None }
 }
 
 /// The architecture a compute capability belongs to, by NVIDIA's names (docs/cuda-binaries.md §5d).
@@ -60,22 +70,22 @@ pub static GPUS: &[Gpu] = &[
     u("A10G", 8, 6, &[]),
     g("A16", 8, 6, &[]),
     g("A2", 8, 6, &[]),
-    g("RTX A6000", 8, 6, &["RTX A5000", "RTX A4000", "RTX A3000", "RTX A2000"]),
+    g("RTX A6000", 8, 6, &["RTX A5000", "RTX A4000", "RTX A3000", "RTX A2000"]).first_driver(branch("460.27.04")),
     g("RTX 3090", 8, 6, &["RTX 3090 Ti", "RTX 3080", "RTX 3080 Ti", "RTX 3070", "RTX 3060"]),
     g("Jetson AGX Orin", 8, 7, &["Orin", "Orin NX", "Orin Nano", "Jetson Orin"]),
-    g("L4", 8, 9, &[]),
+    g("L4", 8, 9, &[]).first_driver(branch("530.41.03")),
     g("L40", 8, 9, &[]),
-    g("L40S", 8, 9, &[]),
+    g("L40S", 8, 9, &[]).first_driver(branch("535.104.05")),
     g("RTX 6000 Ada", 8, 9, &["RTX 5000 Ada", "RTX 4500 Ada", "RTX 4000 Ada", "RTX 2000 Ada"]),
     g("RTX 4090", 8, 9, &["RTX 4080", "RTX 4070 Ti", "RTX 4070", "RTX 4060 Ti", "RTX 4060", "RTX 4050"]),
     g("H100", 9, 0, &["H100 SXM", "H100 PCIe", "H100 NVL", "H100 80GB HBM3"]),
-    g("H200", 9, 0, &["H200 NVL"]),
-    g("GH200", 9, 0, &["GH200 480GB"]),
+    g("H200", 9, 0, &["H200 NVL"]).first_driver(branch("550.90.07")),
+    g("GH200", 9, 0, &["GH200 480GB"]).first_driver(branch("535.129.03")),
     u("H800", 9, 0, &[]),
     u("H20", 9, 0, &[]),
-    g("B200", 10, 0, &[]),
-    g("GB200", 10, 0, &[]),
-    u("B100", 10, 0, &[]),
+    g("B200", 10, 0, &[]).first_driver(exact("570.133.20")),
+    g("GB200", 10, 0, &[]).first_driver(exact("570.133.20")),
+    u("B100", 10, 0, &[]).first_driver(exact("570.133.20")),
     g("B300", 10, 3, &[]),
     g("GB300", 10, 3, &[]),
     u("Rubin", 10, 7, &["VR200"]),

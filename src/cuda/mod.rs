@@ -1,6 +1,7 @@
 //! CUDA knowledge: compute capabilities, GPU names, version tables (PTX ISA, drivers, toolkits)
 //! and the rules by which the driver picks (or fails to pick) an image — docs/cuda-binaries.md §4 and §5.
 
+pub mod arches;
 pub mod compat;
 pub mod drivers;
 pub mod fix;
