@@ -4,6 +4,7 @@
 pub mod compat;
 pub mod drivers;
 pub mod fix;
+pub mod gfd;
 pub mod gpus;
 pub mod require;
 pub mod tables;
