@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::AuditError;
+use super::error::AuditError;
 use crate::cuda::gfd;
 use crate::lint::targets::{self, Target};
 
