@@ -9,9 +9,8 @@ use crate::lint::rules::Severity;
 use crate::lint::{Finding, LintReport};
 use crate::schema::Tool;
 
-/// A verdict on a container, or on one pool it can land on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// A verdict on a container, or on one pool it can land on; serialized as [`AuditVerdict::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditVerdict {
     /// Runs on the pool; a container: on every pool it can land on.
     Runs,
@@ -51,6 +50,12 @@ impl AuditVerdict {
             "fails" => AuditVerdict::Fails,
             _ => AuditVerdict::Unknown,
         }
+    }
+}
+
+impl Serialize for AuditVerdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
