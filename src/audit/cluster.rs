@@ -7,13 +7,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::AuditError;
+use super::error::AuditError;
+use crate::cuda::gfd;
 use crate::lint::targets::{self, Target};
-
-const L_PRODUCT: &str = "nvidia.com/gpu.product";
-const L_MAJOR: &str = "nvidia.com/gpu.compute.major";
-const L_PRESENT: &str = "nvidia.com/gpu.present";
-const L_COUNT: &str = "nvidia.com/gpu.count";
 
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -41,32 +37,12 @@ pub struct Pool {
     pub nodes: Vec<String>,
 }
 
-/// Newer GPU feature discovery writes `nvidia.com/cuda.driver-version.{major,minor,revision}`
-/// beside (and eventually instead of) `nvidia.com/cuda.driver.{major,minor,rev}`; the target
-/// reader knows the older names, so the newer ones are copied over where the older are missing.
-fn normalise(labels: &mut BTreeMap<String, String>) {
-    for (new, old) in [
-        ("nvidia.com/cuda.driver-version.major", "nvidia.com/cuda.driver.major"),
-        ("nvidia.com/cuda.driver-version.minor", "nvidia.com/cuda.driver.minor"),
-        ("nvidia.com/cuda.driver-version.revision", "nvidia.com/cuda.driver.rev"),
-    ] {
-        if !labels.contains_key(old)
-            && let Some(v) = labels.get(new).cloned()
-        {
-            labels.insert(old.to_string(), v);
-        }
-    }
-}
-
 fn has_gpus(node: &Value, labels: &BTreeMap<String, String>) -> bool {
     let capacity = ["/status/capacity/nvidia.com~1gpu", "/status/allocatable/nvidia.com~1gpu"]
         .iter()
         .filter_map(|p| node.pointer(p))
         .any(|v| v.as_str().map_or(v.as_u64().is_some_and(|n| n > 0), |s| s.trim() != "0"));
-    capacity
-        || labels.get(L_PRESENT).is_some_and(|v| v == "true")
-        || labels.get(L_COUNT).is_some_and(|v| v != "0")
-        || labels.contains_key(L_MAJOR)
+    capacity || gfd::says_gpus(|k| labels.get(k).map(String::as_str))
 }
 
 /// The GPU nodes of a `kubectl get nodes -o json` document (a List, an array or one Node), in
@@ -101,7 +77,7 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditE
         if !has_gpus(n, &labels) {
             continue;
         }
-        normalise(&mut labels);
+        gfd::normalise(&mut labels);
         let node_v = serde_json::json!({"metadata": {"name": name, "labels": labels}});
         let target = match targets::from_nodes(&node_v) {
             // None: the node has GPUs, but not the compute capability labels: it cannot be judged.
@@ -110,14 +86,14 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditE
         };
         let pool_name = match &target {
             Some(t) => {
-                let gpu = labels.get(L_PRODUCT).cloned().unwrap_or_else(|| format!("sm_{}", t.cc.sm()));
+                let gpu = labels.get(gfd::PRODUCT).cloned().unwrap_or_else(|| format!("sm_{}", t.cc.sm()));
                 match (&t.driver, &t.driver_cuda) {
                     (Some(d), _) => format!("{gpu}, driver {d}"),
                     (None, Some(c)) => format!("{gpu}, CUDA {c} driver"),
                     (None, None) => format!("{gpu}, driver not labelled"),
                 }
             }
-            None => format!("{} (no GPU feature discovery labels)", labels.get(L_PRODUCT).map_or("GPU", |p| p)),
+            None => format!("{} (no GPU feature discovery labels)", labels.get(gfd::PRODUCT).map_or("GPU", |p| p)),
         };
         let pool = pools.entry(pool_name.clone()).or_insert_with(|| Pool {
             name: pool_name.clone(),

@@ -1,13 +1,14 @@
-//! Workload manifests: multi-document YAML (Helm `template` output, `kubectl get -o yaml`) or
-//! JSON (`kubectl get -o json`), `List` kinds flattened, each workload's pod template found and
-//! its containers that request `nvidia.com/gpu` picked out.
+//! Workload manifests: files, or directories walked for them; multi-document YAML (Helm
+//! `template` output, `kubectl get -o yaml`) or JSON (`kubectl get -o json`), `List` kinds
+//! flattened, each workload's pod template found and its containers that request
+//! `nvidia.com/gpu` picked out.
 
 use std::io::Read;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::AuditError;
+use super::error::AuditError;
 
 /// Largest manifest or nodes file read (a `kubectl get all -A -o json` of a big cluster is tens
 /// of MiB; beyond this the input is refused rather than held in memory).
@@ -16,19 +17,18 @@ pub const MAX_INPUT: u64 = 256 << 20;
 /// The extended resource the NVIDIA device plugin advertises.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
-/// A workload that runs pods: where its pod spec sits.
-#[derive(Debug, Clone)]
-pub struct Workload {
+/// What names a workload in the reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadMeta {
     pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     pub name: String,
     /// File (and document number) it came from.
     pub source: String,
-    /// The pod spec (`spec.template.spec`, `spec.jobTemplate.spec.template.spec`, or `spec`).
-    pub pod: Value,
 }
 
-impl Workload {
+impl WorkloadMeta {
     /// `Deployment inference/triton`.
     pub fn id(&self) -> String {
         match &self.namespace {
@@ -38,6 +38,14 @@ impl Workload {
     }
 }
 
+/// A workload that runs pods: where its pod spec sits.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub meta: WorkloadMeta,
+    /// The pod spec (`spec.template.spec`, `spec.jobTemplate.spec.template.spec`, or `spec`).
+    pub pod: Value,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuContainer {
     pub name: String,
@@ -45,6 +53,39 @@ pub struct GpuContainer {
     pub image: String,
     /// The `nvidia.com/gpu` quantity as written (limits, else requests).
     pub gpus: String,
+}
+
+/// The manifest files of the inputs: a directory is read, recursively and in name order, for
+/// `*.yaml`, `*.yml` and `*.json` (one without any is an error); a file or `-` is itself.
+pub fn expand(paths: &[String]) -> Result<Vec<String>, AuditError> {
+    let mut out = Vec::new();
+    for p in paths {
+        let path = std::path::Path::new(p);
+        if p != "-" && path.is_dir() {
+            let mut files: Vec<String> = Vec::new();
+            let mut stack = vec![path.to_path_buf()];
+            while let Some(d) = stack.pop() {
+                for e in std::fs::read_dir(&d).map_err(|e| AuditError::input(d.display(), e.to_string()))? {
+                    let e = e.map_err(|e| AuditError::input(d.display(), e.to_string()))?;
+                    let f = e.path();
+                    // Symlinked directories are not followed (no cycles).
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        stack.push(f);
+                    } else if f.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json") {
+                        files.push(f.display().to_string());
+                    }
+                }
+            }
+            files.sort();
+            if files.is_empty() {
+                return Err(AuditError::input(p, "no *.yaml, *.yml or *.json files"));
+            }
+            out.extend(files);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
 }
 
 /// Reads a file (or `-`, standard input) with the size bound.
@@ -144,13 +185,13 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
             .filter(|p| p.is_object())
             .cloned()
             .ok_or_else(|| AuditError::input(origin, format!("{kind} {name}: no pod spec at {pod_ptr}")))?;
-        out.push(Workload {
+        let meta = WorkloadMeta {
             kind,
             namespace: str_at(&o, "/metadata/namespace").map(String::from),
             name,
             source: origin.to_string(),
-            pod,
-        });
+        };
+        out.push(Workload { meta, pod });
     }
     Ok(out)
 }
@@ -171,9 +212,9 @@ pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, AuditError> {
     let mut out = Vec::new();
     for (key, init) in [("initContainers", true), ("containers", false)] {
         let Some(list) = w.pod.get(key) else { continue };
-        let list = list
-            .as_array()
-            .ok_or_else(|| AuditError::input(format!("{}: {}", w.source, w.id()), format!("{key} is not a list")))?;
+        let list = list.as_array().ok_or_else(|| {
+            AuditError::input(format!("{}: {}", w.meta.source, w.meta.id()), format!("{key} is not a list"))
+        })?;
         for c in list {
             let res = c.get("resources");
             let gpus = quantity(res.and_then(|r| r.pointer("/limits/nvidia.com~1gpu")))
@@ -186,7 +227,7 @@ pub fn gpu_containers(w: &Workload) -> Result<Vec<GpuContainer>, AuditError> {
                 .filter(|i| !i.trim().is_empty())
                 .ok_or_else(|| {
                     AuditError::input(
-                        format!("{}: {}", w.source, w.id()),
+                        format!("{}: {}", w.meta.source, w.meta.id()),
                         format!("container {name} requests {GPU_RESOURCE} but has no image"),
                     )
                 })?
@@ -210,7 +251,7 @@ mod tests {
         let mut skipped = 0;
         let w = workloads(text, "t.yaml", &mut skipped).unwrap();
         assert_eq!(skipped, 1);
-        assert_eq!(w.iter().map(Workload::id).collect::<Vec<_>>(), ["CronJob ml/nightly", "Pod p"]);
+        assert_eq!(w.iter().map(|w| w.meta.id()).collect::<Vec<_>>(), ["CronJob ml/nightly", "Pod p"]);
         let c = gpu_containers(&w[0]).unwrap();
         assert_eq!(
             c,

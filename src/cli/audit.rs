@@ -4,11 +4,12 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-
-use clap::ValueEnum;
+use clap::builder::TypedValueParser as _;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, scan_options};
-use crate::audit::{self, AuditInput, render};
+use crate::audit::render::{self, AuditFormat};
+use crate::audit::{self, AuditInput};
+use crate::report::RenderConfig;
 
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
@@ -30,7 +31,7 @@ pub struct AuditArgs {
     pub policy: PolicyArgs,
     /// Output format; repeat for several, each paired in order with an --output (text, json,
     /// sarif, junit, markdown).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = format_parser())]
     pub format: Vec<AuditFormat>,
     #[command(flatten)]
     pub out: super::OutputArgs,
@@ -40,13 +41,9 @@ pub struct AuditArgs {
     pub registry: RegistryArgs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AuditFormat {
-    Text,
-    Json,
-    Sarif,
-    Junit,
-    Markdown,
+fn format_parser() -> impl clap::builder::TypedValueParser<Value = AuditFormat> {
+    clap::builder::PossibleValuesParser::new(AuditFormat::NAMES.map(|(name, _)| name))
+        .map(|name| name.parse::<AuditFormat>().expect("a listed format name"))
 }
 
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
@@ -67,14 +64,8 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         |inv: &crate::image::ImageReport, targets: Vec<crate::lint::targets::Target>| policy.judge(inv, &targets, None);
     let report = audit::run(&input, &opts, &judge, policy.fail_on)?;
     for (i, f) in formats.iter().enumerate() {
-        let color = a.out.paint(i);
-        let text = match f {
-            AuditFormat::Text => render::text(&report, crate::report::text::Paint(color)),
-            AuditFormat::Json => render::json(&report),
-            AuditFormat::Sarif => render::sarif(&report, &policy.rules),
-            AuditFormat::Junit => render::junit(&report),
-            AuditFormat::Markdown => render::markdown(&report),
-        };
+        let cfg = RenderConfig { color: a.out.paint(i), rules: &policy.rules, ..Default::default() };
+        let text = render::render(*f, &report, &cfg);
         a.out.emit(i, &text)?;
     }
     Ok(if report.incomplete {

@@ -5,6 +5,7 @@ pub mod arches;
 pub mod compat;
 pub mod drivers;
 pub mod fix;
+pub mod gfd;
 pub mod gpus;
 pub mod require;
 pub mod tables;

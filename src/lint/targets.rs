@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use super::error::ConfigError;
-use crate::cuda::{Cc, CudaVersion, DriverVersion, gpus, tables};
+use crate::cuda::{Cc, CudaVersion, DriverVersion, gfd, gpus, tables};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Target {
@@ -90,7 +90,11 @@ pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
             serde_json::from_str(&text).map_err(|e| ConfigError::at(path, Some(e.line()), e.to_string()))?;
         let t = from_nodes(&v).map_err(|e| e.in_file(path))?;
         if t.is_empty() {
-            let m = format!("no node carries the {L_MAJOR}/{L_MINOR} labels of GPU feature discovery");
+            let m = format!(
+                "no node carries the {}/{} labels of GPU feature discovery",
+                gfd::COMPUTE_MAJOR,
+                gfd::COMPUTE_MINOR
+            );
             return Err(ConfigError::at(path, None, m));
         }
         Ok(t)
@@ -129,13 +133,6 @@ pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, ConfigError> {
     Ok(out)
 }
 
-const L_MAJOR: &str = "nvidia.com/gpu.compute.major";
-const L_MINOR: &str = "nvidia.com/gpu.compute.minor";
-const L_PRODUCT: &str = "nvidia.com/gpu.product";
-const L_DRV_MAJOR: &str = "nvidia.com/cuda.driver.major";
-const L_DRV_MINOR: &str = "nvidia.com/cuda.driver.minor";
-const L_DRV_REV: &str = "nvidia.com/cuda.driver.rev";
-
 /// Nodes without the compute capability labels are left out: none labelled gives an empty list
 /// (a cluster audit reports such nodes as not judgeable; a target file refuses it).
 pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
@@ -147,37 +144,21 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
     let mut out = Vec::new();
     for node in nodes {
         let labels = node.pointer("/metadata/labels").unwrap_or(node);
-        // Newer GPU feature discovery writes `cuda.driver-version.{major,minor,revision}`
-        // beside (and eventually instead of) `cuda.driver.{major,minor,rev}`.
-        let get = |k: &str| {
-            let newer = match k {
-                L_DRV_MAJOR => Some("nvidia.com/cuda.driver-version.major"),
-                L_DRV_MINOR => Some("nvidia.com/cuda.driver-version.minor"),
-                L_DRV_REV => Some("nvidia.com/cuda.driver-version.revision"),
-                _ => None,
-            };
-            labels.get(k).or_else(|| newer.and_then(|n| labels.get(n))).and_then(|x| x.as_str())
-        };
-        let (Some(ma), Some(mi)) = (get(L_MAJOR), get(L_MINOR)) else { continue };
+        let get = |k: &str| labels.get(k).and_then(|x| x.as_str());
+        let (Some(ma), Some(mi)) = (get(gfd::COMPUTE_MAJOR), get(gfd::COMPUTE_MINOR)) else { continue };
         let cc = Cc {
-            major: ma.parse().map_err(|_| ConfigError::new(format!("bad {L_MAJOR}")))?,
-            minor: mi.parse().map_err(|_| ConfigError::new(format!("bad {L_MINOR}")))?,
+            major: ma.parse().map_err(|_| ConfigError::new(format!("bad {}", gfd::COMPUTE_MAJOR)))?,
+            minor: mi.parse().map_err(|_| ConfigError::new(format!("bad {}", gfd::COMPUTE_MINOR)))?,
         };
         let node_name = node.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("node");
-        let product = get(L_PRODUCT).map(|p| p.replace('-', " "));
+        let product = get(gfd::PRODUCT).map(|p| p.replace('-', " "));
         let name = match &product {
             Some(p) => format!("{node_name} ({p})"),
             None => node_name.to_string(),
         };
-        let drv = match (get(L_DRV_MAJOR), get(L_DRV_MINOR)) {
-            (Some(a), Some(b)) => {
-                let spec = match get(L_DRV_REV) {
-                    Some(r) if !r.is_empty() => format!("{a}.{b}.{r}"),
-                    _ => format!("{a}.{b}"),
-                };
-                Some(driver(&spec)?)
-            }
-            _ => None,
+        let drv = match gfd::driver(get) {
+            Some(spec) => Some(driver(&spec)?),
+            None => None,
         };
         out.push(Target { name, cc, driver: drv.as_ref().map(|d| d.0.clone()), driver_cuda: drv.map(|d| d.1) });
     }

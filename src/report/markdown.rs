@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::lines::{image_line, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape;
-use crate::lint::LintReport;
+use crate::lint::{Finding, LintReport};
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
     Ok(markdown(r))
@@ -83,8 +83,7 @@ fn markdown(r: &LintReport) -> String {
         out.push('\n');
     }
     if !r.findings.is_empty() {
-        let _ = writeln!(out, "| severity | rule | where | finding | fix |\n|---|---|---|---|---|");
-        for f in super::lines::shown(r) {
+        let rows = super::lines::shown(r).map(|f| {
             let at = match (&f.path, &f.target) {
                 (Some(p), Some(t)) => format!("{} on {}", escape::markdown_code(p), md_escape(t)),
                 (Some(p), None) => escape::markdown_code(p),
@@ -94,17 +93,51 @@ fn markdown(r: &LintReport) -> String {
                 Some(p) => format!("{at} ({})", md_escape(p)),
                 None => at,
             };
-            let _ = writeln!(
-                out,
-                "| {} | {} `{}` | {} | {} | {} |",
-                f.severity.as_str(),
-                f.rule,
-                f.name,
+            FindingRow {
+                finding: f,
+                image: None,
                 at,
-                md_escape(&format!("{}{}", f.message, super::lines::folded_note(r, f))),
-                md_escape(&f.fix)
-            );
-        }
+                message: format!("{}{}", f.message, super::lines::folded_note(r, f)),
+            }
+        });
+        findings_table(&mut out, false, rows);
     }
     out
+}
+
+/// A row of [`findings_table`]: the finding, the image it is in (shown in a table with an image
+/// column), where it is (Markdown, escaped by the caller) and its message (plain text).
+pub struct FindingRow<'a> {
+    pub finding: &'a Finding,
+    pub image: Option<&'a str>,
+    pub at: String,
+    pub message: String,
+}
+
+/// The findings table: severity, rule, image (with `image_column`), where, finding, fix.
+pub fn findings_table<'a>(out: &mut String, image_column: bool, rows: impl IntoIterator<Item = FindingRow<'a>>) {
+    let image_head = if image_column { ("image | ", "---|") } else { ("", "") };
+    let _ = writeln!(
+        out,
+        "| severity | rule | {}where | finding | fix |\n|---|---|{}---|---|---|",
+        image_head.0, image_head.1
+    );
+    for row in rows {
+        let f = row.finding;
+        let image = if image_column {
+            format!(" {} |", escape::markdown_code(row.image.unwrap_or_default()))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} `{}` |{image} {} | {} | {} |",
+            f.severity.as_str(),
+            f.rule,
+            f.name,
+            row.at,
+            md_escape(&row.message),
+            md_escape(&f.fix)
+        );
+    }
 }

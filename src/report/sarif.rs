@@ -11,7 +11,25 @@ use crate::lint::rules::{Rule, Severity, markdown as rule_markdown};
 
 /// The rules' descriptors come from `cfg.rules` (those the findings use).
 pub fn render(r: &LintReport, cfg: &RenderConfig) -> Result<String, ReportError> {
-    Ok(sarif(r, cfg.rules))
+    let mut s = serde_json::to_string_pretty(&log(vec![run(r, cfg.rules)])).expect("serializes");
+    s.push('\n');
+    Ok(s)
+}
+
+/// A SARIF 2.1.0 log of `runs`.
+pub fn log(runs: Vec<sarif::Run>) -> sarif::Sarif {
+    sarif::Sarif::builder().schema(sarif::SCHEMA_URL.to_string()).version(serde_json::json!("2.1.0")).runs(runs).build()
+}
+
+/// cudalint as a SARIF tool, with the descriptors of `rules`.
+fn tool(version: &str, rules: Vec<sarif::ReportingDescriptor>) -> sarif::Tool {
+    let driver = sarif::ToolComponent::builder()
+        .name("cudalint")
+        .version(version.to_string())
+        .information_uri("https://github.com/cudalint/cudalint")
+        .rules(rules)
+        .build();
+    sarif::Tool::builder().driver(driver).build()
 }
 
 fn level(s: Severity) -> sarif::ResultLevel {
@@ -32,9 +50,10 @@ fn props(pairs: &[(&str, Option<String>)]) -> sarif::PropertyBag {
     bag
 }
 
-/// SARIF 2.1.0 for GitHub code scanning: the rules with their docs; each result located at the
-/// file's path inside the image (without the leading `/`), with the layer and image digests.
-fn sarif(r: &LintReport, rules: &[Rule]) -> String {
+/// One report's run, for GitHub code scanning: the rules its findings use, with their docs; each
+/// result located at the file's path inside the image (without the leading `/`), with the layer
+/// and image digests.
+pub fn run(r: &LintReport, rules: &[Rule]) -> sarif::Run {
     let used: std::collections::BTreeSet<&str> = r.findings.iter().map(|f| f.rule.as_str()).collect();
     let descriptors: Vec<sarif::ReportingDescriptor> = rules
         .iter()
@@ -97,21 +116,7 @@ fn sarif(r: &LintReport, rules: &[Rule]) -> String {
                 .build()
         })
         .collect();
-    let driver = sarif::ToolComponent::builder()
-        .name("cudalint")
-        .version(r.tool.version.to_string())
-        .information_uri("https://github.com/cudalint/cudalint")
-        .rules(descriptors)
-        .build();
-    let run = sarif::Run::builder().tool(sarif::Tool::builder().driver(driver).build()).results(results).build();
-    let log = sarif::Sarif::builder()
-        .schema(sarif::SCHEMA_URL.to_string())
-        .version(serde_json::json!("2.1.0"))
-        .runs(vec![run])
-        .build();
-    let mut s = serde_json::to_string_pretty(&log).expect("serializes");
-    s.push('\n');
-    s
+    sarif::Run::builder().tool(tool(r.tool.version, descriptors)).results(results).build()
 }
 
 fn sarif_level_name(s: Severity) -> &'static str {

@@ -15,7 +15,7 @@ use crate::lint::rules::Severity;
 pub struct Paint(pub bool);
 
 impl Paint {
-    fn wrap(self, code: &str, s: &str) -> String {
+    pub fn wrap(self, code: &str, s: &str) -> String {
         if self.0 { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
     }
     fn severity(self, s: Severity) -> String {

@@ -1,0 +1,133 @@
+//! What an audit found: the pools, the images scanned, and a verdict per workload, container
+//! and pool, with the findings behind it. Every format in `render/` renders this.
+
+use serde::Serialize;
+
+use super::cluster::{Placement, Pool};
+use super::manifest::WorkloadMeta;
+use crate::lint::rules::Severity;
+use crate::lint::{Finding, LintReport};
+use crate::schema::Tool;
+
+/// A verdict on a container, or on one pool it can land on; serialized as [`AuditVerdict::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditVerdict {
+    /// Runs on the pool; a container: on every pool it can land on.
+    Runs,
+    /// Runs on the pool, some code only through PTX JIT (a pool's verdict only).
+    RunsJit,
+    /// Fails on the pool; a container: on at least one.
+    Fails,
+    /// No GPU pool matches the container's placement (a container's verdict only).
+    Unschedulable,
+    /// The image was not scanned, or the pool cannot be judged.
+    Unknown,
+}
+
+impl AuditVerdict {
+    /// The word the JSON report and the other formats write.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditVerdict::Runs => "runs",
+            AuditVerdict::RunsJit => "runs-jit",
+            AuditVerdict::Fails => "fails",
+            AuditVerdict::Unschedulable => "unschedulable",
+            AuditVerdict::Unknown => "unknown",
+        }
+    }
+
+    /// Runs, natively or through JIT.
+    pub fn runs(self) -> bool {
+        matches!(self, AuditVerdict::Runs | AuditVerdict::RunsJit)
+    }
+
+    /// A pool's verdict from the lint headline's verdict for it. The headline's verdict is still
+    /// a word, so this is the one place audit reads one; an accepted target runs as configured.
+    pub(crate) fn of_headline(word: &str) -> AuditVerdict {
+        match word {
+            "runs" | "accepted" => AuditVerdict::Runs,
+            "runs-jit" => AuditVerdict::RunsJit,
+            "fails" => AuditVerdict::Fails,
+            _ => AuditVerdict::Unknown,
+        }
+    }
+}
+
+impl Serialize for AuditVerdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditImage {
+    /// As written in the manifests.
+    pub image: String,
+    /// What was scanned for it.
+    pub scanned: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_digest: Option<String>,
+    /// Why it could not be scanned (its containers are then `unknown`, and the audit exits 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolResult {
+    pub pool: String,
+    /// The pool's nodes the pod may be scheduled on.
+    pub nodes: Vec<String>,
+    /// runs, runs-jit (some code only through PTX JIT), fails, unknown.
+    pub verdict: AuditVerdict,
+    /// Findings about this pool (target-specific rules).
+    pub findings: Vec<Finding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditContainer {
+    pub name: String,
+    pub init: bool,
+    pub image: String,
+    pub gpus: String,
+    /// runs (on every pool it can land on), fails (on at least one), unschedulable (no GPU pool
+    /// matches its placement), unknown (image not scanned or a pool not judgeable).
+    pub verdict: AuditVerdict,
+    pub pools: Vec<PoolResult>,
+    /// Findings about the image or its binaries, whatever the pool.
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditWorkload {
+    /// Kind, namespace, name and the file it came from.
+    #[serde(flatten)]
+    pub meta: WorkloadMeta,
+    pub placement: Placement,
+    pub containers: Vec<AuditContainer>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub pools: Vec<Pool>,
+    pub images: Vec<AuditImage>,
+    /// Workloads with at least one GPU container, in input order.
+    pub workloads: Vec<AuditWorkload>,
+    /// Workloads read that request no GPU.
+    pub workloads_without_gpu: usize,
+    /// Objects that are not workloads (Services, ConfigMaps, ...).
+    pub other_objects: usize,
+    pub fail_on: Severity,
+    /// A finding at or above `fail_on`, or a container that cannot be scheduled on any GPU pool
+    /// (exit 1).
+    pub failed: bool,
+    /// An image could not be scanned or a pool could not be judged (exit 2).
+    pub incomplete: bool,
+    pub notes: Vec<String>,
+    /// The lint reports behind the verdicts (one per image and set of pools), for SARIF.
+    #[serde(skip)]
+    pub lints: Vec<LintReport>,
+}
