@@ -15,21 +15,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use oci_client::Reference;
-use reqwest::Method;
-use sha2::{Digest as _, Sha256};
 
 use super::ScanError;
 use crate::cache::LayerKey;
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
-use crate::registry::{Algo, RegistryError, RegistryOptions, Remote, parse_reference};
+use crate::registry::media::{LAYER_ANALYSIS, LAYER_ANALYSIS_ENTRY, LAYER_CLAIM, MediaType};
+use crate::registry::{Artifact, RegistryError, RegistryOptions, Remote, parse_reference};
 
-pub const ARTIFACT_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1";
-/// A marker that a shard is analysing a layer (single flight across nodes).
-pub const CLAIM_TYPE: &str = "application/vnd.cudalint.layer-claim.v1";
-pub const ENTRY_MEDIA_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1+zstd";
-const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
-const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// An entry blob larger than this is not read (the cache's own bound on a decoded entry is
 /// larger; compressed entries are far smaller).
 const MAX_ENTRY_BLOB: u64 = 64 << 20;
@@ -109,7 +102,7 @@ impl AnalysisStore {
     fn read_claim(&self, tag: &str) -> Option<(String, u64)> {
         let (m, _) = self.remote.manifest(&self.reference(tag.to_string())).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
-        if v.get("artifactType").and_then(|a| a.as_str()) != Some(CLAIM_TYPE) {
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_CLAIM) {
             return None;
         }
         let a = v.get("annotations")?;
@@ -122,6 +115,7 @@ impl AnalysisStore {
     /// a live claim by another shard means wait; else push ours, let concurrent claimants'
     /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
     /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
+
     pub fn claim(&self, k: &LayerKey) -> Claim {
         let t = claim_tag(k);
         let digest = &k.digest;
@@ -129,9 +123,8 @@ impl AnalysisStore {
         if self.read_claim(&t).is_some_and(|(_, at)| live(at)) {
             return Claim::Theirs;
         }
-        let id = hex::encode(
-            &Sha256::digest(format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now()))[..16],
-        );
+        let seed = format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now());
+        let id = crate::digest::sha256(seed.as_bytes())["sha256:".len()..][..32].to_string();
         let pushed = self.write_claim(&t, &id, now_secs(), digest);
         if pushed.is_err() {
             return Claim::Mine;
@@ -147,20 +140,20 @@ impl AnalysisStore {
 
     /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
     fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), RegistryError> {
-        let empty = b"{}";
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": CLAIM_TYPE,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
-            "layers": [{"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()}],
-            "annotations": {"dev.cudalint.claim.id": id, "dev.cudalint.claim.at": at.to_string(),
-                            "dev.cudalint.layer.digest": digest},
-        });
-        self.remote.upload(empty)?;
-        let path = format!("/v2/{}/manifests/{t}", self.remote.reference.repository());
-        let body = serde_json::to_vec(&manifest).expect("json");
-        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
+        let at = at.to_string();
+        self.remote.push_artifact(&Artifact {
+            artifact_type: LAYER_CLAIM,
+            payload_type: MediaType::EmptyJSON.as_ref(),
+            payload: b"{}",
+            subject: None,
+            annotations: &[
+                ("dev.cudalint.claim.id", id),
+                ("dev.cudalint.claim.at", &at),
+                ("dev.cudalint.layer.digest", digest),
+            ],
+            tag: Some(t),
+            label: "manifest",
+        })?;
         Ok(())
     }
 
@@ -190,12 +183,12 @@ impl AnalysisStore {
     pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
         let (m, _) = self.remote.manifest(&self.reference(tag(k))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
-        if v.get("artifactType").and_then(|a| a.as_str()) != Some(ARTIFACT_TYPE) {
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_ANALYSIS) {
             return None;
         }
         let layers = v.get("layers")?.as_array()?;
         let [l] = &layers[..] else { return None };
-        if l.get("mediaType").and_then(|m| m.as_str()) != Some(ENTRY_MEDIA_TYPE)
+        if l.get("mediaType").and_then(|m| m.as_str()) != Some(LAYER_ANALYSIS_ENTRY)
             || l.get("size").and_then(|s| s.as_u64()).is_none_or(|s| s > MAX_ENTRY_BLOB)
         {
             return None;
@@ -232,20 +225,15 @@ impl AnalysisStore {
     }
 
     fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), RegistryError> {
-        let empty = b"{}";
-        self.remote.upload(empty)?;
-        self.remote.upload(entry)?;
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": ARTIFACT_TYPE,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
-            "layers": [{"mediaType": ENTRY_MEDIA_TYPE, "digest": Algo::Sha256.digest(entry), "size": entry.len()}],
-            "annotations": {"dev.cudalint.layer.digest": layer_digest},
-        });
-        let body = serde_json::to_vec(&manifest).expect("json");
-        let path = format!("/v2/{}/manifests/{tag}", self.remote.reference.repository());
-        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
+        self.remote.push_artifact(&Artifact {
+            artifact_type: LAYER_ANALYSIS,
+            payload_type: LAYER_ANALYSIS_ENTRY,
+            payload: entry,
+            subject: None,
+            annotations: &[("dev.cudalint.layer.digest", layer_digest)],
+            tag: Some(tag),
+            label: "manifest",
+        })?;
         Ok(())
     }
 }

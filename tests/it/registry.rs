@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use cudalint::image::{ScanError, ScanOptions};
-use cudalint::registry::RegistryOptions;
+use cudalint::registry::{RealmRefusal, RegistryError, RegistryOptions, Remote, TokenError, parse_reference};
 
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
 use crate::scan::which;
@@ -767,6 +767,33 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
     let o = with_creds(&["--allow-auth-host", &realm.host()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("only over HTTPS"), "{}", stderr(&o));
+    assert!(realm.heads().is_empty(), "{:?}", realm.heads());
+    // The client says why, as a value: another host, then (allowed) plain HTTP.
+    let refusal = |allow: Vec<String>| {
+        let o = RegistryOptions {
+            username: Some("ci".into()),
+            password: Some("s3cret".into()),
+            allow_auth_hosts: allow,
+            ..Default::default()
+        };
+        match Remote::connect(parse_reference(&spec).unwrap(), &o) {
+            Err(RegistryError::Token { reason: TokenError::Refused(r), .. }) => r,
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("connected"),
+        }
+    };
+    assert_eq!(
+        refusal(vec![]),
+        RealmRefusal::OtherHost {
+            realm: format!("http://{}/token", realm.host()),
+            registry: reg.host(),
+            host: realm.host()
+        }
+    );
+    assert_eq!(
+        refusal(vec![realm.host()]),
+        RealmRefusal::PlainHttp { realm: format!("http://{}/token", realm.host()) }
+    );
     assert!(realm.heads().is_empty(), "{:?}", realm.heads());
     // Anonymous: the realm is asked for a token, without any Authorization.
     let o = cli_scan(&spec, &[]);
