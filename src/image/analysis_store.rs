@@ -26,12 +26,20 @@ use crate::registry::{Artifact, RegistryError, RegistryOptions, Remote, parse_re
 /// An entry blob larger than this is not read (the cache's own bound on a decoded entry is
 /// larger; compressed entries are far smaller).
 const MAX_ENTRY_BLOB: u64 = 64 << 20;
+/// How long a claimant gives concurrent claimants' pushes to land before a claim that still
+/// reads as its own is its own: long enough on a loaded machine (a registry has no
+/// compare-and-swap; the last writer wins).
+pub const CLAIM_SETTLE: Duration = Duration::from_secs(1);
+/// The longest pause between two reads of a settling claim.
+const SETTLE_POLL: Duration = Duration::from_millis(400);
 
 pub struct AnalysisStore {
     remote: Remote,
     /// How long a claim holds: others wait for its analysis at most this long, and a claim
     /// older than this (a killed shard's) is ignored.
     claim_timeout: Duration,
+    /// See [`CLAIM_SETTLE`].
+    claim_settle: Duration,
     pub claim_waits: AtomicU64,
     pub hits: AtomicU64,
     pub pushed: AtomicU64,
@@ -77,6 +85,7 @@ impl AnalysisStore {
         Ok(AnalysisStore {
             remote,
             claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
+            claim_settle: CLAIM_SETTLE,
             claim_waits: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             pushed: AtomicU64::new(0),
@@ -87,6 +96,11 @@ impl AnalysisStore {
 
     pub fn with_claim_timeout(mut self, t: Duration) -> AnalysisStore {
         self.claim_timeout = t;
+        self
+    }
+
+    pub fn with_claim_settle(mut self, t: Duration) -> AnalysisStore {
+        self.claim_settle = t;
         self
     }
 
@@ -115,7 +129,10 @@ impl AnalysisStore {
     /// a live claim by another shard means wait; else push ours, let concurrent claimants'
     /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
     /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
-
+    ///
+    /// The claim is read back as it settles, not once after a fixed sleep: a claimant whose
+    /// claim was overwritten knows it lost at the first read that shows another live claim; one
+    /// whose claim still stands can know it won only when the settle time has passed.
     pub fn claim(&self, k: &LayerKey) -> Claim {
         let t = claim_tag(k);
         let digest = &k.digest;
@@ -129,12 +146,16 @@ impl AnalysisStore {
         if pushed.is_err() {
             return Claim::Mine;
         }
-        // Long enough for concurrent claimants' pushes to land on a loaded machine; paid only
-        // by a shard that found no analysis and no live claim.
-        std::thread::sleep(Duration::from_millis(1000));
-        match self.read_claim(&t) {
-            Some((other, at)) if other != id && live(at) => Claim::Theirs,
-            _ => Claim::Mine,
+        // Paid in full only by the shard that wins, which found no analysis and no live claim.
+        let settled = Instant::now() + self.claim_settle;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            std::thread::sleep(pause.min(settled.saturating_duration_since(Instant::now())));
+            match self.read_claim(&t) {
+                Some((other, at)) if other != id && live(at) => return Claim::Theirs,
+                _ if Instant::now() >= settled => return Claim::Mine,
+                _ => pause = (pause * 2).min(SETTLE_POLL),
+            }
         }
     }
 
