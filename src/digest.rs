@@ -20,8 +20,11 @@ pub const MAX_JSON: u64 = 16 << 20;
 /// A hash function's fresh state.
 type State = Box<dyn DynDigest + Send>;
 
+/// An algorithm and how to start hashing by it.
+type Row = (DigestAlgorithm, fn() -> State);
+
 /// The algorithms cudalint computes, in the order messages name them.
-const SUPPORTED: &[(DigestAlgorithm, fn() -> State)] = &[
+const SUPPORTED: &[Row] = &[
     (DigestAlgorithm::Sha256, || Box::new(sha2::Sha256::new())),
     (DigestAlgorithm::Sha512, || Box::new(sha2::Sha512::new())),
 ];
