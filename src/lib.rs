@@ -4,9 +4,10 @@
 //! The data's journey, one module per stage, each importing only the ones before it
 //! (`tests/it/layering.rs` holds the levels; `scripts/deps.py` prints the graph):
 //!
-//! - ground floor: [`escape`] (text for terminals and documents), then [`input`] (bytes from
-//!   files and streams), [`schema`] (document names, the `tool` stamp) and [`registry`] (an OCI
-//!   registry client and catalog);
+//! - ground floor: [`escape`] (text for terminals and documents), [`digest`] (content digests:
+//!   computing, checking, one error), then [`input`] (bytes from files and streams), [`schema`]
+//!   (document names, the `tool` stamp) and [`registry`] (an OCI registry client and catalog,
+//!   media types, artifact pushes);
 //! - [`inspect`]: ELF, fatbin, cubin, PTX and archives, one file at a time;
 //! - [`cuda`] (GPUs, toolkits, drivers, the loader's rules) and [`packages`] (wheel, dpkg and
 //!   conda records);
@@ -23,6 +24,7 @@ pub mod cache;
 pub mod cli;
 pub mod cuda;
 pub mod device;
+pub mod digest;
 pub mod escape;
 pub mod image;
 pub mod input;

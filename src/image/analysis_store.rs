@@ -15,30 +15,31 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use oci_client::Reference;
-use reqwest::Method;
-use sha2::{Digest as _, Sha256};
 
 use super::ScanError;
 use crate::cache::LayerKey;
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
-use crate::registry::{Algo, RegistryError, RegistryOptions, Remote, parse_reference};
+use crate::registry::media::{LAYER_ANALYSIS, LAYER_ANALYSIS_ENTRY, LAYER_CLAIM, MediaType};
+use crate::registry::{Artifact, RegistryError, RegistryOptions, Remote, parse_reference};
 
-pub const ARTIFACT_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1";
-/// A marker that a shard is analysing a layer (single flight across nodes).
-pub const CLAIM_TYPE: &str = "application/vnd.cudalint.layer-claim.v1";
-pub const ENTRY_MEDIA_TYPE: &str = "application/vnd.cudalint.layer-analysis.v1+zstd";
-const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
-const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// An entry blob larger than this is not read (the cache's own bound on a decoded entry is
 /// larger; compressed entries are far smaller).
 const MAX_ENTRY_BLOB: u64 = 64 << 20;
+/// How long a claimant gives concurrent claimants' pushes to land before a claim that still
+/// reads as its own is its own: long enough on a loaded machine (a registry has no
+/// compare-and-swap; the last writer wins).
+pub const CLAIM_SETTLE: Duration = Duration::from_secs(1);
+/// The longest pause between two reads of a settling claim.
+const SETTLE_POLL: Duration = Duration::from_millis(400);
 
 pub struct AnalysisStore {
     remote: Remote,
     /// How long a claim holds: others wait for its analysis at most this long, and a claim
     /// older than this (a killed shard's) is ignored.
     claim_timeout: Duration,
+    /// See [`CLAIM_SETTLE`].
+    claim_settle: Duration,
     pub claim_waits: AtomicU64,
     pub hits: AtomicU64,
     pub pushed: AtomicU64,
@@ -84,6 +85,7 @@ impl AnalysisStore {
         Ok(AnalysisStore {
             remote,
             claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
+            claim_settle: CLAIM_SETTLE,
             claim_waits: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             pushed: AtomicU64::new(0),
@@ -94,6 +96,11 @@ impl AnalysisStore {
 
     pub fn with_claim_timeout(mut self, t: Duration) -> AnalysisStore {
         self.claim_timeout = t;
+        self
+    }
+
+    pub fn with_claim_settle(mut self, t: Duration) -> AnalysisStore {
+        self.claim_settle = t;
         self
     }
 
@@ -109,7 +116,7 @@ impl AnalysisStore {
     fn read_claim(&self, tag: &str) -> Option<(String, u64)> {
         let (m, _) = self.remote.manifest(&self.reference(tag.to_string())).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
-        if v.get("artifactType").and_then(|a| a.as_str()) != Some(CLAIM_TYPE) {
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_CLAIM) {
             return None;
         }
         let a = v.get("annotations")?;
@@ -122,6 +129,10 @@ impl AnalysisStore {
     /// a live claim by another shard means wait; else push ours, let concurrent claimants'
     /// pushes land, and read it back: the last writer analyses, the others wait. A claim older
     /// than the timeout (a killed shard) counts for nothing. Any registry failure: analyse here.
+    ///
+    /// The claim is read back as it settles, not once after a fixed sleep: a claimant whose
+    /// claim was overwritten knows it lost at the first read that shows another live claim; one
+    /// whose claim still stands can know it won only when the settle time has passed.
     pub fn claim(&self, k: &LayerKey) -> Claim {
         let t = claim_tag(k);
         let digest = &k.digest;
@@ -129,38 +140,41 @@ impl AnalysisStore {
         if self.read_claim(&t).is_some_and(|(_, at)| live(at)) {
             return Claim::Theirs;
         }
-        let id = hex::encode(
-            &Sha256::digest(format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now()))[..16],
-        );
+        let seed = format!("{} {} {:?} {digest}", std::process::id(), now_secs(), Instant::now());
+        let id = crate::digest::sha256(seed.as_bytes())["sha256:".len()..][..32].to_string();
         let pushed = self.write_claim(&t, &id, now_secs(), digest);
         if pushed.is_err() {
             return Claim::Mine;
         }
-        // Long enough for concurrent claimants' pushes to land on a loaded machine; paid only
-        // by a shard that found no analysis and no live claim.
-        std::thread::sleep(Duration::from_millis(1000));
-        match self.read_claim(&t) {
-            Some((other, at)) if other != id && live(at) => Claim::Theirs,
-            _ => Claim::Mine,
+        // Paid in full only by the shard that wins, which found no analysis and no live claim.
+        let settled = Instant::now() + self.claim_settle;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            std::thread::sleep(pause.min(settled.saturating_duration_since(Instant::now())));
+            match self.read_claim(&t) {
+                Some((other, at)) if other != id && live(at) => return Claim::Theirs,
+                _ if Instant::now() >= settled => return Claim::Mine,
+                _ => pause = (pause * 2).min(SETTLE_POLL),
+            }
         }
     }
 
     /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
     fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), RegistryError> {
-        let empty = b"{}";
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": CLAIM_TYPE,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
-            "layers": [{"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()}],
-            "annotations": {"dev.cudalint.claim.id": id, "dev.cudalint.claim.at": at.to_string(),
-                            "dev.cudalint.layer.digest": digest},
-        });
-        self.remote.upload(empty)?;
-        let path = format!("/v2/{}/manifests/{t}", self.remote.reference.repository());
-        let body = serde_json::to_vec(&manifest).expect("json");
-        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {t}"))?;
+        let at = at.to_string();
+        self.remote.push_artifact(&Artifact {
+            artifact_type: LAYER_CLAIM,
+            payload_type: MediaType::EmptyJSON.as_ref(),
+            payload: b"{}",
+            subject: None,
+            annotations: &[
+                ("dev.cudalint.claim.id", id),
+                ("dev.cudalint.claim.at", &at),
+                ("dev.cudalint.layer.digest", digest),
+            ],
+            tag: Some(t),
+            label: "manifest",
+        })?;
         Ok(())
     }
 
@@ -190,12 +204,12 @@ impl AnalysisStore {
     pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
         let (m, _) = self.remote.manifest(&self.reference(tag(k))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
-        if v.get("artifactType").and_then(|a| a.as_str()) != Some(ARTIFACT_TYPE) {
+        if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_ANALYSIS) {
             return None;
         }
         let layers = v.get("layers")?.as_array()?;
         let [l] = &layers[..] else { return None };
-        if l.get("mediaType").and_then(|m| m.as_str()) != Some(ENTRY_MEDIA_TYPE)
+        if l.get("mediaType").and_then(|m| m.as_str()) != Some(LAYER_ANALYSIS_ENTRY)
             || l.get("size").and_then(|s| s.as_u64()).is_none_or(|s| s > MAX_ENTRY_BLOB)
         {
             return None;
@@ -232,20 +246,15 @@ impl AnalysisStore {
     }
 
     fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), RegistryError> {
-        let empty = b"{}";
-        self.remote.upload(empty)?;
-        self.remote.upload(entry)?;
-        let manifest = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": MANIFEST_MEDIA_TYPE,
-            "artifactType": ARTIFACT_TYPE,
-            "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
-            "layers": [{"mediaType": ENTRY_MEDIA_TYPE, "digest": Algo::Sha256.digest(entry), "size": entry.len()}],
-            "annotations": {"dev.cudalint.layer.digest": layer_digest},
-        });
-        let body = serde_json::to_vec(&manifest).expect("json");
-        let path = format!("/v2/{}/manifests/{tag}", self.remote.reference.repository());
-        self.remote.send(Method::PUT, &path, Some(MANIFEST_MEDIA_TYPE), body, &format!("manifest {tag}"))?;
+        self.remote.push_artifact(&Artifact {
+            artifact_type: LAYER_ANALYSIS,
+            payload_type: LAYER_ANALYSIS_ENTRY,
+            payload: entry,
+            subject: None,
+            annotations: &[("dev.cudalint.layer.digest", layer_digest)],
+            tag: Some(tag),
+            label: "manifest",
+        })?;
         Ok(())
     }
 }

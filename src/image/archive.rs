@@ -6,10 +6,11 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::oci::{self, MAX_JSON, Platform, Resolved, Store};
+use super::oci::{self, Platform, Resolved, Store};
 use super::pipeline::{self, Blob, LayerSource};
 use super::progress::Progress;
 use super::{ImageReport, ScanError, ScanOptions, assemble};
+use crate::digest::MAX_JSON;
 use crate::input::{FileInput, Input, InputReader, StreamInput, SubInput, read_full};
 use crate::layer::LayerRef;
 use crate::layer::blob::{self, Counting, Outcome};

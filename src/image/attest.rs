@@ -14,14 +14,11 @@ use reqwest::Method;
 use super::{ImageReport, ScanError};
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
-use crate::registry::{Algo, Remote};
+use crate::registry::media::{IN_TOTO, MediaType};
+use crate::registry::{self, Artifact, Remote};
 
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://cudalint.dev/attestation/inventory/v1";
-pub const ARTIFACT_TYPE: &str = "application/vnd.in-toto+json";
-const EMPTY_MEDIA_TYPE: &str = "application/vnd.oci.empty.v1+json";
-const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
 const PREDICATE_ANNOTATION: &str = "in-toto.io/predicate-type";
 /// The most a statement may be (it holds every layer's analysis).
 const MAX_STATEMENT: u64 = 64 << 20;
@@ -69,34 +66,33 @@ pub fn statement(
     Ok(serde_json::to_vec(&st).expect("json"))
 }
 
-/// Pushes the statement as a referrer of `subject`, and lists it in the referrers tag schema's
-/// index when the registry did not take the subject itself (no `OCI-Subject` in its answer).
+/// The statement as an artifact about `subject`.
+fn artifact<'a>(subject: &'a Subject, statement: &'a [u8]) -> Artifact<'a> {
+    Artifact {
+        artifact_type: IN_TOTO,
+        payload_type: IN_TOTO,
+        payload: statement,
+        subject: Some(registry::Subject {
+            media_type: &subject.media_type,
+            digest: &subject.digest,
+            size: subject.size,
+        }),
+        annotations: &[(PREDICATE_ANNOTATION, PREDICATE_TYPE)],
+        tag: None,
+        label: "attestation manifest",
+    }
+}
+
+/// Pushes the statement as a referrer of `subject` (into `remote`'s repository, the subject's),
+/// and lists it in the referrers tag schema's index when the registry did not take the subject
+/// itself (no `OCI-Subject` in its answer).
 pub fn push(remote: &Remote, subject: &Subject, statement: &[u8]) -> Result<String, ScanError> {
-    let empty = b"{}";
-    remote.upload(empty)?;
-    remote.upload(statement)?;
-    let manifest = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": MANIFEST_MEDIA_TYPE,
-        "artifactType": ARTIFACT_TYPE,
-        "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": Algo::Sha256.digest(empty), "size": empty.len()},
-        "layers": [{"mediaType": ARTIFACT_TYPE, "digest": Algo::Sha256.digest(statement), "size": statement.len()}],
-        "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
-        "annotations": {PREDICATE_ANNOTATION: PREDICATE_TYPE},
-    });
-    let body = serde_json::to_vec(&manifest).expect("json");
-    let digest = Algo::Sha256.digest(&body);
-    let repo = &subject.repository;
-    let res = remote.send(
-        Method::PUT,
-        &format!("/v2/{repo}/manifests/{digest}"),
-        Some(MANIFEST_MEDIA_TYPE),
-        body.clone(),
-        &format!("attestation manifest {digest}"),
-    )?;
-    if res.headers().contains_key("oci-subject") {
+    let pushed = remote.push_artifact(&artifact(subject, statement))?;
+    let (digest, size) = (pushed.digest, pushed.size);
+    if pushed.subject_indexed {
         return Ok(digest);
     }
+    let repo = &subject.repository;
     // Referrers tag schema: read-modify-write of the subject's index (a concurrent writer may
     // drop an entry; the statement itself stays pushed).
     let tag = fallback_tag(&subject.digest);
@@ -105,19 +101,20 @@ pub fn push(remote: &Remote, subject: &Subject, statement: &[u8]) -> Result<Stri
             Ok((b, _)) => serde_json::from_slice::<serde_json::Value>(&b).unwrap_or_default(),
             Err(_) => serde_json::Value::Null,
         };
+    let index_type = MediaType::ImageIndex.to_string();
     if !index.get("manifests").is_some_and(|m| m.is_array()) {
-        index = serde_json::json!({"schemaVersion": 2, "mediaType": INDEX_MEDIA_TYPE, "manifests": []});
+        index = serde_json::json!({"schemaVersion": 2, "mediaType": index_type, "manifests": []});
     }
     let list = index["manifests"].as_array_mut().expect("array");
     list.retain(|d| d.get("digest").and_then(|d| d.as_str()) != Some(digest.as_str()));
     list.push(serde_json::json!({
-        "mediaType": MANIFEST_MEDIA_TYPE, "digest": digest, "size": body.len(), "artifactType": ARTIFACT_TYPE,
+        "mediaType": MediaType::ImageManifest.to_string(), "digest": digest, "size": size, "artifactType": IN_TOTO,
         "annotations": {PREDICATE_ANNOTATION: PREDICATE_TYPE},
     }));
     remote.send(
         Method::PUT,
         &format!("/v2/{repo}/manifests/{tag}"),
-        Some(INDEX_MEDIA_TYPE),
+        Some(&index_type),
         serde_json::to_vec(&index).expect("json"),
         &format!("referrers index {tag}"),
     )?;
@@ -132,7 +129,7 @@ fn fallback_tag(digest: &str) -> String {
 
 /// The referrers of `digest` with our artifact type: the referrers API, else the tag schema.
 fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
-    let index = match remote.referrers(repo, digest, ARTIFACT_TYPE) {
+    let index = match remote.referrers(repo, digest, IN_TOTO) {
         Ok(b) => Some(b),
         Err(_) => remote
             .manifest(&Reference::with_tag(remote.reference.registry().into(), repo.into(), fallback_tag(digest)))
@@ -142,7 +139,7 @@ fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
     let v: serde_json::Value = index.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let mut out = Vec::new();
     for d in v.get("manifests").and_then(|m| m.as_array()).into_iter().flatten() {
-        let ours = d.get("artifactType").and_then(|a| a.as_str()) == Some(ARTIFACT_TYPE)
+        let ours = d.get("artifactType").and_then(|a| a.as_str()) == Some(IN_TOTO)
             && d.pointer(&format!("/annotations/{}", PREDICATE_ANNOTATION.replace('/', "~1"))).and_then(|a| a.as_str())
                 == Some(PREDICATE_TYPE);
         if let (true, Some(m)) = (ours, d.get("digest").and_then(|d| d.as_str())) {

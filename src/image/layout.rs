@@ -7,8 +7,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::ScanError;
-use super::oci::{self, MAX_JSON, Platform, Resolved, Store};
+use super::oci::{self, Platform, Resolved, Store};
 use super::pipeline::{Blob, LayerSource};
+use crate::digest::MAX_JSON;
 use crate::layer::LayerRef;
 
 struct DirStore {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::cache::LayerCache;
+use crate::digest::DigestError;
 use crate::inspect::InspectOptions;
 use crate::layer::analyze::LayerSummary;
 use crate::layer::blob::BlobError;
@@ -48,10 +49,9 @@ pub enum ScanError {
     /// nesting past the bounds.
     #[error("{0}")]
     Image(String),
-    #[error("{what}: digest {digest}: algorithm not supported (sha256, sha512): cannot verify it")]
-    UnsupportedDigest { what: String, digest: String },
-    #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
-    Digest { what: String, expected: String, actual: String },
+    /// A digest refused (an algorithm cudalint cannot compute) or not matching what was read.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
     #[error("no image for platform {wanted}; available: {}", if available.is_empty() { "none".to_string() } else { available.join(", ") })]
     Platform { wanted: String, available: Vec<String> },
     #[error("layer {layer}: {message}")]
@@ -75,7 +75,7 @@ impl From<BlobError> for ScanError {
     fn from(e: BlobError) -> ScanError {
         match e {
             BlobError::Layer { layer, message } => ScanError::Layer { layer, message },
-            BlobError::Digest { what, expected, actual } => ScanError::Digest { what, expected, actual },
+            BlobError::Digest(e) => ScanError::Digest(e),
         }
     }
 }

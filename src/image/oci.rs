@@ -5,14 +5,10 @@ use std::fmt;
 
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde::de::DeserializeOwned;
-use sha2::{Digest as _, Sha256, Sha512};
 
 use super::ScanError;
+use crate::digest::{self, MAX_JSON, verify};
 pub use crate::layer::LayerRef;
-pub use crate::layer::digest::Hasher;
-
-/// JSON documents (manifests, configs, indexes) larger than this are refused.
-pub const MAX_JSON: u64 = 16 << 20;
 /// Image indexes nested deeper than this are refused.
 pub const MAX_INDEX_DEPTH: u32 = 4;
 /// Descriptors followed through all the indexes of one image, in all (distinct digests).
@@ -129,24 +125,6 @@ impl Resolved {
     }
 }
 
-pub fn sha256(b: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(b)))
-}
-
-/// Checks `bytes` against `digest`; a digest whose algorithm cannot be checked is refused, never
-/// trusted.
-pub fn verify(what: &str, digest: &str, bytes: &[u8]) -> Result<(), ScanError> {
-    let Some(mut h) = Hasher::for_digest(digest) else {
-        return Err(ScanError::UnsupportedDigest { what: what.to_string(), digest: digest.to_string() });
-    };
-    h.update(bytes);
-    let got = h.finish();
-    if got != digest {
-        return Err(ScanError::Digest { what: what.to_string(), expected: digest.to_string(), actual: got });
-    }
-    Ok(())
-}
-
 /// Reads a small blob named by a descriptor: its declared size is checked before it is read.
 fn read_blob(store: &mut dyn Store, digest: &str, size: Option<u64>, what: &str) -> Result<Vec<u8>, ScanError> {
     if let Some(s) = size.filter(|&s| s > MAX_JSON) {
@@ -223,7 +201,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         }));
     };
     let config_bytes = store.read_small(&entry.config)?;
-    let config_digest = digest_from_name(&entry.config).or_else(|| Some(sha256(&config_bytes)));
+    let config_digest = digest::from_blob_name(&entry.config).or_else(|| Some(digest::sha256(&config_bytes)));
     if let Some(d) = &config_digest {
         verify(&format!("config {}", entry.config), d, &config_bytes)?;
     }
@@ -242,7 +220,7 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         .zip(diff_ids)
         .map(|(key, diff)| LayerRef {
             key: key.clone(),
-            digest: digest_from_name(key),
+            digest: digest::from_blob_name(key),
             diff_id: Some(diff),
             size: None,
             media_type: None,
@@ -255,19 +233,6 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         config,
         layers,
     })
-}
-
-/// `blobs/<alg>/<hex>` or `<hex>.json` names carry the digest of their content.
-pub fn digest_from_name(name: &str) -> Option<String> {
-    let base = name.rsplit('/').next()?;
-    let hex = base.strip_suffix(".json").unwrap_or(base);
-    let alg = if name.contains("blobs/") { name.split('/').rev().nth(1)? } else { "sha256" };
-    let len = match alg {
-        "sha256" => 64,
-        "sha512" => 128,
-        _ => return None,
-    };
-    (hex.len() == len && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("{alg}:{hex}"))
 }
 
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -387,7 +352,7 @@ fn collect_manifests(
 
 /// Fuzzing harness (fuzz/fuzz_targets/oci.rs, and the unit test below): `data` is split at
 /// `\n--\n` into documents; the first is `index.json` and `manifest.json`, every one is also a
-/// blob under its own sha256 (and sha512) digest, so inputs can name each other. Both resolvers
+/// blob under its digest by every algorithm cudalint computes, so inputs can name each other. Both resolvers
 /// run over it; any error is fine, a panic or an unbounded walk is not. Returns how many of the
 /// four resolutions succeeded.
 #[doc(hidden)]
@@ -411,9 +376,12 @@ pub fn fuzz_resolve(data: &[u8]) -> usize {
             docs.insert("index.json".to_string(), p.to_vec());
             docs.insert("manifest.json".to_string(), p.to_vec());
         }
-        docs.insert(format!("blobs/sha256/{}", hex::encode(Sha256::digest(p))), p.to_vec());
-        docs.insert(format!("blobs/sha512/{}", hex::encode(Sha512::digest(p))), p.to_vec());
-        docs.insert(format!("{}.json", hex::encode(Sha256::digest(p))), p.to_vec());
+        for alg in digest::algorithms() {
+            let d = digest::compute(alg, p).expect("a supported algorithm");
+            docs.insert(format!("blobs/{}", d.replacen(':', "/", 1)), p.to_vec());
+        }
+        let sha256 = digest::sha256(p);
+        docs.insert(format!("{}.json", &sha256["sha256:".len()..]), p.to_vec());
     }
     let mut store = Docs(docs);
     let host = Platform { os: "linux".into(), arch: "amd64".into(), variant: None };
@@ -439,11 +407,6 @@ mod tests {
         assert!(Platform::parse("linux/arm64").unwrap().accepts(&p));
         assert!(!Platform::parse("linux/amd64").unwrap().accepts(&p));
         assert!(Platform::parse("linux").is_err());
-        assert_eq!(
-            digest_from_name(&format!("blobs/sha256/{}", "a".repeat(64))),
-            Some(format!("sha256:{}", "a".repeat(64)))
-        );
-        assert_eq!(digest_from_name("abc/layer.tar"), None);
     }
 
     /// The fuzz harness on a valid nested layout and on damage of it: errors, never panics.
@@ -452,17 +415,17 @@ mod tests {
         let config = br#"{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}"#;
         let manifest = format!(
             r#"{{"schemaVersion":2,"config":{{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"{}","size":{}}},"layers":[]}}"#,
-            sha256(config),
+            digest::sha256(config),
             config.len()
         );
         let inner = format!(
             r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{}","size":{}}}]}}"#,
-            sha256(manifest.as_bytes()),
+            digest::sha256(manifest.as_bytes()),
             manifest.len()
         );
         let top = format!(
             r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.index.v1+json","digest":"{}","size":{}}}]}}"#,
-            sha256(inner.as_bytes()),
+            digest::sha256(inner.as_bytes()),
             inner.len()
         );
         let seed = [top.as_bytes(), inner.as_bytes(), manifest.as_bytes(), &config[..]].join(&b"\n--\n"[..]);

@@ -247,7 +247,7 @@ mod tests {
             "test"
         }
         fn resolve(&mut self, _: &Platform) -> Result<Resolved, ScanError> {
-            let digest = super::super::oci::sha256(&self.tar);
+            let digest = crate::digest::sha256(&self.tar);
             Ok(Resolved {
                 name: None,
                 manifest_digest: None,

@@ -13,7 +13,8 @@ use super::pipeline::{self, Blob, LAYER_COUNTS, LayerSource};
 use super::{ImageReport, ScanError, ScanOptions, attest};
 use crate::escape::text as esc;
 use crate::layer::{AnalyzedLayer, LayerRef};
-use crate::registry::{Algo, MAX_MANIFEST_READS, Remote, parse_reference};
+use crate::registry::media::MediaType;
+use crate::registry::{MAX_MANIFEST_READS, Remote, parse_reference};
 
 /// The registry seen as an image layout: `index.json` is the reference's manifest (or an index
 /// made of it), blobs are fetched by digest (manifests first, then blobs), each once.
@@ -77,8 +78,8 @@ fn media_type_of(json: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(json).unwrap_or_default();
     match v.get("mediaType").and_then(|m| m.as_str()) {
         Some(m) => m.to_string(),
-        None if v.get("manifests").is_some() => "application/vnd.oci.image.index.v1+json".into(),
-        None => "application/vnd.oci.image.manifest.v1+json".into(),
+        None if v.get("manifests").is_some() => MediaType::ImageIndex.to_string(),
+        None => MediaType::ImageManifest.to_string(),
     }
 }
 
@@ -147,7 +148,8 @@ impl LayerSource for RemoteImage {
 
     fn open(&self, l: &LayerRef) -> Result<Blob<'_>, ScanError> {
         let digest = l.digest.clone().expect("registry layers have digests");
-        Algo::of(&digest).map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
+        crate::digest::parse(&digest)
+            .map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
         LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
         // The walker hashes the blob by its digest's algorithm; the download checks sha512
         // digests itself too (a mismatch ends the stream with an error).

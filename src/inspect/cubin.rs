@@ -5,16 +5,15 @@
 
 use goblin::container::{Container as Class, Ctx};
 use goblin::elf::Elf;
-use goblin::elf::section_header::SectionHeader;
+pub use goblin::elf::header::EM_CUDA;
+use goblin::elf::section_header::{SHT_NOTE, SHT_SYMTAB, SectionHeader};
+use goblin::elf::sym::STT_FUNC;
 
 use super::fatbin::Suffix;
 use super::model::{CubinInfo, hex};
 
-pub const EM_CUDA: u16 = 190;
-const SHT_SYMTAB: u32 = 2;
-const SHT_NOTE: u32 = 7;
+// NVIDIA's own ELF values (goblin has the standard ones).
 const SHT_CUDA_COMPAT: u32 = 0x7000_0086;
-const STT_FUNC: u8 = 2;
 /// `st_other` bit cuobjdump prints as ENTRY (a `__global__` function).
 const STO_CUDA_ENTRY: u8 = 0x10;
 const EICOMPAT_ATTR_CUDA_ACCELERATOR_TARGET: u8 = 0x09;

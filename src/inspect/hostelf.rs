@@ -2,9 +2,11 @@
 //! dynamic section (SONAME, DT_NEEDED). Works from byte ranges, never from a whole-file buffer.
 
 use goblin::container::Ctx;
+use goblin::elf::dynamic::{DT_NEEDED, DT_NULL, DT_RELA, DT_RELASZ, DT_SONAME, DT_STRSZ, DT_STRTAB};
+use goblin::elf::header::{EM_AARCH64, EM_PPC64, EM_X86_64};
 use goblin::elf::program_header::{PT_DYNAMIC, PT_LOAD, ProgramHeader};
 use goblin::elf::section_header::{SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS, SectionHeader};
-use goblin::elf::{Elf, Header};
+use goblin::elf::{Elf, Header, reloc};
 
 use super::cubin::cstr_at;
 
@@ -196,14 +198,6 @@ pub struct Dynamic {
     pub relasz: Option<u64>,
 }
 
-const DT_NULL: u64 = 0;
-const DT_NEEDED: u64 = 1;
-const DT_STRTAB: u64 = 5;
-const DT_STRSZ: u64 = 10;
-const DT_RELA: u64 = 7;
-const DT_RELASZ: u64 = 8;
-const DT_SONAME: u64 = 14;
-
 pub fn parse_dynamic(b: &[u8], ctx: Ctx) -> Dynamic {
     let word = if ctx.is_big() { 8 } else { 4 };
     let rd = |s: &[u8]| -> u64 {
@@ -253,8 +247,12 @@ pub fn machine_name(m: u16) -> String {
     }
 }
 
-/// `R_X86_64_RELATIVE`, `R_AARCH64_RELATIVE`, `R_PPC64_RELATIVE`: the value is load base + addend.
-const RELATIVE: &[(u16, u32)] = &[(62, 8), (183, 1027), (21, 22)];
+/// Per machine, its relative relocation: the value is load base + addend.
+const RELATIVE: &[(u16, u32)] = &[
+    (EM_X86_64, reloc::R_X86_64_RELATIVE),
+    (EM_AARCH64, reloc::R_AARCH64_RELATIVE),
+    (EM_PPC64, reloc::R_PPC64_RELATIVE),
+];
 
 /// Relative relocations with addends (ELF64 RELA): where each writes (a virtual address) and
 /// the address it writes there.

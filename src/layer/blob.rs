@@ -6,9 +6,9 @@ use std::io::{self, Read};
 
 use super::analyze::{LayerError, LayerSummary, analyze};
 use super::decode::{self, Compression};
-use super::digest::Hasher;
 use super::pipe::{pipe, read_full_dyn};
 use super::{AnalyzedLayer, LayerInfo, LayerRef};
+use crate::digest::{DigestError, Hasher};
 use crate::input::{FileInput, Input, InputReader, StreamInput};
 use crate::inspect::InspectOptions;
 
@@ -35,8 +35,8 @@ pub enum Verify {
 pub enum BlobError {
     #[error("layer {layer}: {message}")]
     Layer { layer: String, message: String },
-    #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
-    Digest { what: String, expected: String, actual: String },
+    #[error(transparent)]
+    Digest(#[from] DigestError),
 }
 
 /// Counts bytes read through it (progress bars): `F` is called with each read's length.
@@ -95,7 +95,7 @@ impl<R: Read> Read for Hashing<R> {
 /// The hasher for a digest to check; sha256 where the digest is unknown or its algorithm is not
 /// supported (`check` then refuses to call the layer verified).
 fn hasher_for(digest: Option<&String>) -> Hasher {
-    digest.and_then(|d| Hasher::for_digest(d)).unwrap_or_else(|| Hasher::for_digest("sha256:").expect("sha256"))
+    digest.and_then(|d| Hasher::for_digest(d)).unwrap_or_else(Hasher::sha256)
 }
 
 /// Reads a layer blob from a byte stream in one pass, in up to three threads: this one reads
@@ -113,14 +113,14 @@ pub fn stream<R: Read + ?Sized>(
     let mut raw = io::Cursor::new(&first[..n]).chain(raw);
     let (raw_w, raw_r) = pipe();
     let mut blob = hasher_for(l.digest.as_ref());
-    let alg = blob_alg(&blob);
+    let alg = blob.algorithm().clone();
     // The uncompressed tar is hashed when the caller wants its digest checked (the config's
     // rootfs.diff_ids): always where no blob digest authenticates the bytes, and under
     // `--verify always` besides; an uncompressed blob is its own tar, hashed once where the
     // algorithms agree.
     let tar_hasher = want_tar_digest
         .then(|| hasher_for(l.diff_id.as_ref()))
-        .filter(|h| compression != Compression::None || blob_alg(h) != alg);
+        .filter(|h| compression != Compression::None || *h.algorithm() != alg);
     // The walk hashes the tar as it reads it: on two cores inflating is the critical path, and
     // the walk (SHA-256 included, which outruns zstd's and gzip's output) keeps up on the other
     // core; handing copies of every inflated chunk to a hash thread cost the inflate thread a
@@ -172,13 +172,6 @@ pub fn stream<R: Read + ?Sized>(
         });
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
-}
-
-fn blob_alg(h: &Hasher) -> &'static str {
-    match h {
-        Hasher::Sha256(_) => "sha256",
-        Hasher::Sha512(_) => "sha512",
-    }
 }
 
 fn name(c: Compression) -> &'static str {
@@ -237,21 +230,14 @@ pub fn check(l: &LayerRef, o: Outcome, verify: Verify) -> Result<AnalyzedLayer, 
     if verify != Verify::Never {
         for want in [&l.digest, &l.diff_id].into_iter().flatten() {
             if Hasher::for_digest(want).is_none() {
-                return Err(layer_err(
-                    l,
-                    format!("digest {want}: algorithm not supported (sha256, sha512): cannot verify it"),
-                ));
+                return Err(DigestError::unverifiable(&format!("layer {}", l.id()), want).into());
             }
         }
         let pairs = [(&l.digest, &o.blob_digest, "blob"), (&l.diff_id, &o.tar_digest, "uncompressed tar")];
         for (want, got, what) in pairs {
             if let (Some(want), Some(got)) = (want, got) {
                 if want != got {
-                    return Err(BlobError::Digest {
-                        what: format!("layer {} ({what})", l.id()),
-                        expected: want.clone(),
-                        actual: got.clone(),
-                    });
+                    return Err(DigestError::mismatch(&format!("layer {} ({what})", l.id()), want, got.clone()).into());
                 }
                 verified = true;
             }

@@ -5,7 +5,6 @@
 pub mod analyze;
 pub mod blob;
 pub mod decode;
-pub mod digest;
 pub mod merge;
 pub mod path;
 pub mod pipe;

@@ -3,6 +3,8 @@
 
 use reqwest::StatusCode;
 
+use crate::digest::DigestError;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// A local file the client needs (a CA certificate), or the runtime it could not start.
@@ -15,18 +17,18 @@ pub enum RegistryError {
     /// A glob of `--repo`/`--tag` that does not parse.
     #[error("{0}")]
     Glob(String),
-    #[error("digest {digest}: algorithm {alg:?} cannot be verified (sha256 and sha512 can)")]
-    UnsupportedDigest { digest: String, alg: String },
-    #[error("digest {0} is malformed")]
-    MalformedDigest(String),
-    #[error("{what}: digest mismatch: expected {expected}, content is {actual}")]
-    Digest { what: String, expected: String, actual: String },
+    /// A digest refused (an algorithm cudalint cannot compute, malformed) or not matching.
+    #[error(transparent)]
+    Digest(#[from] DigestError),
     #[error("{what}: the registry deadline (--registry-deadline) passed before it finished")]
     Deadline { what: String },
     #[error("{what}: not found in the registry (404){detail}")]
     NotFound { what: String, detail: String },
     #[error("{what}: authentication failed, or no access ({status}; check the credentials for this registry){detail}")]
     Denied { what: String, status: StatusCode, detail: String },
+    /// No bearer token from the registry's token realm, and why.
+    #[error("{what}: {reason}")]
+    Token { what: String, reason: TokenError },
     #[error("{what}: the registry answered {status}{detail}")]
     Status { what: String, status: StatusCode, detail: String },
     /// A request that failed, or a registry that broke the protocol or a bound (a size, the
@@ -43,4 +45,44 @@ impl RegistryError {
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> RegistryError {
         RegistryError::Io { path: path.as_ref().display().to_string(), source }
     }
+}
+
+/// Why no bearer token was had from a challenge's realm.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("the bearer challenge names no realm")]
+    NoRealm,
+    #[error("token realm {realm}: {message}")]
+    BadRealm { realm: String, message: String },
+    #[error("token realm {0} is not HTTP(S)")]
+    NotHttp(String),
+    /// The realm may not receive our credentials.
+    #[error(transparent)]
+    Refused(#[from] RealmRefusal),
+    /// The token request failed (transport, status, size, deadline): the request's own error.
+    #[error("{0}")]
+    Request(String),
+    #[error("token response: {0}")]
+    Response(String),
+    #[error("the token response holds no usable token")]
+    NoToken,
+}
+
+/// Why Basic credentials may not go to a token realm.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RealmRefusal {
+    /// `https://user:pass@host/...`: the realm would receive credentials of its choosing.
+    #[error("the realm URL carries credentials of its own")]
+    CredentialsInUrl,
+    /// On the registry's own host, but over plain HTTP while the registry is reached over HTTPS.
+    #[error("the token realm {realm} is plain HTTP while the registry {registry} is reached over HTTPS")]
+    Downgraded { realm: String, registry: String },
+    /// On a host the user allowed, but over plain HTTP.
+    #[error("realm {realm} is plain HTTP; credentials go to other hosts only over HTTPS")]
+    PlainHttp { realm: String },
+    /// On another host (or port) than the registry's, not allowed by `--allow-auth-host`.
+    #[error(
+        "the token realm {realm} is not on the registry's host {registry}; pass --allow-auth-host {host} to send credentials there"
+    )]
+    OtherHost { realm: String, registry: String, host: String },
 }

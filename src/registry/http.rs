@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, LINK, RANGE, WWW_AUTHENTICATE};
 use reqwest::{Response, StatusCode, Url};
 
-use super::RegistryError;
+use super::error::{RealmRefusal, RegistryError};
 use crate::escape::text as esc;
 
 /// Bytes that must arrive within one stall window for a body to count as progressing.
@@ -69,6 +69,23 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 pub fn deadline_error(what: &str) -> RegistryError {
     RegistryError::Deadline { what: what.to_string() }
+}
+
+/// A request that failed: whether it is worth another try (or, on loopback, plain HTTP).
+pub struct Failure {
+    pub error: RegistryError,
+    pub transport: bool,
+}
+
+pub fn transport_failure(what: &str, e: &reqwest::Error, deadline: Instant) -> Failure {
+    if Instant::now() >= deadline {
+        return Failure { error: deadline_error(what), transport: false };
+    }
+    let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&error_chain(e)) };
+    Failure {
+        error: RegistryError::request(what, msg),
+        transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body(),
+    }
 }
 
 /// Why a body could not be read: the connection (worth resuming) or a bound (final).
@@ -235,32 +252,31 @@ impl Challenge {
 
 /// Whether Basic credentials for `registry` (reached over `scheme`) may go to token realm
 /// `realm`: on the registry's own host over the same or a safer scheme, or over HTTPS to a
-/// host the user allowed (`--allow-auth-host`). Otherwise the reason.
-pub fn realm_allowed(realm: &Url, registry: &str, scheme: &str, allowed: &[String]) -> Result<(), String> {
+/// host the user allowed (`--allow-auth-host`). Otherwise why not.
+pub fn realm_allowed(realm: &Url, registry: &str, scheme: &str, allowed: &[String]) -> Result<(), RealmRefusal> {
     let host = authority(realm);
     let https = realm.scheme() == "https";
     if !realm.username().is_empty() || realm.password().is_some() {
-        return Err("the realm URL carries credentials of its own".into());
+        return Err(RealmRefusal::CredentialsInUrl);
     }
     let same = host.eq_ignore_ascii_case(registry)
         || (realm.host_str() == reg_host(registry) && realm.port().is_none() && !registry.contains(':'));
-    if same && (https || scheme == "http") {
-        return Ok(());
+    if same {
+        return if https || scheme == "http" {
+            Ok(())
+        } else {
+            Err(RealmRefusal::Downgraded { realm: esc(realm.as_str()), registry: esc(registry) })
+        };
     }
     let named = allowed
         .iter()
         .any(|a| a.eq_ignore_ascii_case(&host) || realm.host_str().is_some_and(|h| a.eq_ignore_ascii_case(h)));
     match (named, https) {
         (true, true) => Ok(()),
-        (true, false) => {
-            Err(format!("realm {} is plain HTTP; credentials go to other hosts only over HTTPS", esc(realm.as_str())))
+        (true, false) => Err(RealmRefusal::PlainHttp { realm: esc(realm.as_str()) }),
+        (false, _) => {
+            Err(RealmRefusal::OtherHost { realm: esc(realm.as_str()), registry: esc(registry), host: esc(&host) })
         }
-        (false, _) => Err(format!(
-            "the token realm {} is not on the registry's host {}; pass --allow-auth-host {} to send credentials there",
-            esc(realm.as_str()),
-            esc(registry),
-            esc(&host)
-        )),
     }
 }
 
@@ -363,15 +379,36 @@ mod tests {
         assert_eq!(c.get("service"), Some("reg \"x\""));
         assert_eq!(c.get("scope"), Some("a,b"));
         let u = |s: &str| Url::parse(s).unwrap();
-        assert!(realm_allowed(&u("https://reg.example/token"), "reg.example", "https", &[]).is_ok());
-        assert!(realm_allowed(&u("http://127.0.0.1:5000/token"), "127.0.0.1:5000", "http", &[]).is_ok());
+        assert_eq!(realm_allowed(&u("https://reg.example/token"), "reg.example", "https", &[]), Ok(()));
+        assert_eq!(realm_allowed(&u("http://127.0.0.1:5000/token"), "127.0.0.1:5000", "http", &[]), Ok(()));
         // Same host, downgraded to HTTP: refused.
-        assert!(realm_allowed(&u("http://reg.example/token"), "reg.example", "https", &[]).is_err());
-        assert!(realm_allowed(&u("https://auth.example/token"), "reg.example", "https", &[]).is_err());
+        let downgraded =
+            Err(RealmRefusal::Downgraded { realm: "http://reg.example/token".into(), registry: "reg.example".into() });
+        assert_eq!(realm_allowed(&u("http://reg.example/token"), "reg.example", "https", &[]), downgraded);
+        let other = realm_allowed(&u("https://auth.example/token"), "reg.example", "https", &[]);
+        assert_eq!(
+            other,
+            Err(RealmRefusal::OtherHost {
+                realm: "https://auth.example/token".into(),
+                registry: "reg.example".into(),
+                host: "auth.example".into(),
+            })
+        );
+        assert!(other.unwrap_err().to_string().contains("pass --allow-auth-host auth.example"));
         let allow = vec!["auth.example".to_string()];
-        assert!(realm_allowed(&u("https://auth.example/token"), "reg.example", "https", &allow).is_ok());
-        assert!(realm_allowed(&u("http://auth.example/token"), "reg.example", "https", &allow).is_err());
+        assert_eq!(realm_allowed(&u("https://auth.example/token"), "reg.example", "https", &allow), Ok(()));
+        assert_eq!(
+            realm_allowed(&u("http://auth.example/token"), "reg.example", "https", &allow),
+            Err(RealmRefusal::PlainHttp { realm: "http://auth.example/token".into() })
+        );
+        assert_eq!(
+            realm_allowed(&u("https://user:pw@reg.example/token"), "reg.example", "https", &[]),
+            Err(RealmRefusal::CredentialsInUrl)
+        );
         // Another port on the same address is another service.
-        assert!(realm_allowed(&u("http://127.0.0.1:6000/token"), "127.0.0.1:5000", "http", &[]).is_err());
+        assert!(matches!(
+            realm_allowed(&u("http://127.0.0.1:6000/token"), "127.0.0.1:5000", "http", &[]),
+            Err(RealmRefusal::OtherHost { .. })
+        ));
     }
 }

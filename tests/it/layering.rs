@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 const LEVELS: &[&[&str]] = &[
     // Escaping of strings users, images and registries chose: a leaf every level may use.
     &["escape"],
+    // Content digests (OCI): every level that reads or pushes blobs checks them with it.
+    &["digest"],
     &["input", "schema", "registry"],
     &["inspect"],
     &["cuda", "packages"],

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use cudalint::image::{ScanError, ScanOptions};
-use cudalint::registry::RegistryOptions;
+use cudalint::registry::{RealmRefusal, RegistryError, RegistryOptions, Remote, TokenError, parse_reference};
 
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
 use crate::scan::which;
@@ -768,6 +768,33 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("only over HTTPS"), "{}", stderr(&o));
     assert!(realm.heads().is_empty(), "{:?}", realm.heads());
+    // The client says why, as a value: another host, then (allowed) plain HTTP.
+    let refusal = |allow: Vec<String>| {
+        let o = RegistryOptions {
+            username: Some("ci".into()),
+            password: Some("s3cret".into()),
+            allow_auth_hosts: allow,
+            ..Default::default()
+        };
+        match Remote::connect(parse_reference(&spec).unwrap(), &o) {
+            Err(RegistryError::Token { reason: TokenError::Refused(r), .. }) => r,
+            Err(e) => panic!("refused for another reason: {e}"),
+            Ok(_) => panic!("connected"),
+        }
+    };
+    assert_eq!(
+        refusal(vec![]),
+        RealmRefusal::OtherHost {
+            realm: format!("http://{}/token", realm.host()),
+            registry: reg.host(),
+            host: realm.host()
+        }
+    );
+    assert_eq!(
+        refusal(vec![realm.host()]),
+        RealmRefusal::PlainHttp { realm: format!("http://{}/token", realm.host()) }
+    );
+    assert!(realm.heads().is_empty(), "{:?}", realm.heads());
     // Anonymous: the realm is asked for a token, without any Authorization.
     let o = cli_scan(&spec, &[]);
     assert_eq!(o.status.code(), Some(2));
@@ -1003,4 +1030,50 @@ fn a_token_realm_on_the_registrys_own_host_gets_the_credentials_and_its_token_is
     for h in pulls {
         assert!(h.contains("Bearer tok-123") && !h.contains("Basic"), "{h}");
     }
+}
+
+#[test]
+fn an_analysis_store_claim_is_lost_as_soon_as_another_lands_and_won_once_it_settles() {
+    use cudalint::cache::LayerKey;
+    use cudalint::image::analysis_store::{AnalysisStore, Claim};
+    use cudalint::registry::{Artifact, media};
+    let reg = Registry::start(false, None);
+    let repo = format!("{}/cudalint/analyses", reg.host());
+    let store = |repo: &str, settle: Duration| {
+        AnalysisStore::connect(repo, &RegistryOptions::default()).unwrap().with_claim_settle(settle)
+    };
+    let key = |c: &str| LayerKey::new(&format!("sha256:{}", c.repeat(64)), &Default::default());
+    // Alone: the claim still stands when it has settled, so it is ours.
+    assert!(matches!(store(&repo, Duration::from_millis(200)).claim(&key("a")), Claim::Mine));
+    // Another claimant's push lands after ours: lost at the next read, not after the settle time.
+    let (k, settle) = (key("b"), Duration::from_secs(60));
+    let tag = format!("cudalint-claim-{}", k.hex());
+    let r = repo.clone();
+    let claimant = std::thread::spawn(move || {
+        let start = Instant::now();
+        let c = store(&r, settle).claim(&k);
+        (matches!(c, Claim::Theirs), start.elapsed())
+    });
+    let at_tag = parse_reference(&format!("{repo}:{tag}")).unwrap();
+    let other = Remote::connect(at_tag.clone(), &RegistryOptions::default()).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while other.manifest(&at_tag).is_err() {
+        assert!(Instant::now() < deadline, "the claim was never pushed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string();
+    other
+        .push_artifact(&Artifact {
+            artifact_type: media::LAYER_CLAIM,
+            payload_type: media::MediaType::EmptyJSON.as_ref(),
+            payload: b"{}",
+            subject: None,
+            annotations: &[("dev.cudalint.claim.id", "another-shard"), ("dev.cudalint.claim.at", &now)],
+            tag: Some(&tag),
+            label: "manifest",
+        })
+        .unwrap();
+    let (lost, took) = claimant.join().unwrap();
+    assert!(lost, "the later claim wins");
+    assert!(took < settle / 2, "known at once, not after the settle time: {took:?}");
 }
