@@ -94,7 +94,12 @@ pub struct Record {
 /// whatever [`record_kind`] names to [`LayerPackages::read`], so a new kind (apk's
 /// `lib/apk/db/installed`, rpm) is one row here and its parser, nothing in any walker.
 pub static RECORDS: &[Record] = &[
-    Record { kind: "pip-record", version: 1, is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD", read: pip_record },
+    Record {
+        kind: "pip-record",
+        version: 1,
+        is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
+        read: pip_record,
+    },
     Record {
         kind: "pip-metadata",
         version: 1,

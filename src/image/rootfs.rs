@@ -65,7 +65,8 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
                 if matches!(want, Want::Skip) {
                     continue;
                 }
-                let kept = take(&mut v, &e.path(), &image_path, meta.len(), want).map_err(|err| unreadable(&e.path(), err))?;
+                let kept =
+                    take(&mut v, &e.path(), &image_path, meta.len(), want).map_err(|err| unreadable(&e.path(), err))?;
                 if let Some(i) = kept
                     && meta.nlink() > 1
                 {

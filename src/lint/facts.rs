@@ -402,7 +402,9 @@ pub fn binary(f: &ImageFile) -> Binary {
         package_version: pkg.map(|p| p.version.clone()).unwrap_or_default(),
         group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
         vendor_library: vendor_library(file_name(&r.path))
-            || pkg.is_some_and(|p| p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)),
+            || pkg.is_some_and(|p| {
+                p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)
+            }),
         cuda_major: u64::from(cuda_major),
         managed_archs: managed.into_iter().collect::<Vec<_>>().join(", "),
         archs: {
