@@ -16,8 +16,8 @@
 //! Entry format (`layers/<key>.json.zst`, zstd): one header line of JSON
 //! `{"schema","digest","analyzer","variant","sha256"}`, a newline, then the `AnalyzedLayer` as
 //! JSON, whose sha256 (hex) the header names. `<key>` is the hex sha256 of
-//! `analyzer NUL digest NUL variant`, where analyzer is `<crate version>+<ANALYSIS_VERSION>` and
-//! variant the analysis options (`variant()`).
+//! `analyzer NUL digest NUL variant`, where analyzer is `<crate version>+<ANALYSIS_VERSION>+<each
+//! package record kind with its version>` and variant the analysis options (`variant()`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -32,7 +32,8 @@ use crate::inspect::InspectOptions;
 use crate::layer::AnalyzedLayer;
 
 /// Bumped whenever the analysis of a layer would come out differently for the same bytes
-/// (2: package records per layer; sparse entries and non-UTF-8 names read exactly).
+/// (2: package records per layer; sparse entries and non-UTF-8 names read exactly). A package
+/// record parser has its own version instead (`packages::RECORDS`), folded into the key too.
 const ANALYSIS_VERSION: u32 = 2;
 /// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
 /// memory (it is dropped instead).
@@ -70,7 +71,7 @@ struct Header {
 }
 
 fn analyzer() -> String {
-    format!("{}+{ANALYSIS_VERSION}", env!("CARGO_PKG_VERSION"))
+    format!("{}+{ANALYSIS_VERSION}+{}", env!("CARGO_PKG_VERSION"), crate::packages::record_versions())
 }
 
 /// The part of the key naming the analysis options: every field of `InspectOptions` (its Debug

@@ -9,11 +9,37 @@ use serde::{Deserialize, Serialize};
 /// Metadata files larger than this are not read (a RECORD of 200k lines is ~20 MiB).
 pub const MAX_METADATA: u64 = 32 << 20;
 
+/// The package managers whose records are read, serialized as the words of package URLs.
+/// Declared in the order of those words, so packages sort as they did when the manager was a
+/// string (the order of `cuda_packages` in reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageManager {
+    Conda,
+    Deb,
+    Pypi,
+}
+
+impl PackageManager {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageManager::Conda => "conda",
+            PackageManager::Deb => "deb",
+            PackageManager::Pypi => "pypi",
+        }
+    }
+}
+
+impl std::fmt::Display for PackageManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A package that owns a file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Package {
-    /// pypi, deb, conda.
-    pub manager: String,
+    pub manager: PackageManager,
     pub name: String,
     /// Empty when the manager's record names no version (a dpkg `.list` without `status`).
     pub version: String,
@@ -22,14 +48,17 @@ pub struct Package {
 }
 
 impl Package {
-    pub fn new(manager: &str, name: &str, version: &str) -> Package {
-        let name = if manager == "pypi" { pypi_normalize(name) } else { name.to_string() };
+    pub fn new(manager: PackageManager, name: &str, version: &str) -> Package {
+        let name = match manager {
+            PackageManager::Pypi => pypi_normalize(name),
+            PackageManager::Deb | PackageManager::Conda => name.to_string(),
+        };
         let purl = if version.is_empty() {
             format!("pkg:{manager}/{name}")
         } else {
             format!("pkg:{manager}/{name}@{}", version.replace('+', "%2B"))
         };
-        Package { manager: manager.into(), name, version: version.into(), purl }
+        Package { manager, name, version: version.into(), purl }
     }
 }
 
@@ -46,35 +75,70 @@ pub struct LayerPackages {
     pub requires: Vec<(String, String)>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Record {
-    PipRecord,
-    PipMetadata,
-    DpkgList,
-    DpkgStatus,
-    CondaMeta,
+/// One kind of package record: which files are such records, how one is read, and the version
+/// of that reading.
+#[derive(Debug)]
+pub struct Record {
+    /// Names the kind in the layer cache key.
+    pub kind: &'static str,
+    /// Folded into the layer cache key (`cache.rs`): bump it when `read` would take something
+    /// else from the same bytes, and only analyses made with the old parser are dropped.
+    pub version: u32,
+    /// Whether a file, by its directory and name (of an absolute path), is a record of this kind.
+    is: fn(dir: &str, name: &str) -> bool,
+    /// Adds what the record says to a layer's packages.
+    read: fn(&mut LayerPackages, dir: &str, name: &str, text: &str),
 }
 
-/// Whether `path` is a package record worth reading.
-pub fn record_kind(path: &str) -> Option<Record> {
+/// Every kind of package record read, first match wins. The walkers (tar, zip, directory) hand
+/// whatever [`record_kind`] names to [`LayerPackages::read`], so a new kind (apk's
+/// `lib/apk/db/installed`, rpm) is one row here and its parser, nothing in any walker.
+pub static RECORDS: &[Record] = &[
+    Record {
+        kind: "pip-record",
+        version: 1,
+        is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
+        read: pip_record,
+    },
+    Record {
+        kind: "pip-metadata",
+        version: 1,
+        is: |dir, name| dir.ends_with(".dist-info") && name == "METADATA",
+        read: pip_metadata,
+    },
+    Record {
+        kind: "dpkg-list",
+        version: 1,
+        is: |dir, name| dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list"),
+        read: dpkg_list,
+    },
+    Record {
+        kind: "dpkg-status",
+        version: 1,
+        // `status.d/*` in distroless images.
+        is: |dir, name| {
+            (dir.ends_with("/var/lib/dpkg") && name == "status")
+                || (dir.ends_with("/var/lib/dpkg/status.d") && !name.contains('.'))
+        },
+        read: dpkg_status,
+    },
+    Record {
+        kind: "conda-meta",
+        version: 1,
+        is: |dir, name| dir.ends_with("/conda-meta") && name.ends_with(".json"),
+        read: conda_meta,
+    },
+];
+
+/// The package record `path` is, if it is one worth reading.
+pub fn record_kind(path: &str) -> Option<&'static Record> {
     let (dir, name) = path.rsplit_once('/')?;
-    if dir.ends_with(".dist-info") {
-        return match name {
-            "RECORD" => Some(Record::PipRecord),
-            "METADATA" => Some(Record::PipMetadata),
-            _ => None,
-        };
-    }
-    if dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list") {
-        return Some(Record::DpkgList);
-    }
-    if path.ends_with("/var/lib/dpkg/status") || (dir.ends_with("/var/lib/dpkg/status.d") && !name.contains('.')) {
-        return Some(Record::DpkgStatus);
-    }
-    if dir.ends_with("/conda-meta") && name.ends_with(".json") {
-        return Some(Record::CondaMeta);
-    }
-    None
+    RECORDS.iter().find(|r| (r.is)(dir, name))
+}
+
+/// Every record kind with its version (`pip-record.1,...`), for the layer cache key.
+pub fn record_versions() -> String {
+    RECORDS.iter().map(|r| format!("{}.{}", r.kind, r.version)).collect::<Vec<_>>().join(",")
 }
 
 /// Files that may carry device code or identify CUDA (shared objects, archives, cubins, ...).
@@ -126,6 +190,79 @@ fn join(base: &str, rel: &str) -> String {
     format!("/{joined}")
 }
 
+/// pip's `*.dist-info/RECORD`: the distribution's files, paths relative to site-packages.
+fn pip_record(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
+    let Some((n, v)) = dist_info_name(dir) else { return };
+    let site = dir.rsplit_once('/').map_or("", |x| x.0);
+    let i = l.add(Package::new(PackageManager::Pypi, &n, &v));
+    for line in text.lines() {
+        // CSV: path,hash,size; paths with commas are quoted.
+        let file = match line.strip_prefix('"') {
+            Some(rest) => rest.split_once('"').map_or(rest, |x| x.0),
+            None => line.split(',').next().unwrap_or(""),
+        };
+        if !file.is_empty() && interesting(file) {
+            l.owned.push((join(site, file), i));
+        }
+    }
+}
+
+/// pip's `*.dist-info/METADATA`: its `Requires-Dist` pins of CUDA components.
+fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
+    let Some((n, _)) = dist_info_name(dir) else { return };
+    let n = pypi_normalize(&n);
+    for line in text.lines() {
+        if line.is_empty() {
+            break; // headers end; the description follows
+        }
+        if let Some(req) = line.strip_prefix("Requires-Dist:") {
+            let req = req.trim();
+            if req.starts_with("nvidia-") || req.starts_with("cuda-") {
+                l.requires.push((n.clone(), req.to_string()));
+            }
+        }
+    }
+}
+
+/// dpkg's `info/<package>[:<arch>].list`: the package's files, one absolute path a line.
+fn dpkg_list(l: &mut LayerPackages, _dir: &str, name: &str, text: &str) {
+    let pkg = name.trim_end_matches(".list");
+    let pkg = pkg.split(':').next().unwrap_or(pkg);
+    let i = l.add(Package::new(PackageManager::Deb, pkg, ""));
+    for line in text.lines() {
+        if interesting(line) {
+            l.owned.push((line.trim().to_string(), i));
+        }
+    }
+}
+
+/// dpkg's `status`: the installed versions, joined to the `.list` packages per image.
+fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, text: &str) {
+    for stanza in text.split("\n\n") {
+        let field = |k: &str| stanza.lines().find_map(|line| line.strip_prefix(k).map(|v| v.trim().to_string()));
+        if let (Some(p), Some(v)) = (field("Package:"), field("Version:")) {
+            l.dpkg_versions.push((p, v));
+        }
+    }
+}
+
+/// conda's `conda-meta/<package>.json`: name, version and files relative to the prefix.
+fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
+    #[derive(Deserialize)]
+    struct Meta {
+        name: String,
+        version: String,
+        #[serde(default)]
+        files: Vec<String>,
+    }
+    let Ok(m) = serde_json::from_str::<Meta>(text) else { return };
+    let prefix = dir.rsplit_once('/').map_or("", |x| x.0);
+    let i = l.add(Package::new(PackageManager::Conda, &m.name, &m.version));
+    for f in m.files.iter().filter(|f| interesting(f)) {
+        l.owned.push((join(prefix, f), i));
+    }
+}
+
 impl LayerPackages {
     fn add(&mut self, p: Package) -> usize {
         if let Some(i) = self.packages.iter().position(|q| q == &p) {
@@ -135,74 +272,10 @@ impl LayerPackages {
         self.packages.len() - 1
     }
 
-    /// Reads one record (already known by `record_kind`).
-    pub fn read(&mut self, kind: Record, path: &str, text: &str) {
+    /// Reads one record (of the kind [`record_kind`] named for `path`).
+    pub fn read(&mut self, kind: &Record, path: &str, text: &str) {
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-        match kind {
-            Record::PipRecord => {
-                let Some((n, v)) = dist_info_name(dir) else { return };
-                let site = dir.rsplit_once('/').map_or("", |x| x.0);
-                let i = self.add(Package::new("pypi", &n, &v));
-                for line in text.lines() {
-                    // CSV: path,hash,size; paths with commas are quoted.
-                    let file = match line.strip_prefix('"') {
-                        Some(rest) => rest.split_once('"').map_or(rest, |x| x.0),
-                        None => line.split(',').next().unwrap_or(""),
-                    };
-                    if !file.is_empty() && interesting(file) {
-                        self.owned.push((join(site, file), i));
-                    }
-                }
-            }
-            Record::PipMetadata => {
-                let Some((n, _)) = dist_info_name(dir) else { return };
-                let n = pypi_normalize(&n);
-                for line in text.lines() {
-                    if line.is_empty() {
-                        break; // headers end; the description follows
-                    }
-                    if let Some(req) = line.strip_prefix("Requires-Dist:") {
-                        let req = req.trim();
-                        if req.starts_with("nvidia-") || req.starts_with("cuda-") {
-                            self.requires.push((n.clone(), req.to_string()));
-                        }
-                    }
-                }
-            }
-            Record::DpkgList => {
-                let pkg = name.trim_end_matches(".list");
-                let pkg = pkg.split(':').next().unwrap_or(pkg);
-                let i = self.add(Package::new("deb", pkg, ""));
-                for line in text.lines() {
-                    if interesting(line) {
-                        self.owned.push((line.trim().to_string(), i));
-                    }
-                }
-            }
-            Record::DpkgStatus => {
-                for stanza in text.split("\n\n") {
-                    let field = |k: &str| stanza.lines().find_map(|l| l.strip_prefix(k).map(|v| v.trim().to_string()));
-                    if let (Some(p), Some(v)) = (field("Package:"), field("Version:")) {
-                        self.dpkg_versions.push((p, v));
-                    }
-                }
-            }
-            Record::CondaMeta => {
-                #[derive(Deserialize)]
-                struct Meta {
-                    name: String,
-                    version: String,
-                    #[serde(default)]
-                    files: Vec<String>,
-                }
-                let Ok(m) = serde_json::from_str::<Meta>(text) else { return };
-                let prefix = dir.rsplit_once('/').map_or("", |x| x.0);
-                let i = self.add(Package::new("conda", &m.name, &m.version));
-                for f in m.files.iter().filter(|f| interesting(f)) {
-                    self.owned.push((join(prefix, f), i));
-                }
-            }
-        }
+        (kind.read)(self, dir, name, text);
     }
 }
 
@@ -250,7 +323,9 @@ impl ImagePackages {
                 .packages
                 .iter()
                 .map(|p| match versions.get(p.name.as_str()) {
-                    Some(v) if p.manager == "deb" && p.version.is_empty() => Package::new("deb", &p.name, v),
+                    Some(v) if matches!(p.manager, PackageManager::Deb) && p.version.is_empty() => {
+                        Package::new(PackageManager::Deb, &p.name, v)
+                    }
                     _ => p.clone(),
                 })
                 .collect();
@@ -275,25 +350,22 @@ impl ImagePackages {
 mod tests {
     use super::*;
 
+    /// Reads a record the way the walkers do: by the kind its path names.
+    fn read(l: &mut LayerPackages, path: &str, text: &str) {
+        l.read(record_kind(path).unwrap_or_else(|| panic!("{path} is a record")), path, text);
+    }
+
     #[test]
     fn reads_pip_dpkg_and_conda_records() {
         let mut l = LayerPackages::default();
         let rec = "torch/lib/libtorch_cuda.so,sha256=abc,123\ntorch/__init__.py,sha256=x,1\n\"odd,name.so\",,\n../../../bin/tool.so,,\n";
         let p = "/usr/lib/python3/site-packages/torch-2.9.0+cu128.dist-info/RECORD";
-        assert_eq!(record_kind(p), Some(Record::PipRecord));
-        l.read(Record::PipRecord, p, rec);
-        l.read(
-            Record::DpkgList,
-            "/var/lib/dpkg/info/libcudnn9-cuda-12:amd64.list",
-            "/usr/lib/libcudnn.so.9\n/usr/share/doc\n",
-        );
-        l.read(
-            Record::DpkgStatus,
-            "/var/lib/dpkg/status",
-            "Package: libcudnn9-cuda-12\nVersion: 9.1.0.70-1\n\nPackage: x\n",
-        );
-        l.read(
-            Record::CondaMeta,
+        assert_eq!(record_kind(p).unwrap().kind, "pip-record");
+        read(&mut l, p, rec);
+        read(&mut l, "/var/lib/dpkg/info/libcudnn9-cuda-12:amd64.list", "/usr/lib/libcudnn.so.9\n/usr/share/doc\n");
+        read(&mut l, "/var/lib/dpkg/status", "Package: libcudnn9-cuda-12\nVersion: 9.1.0.70-1\n\nPackage: x\n");
+        read(
+            &mut l,
             "/opt/conda/conda-meta/cupy-13.0.json",
             r#"{"name":"cupy","version":"13.0.0","files":["lib/libcupy.so","README"]}"#,
         );
@@ -306,7 +378,37 @@ mod tests {
         assert!(!img.owner.keys().any(|k| k.ends_with(".py")));
         let cudnn = img.owner_of(["/usr/lib/libcudnn.so.9"]).unwrap();
         assert_eq!(cudnn.version, "9.1.0.70-1");
-        assert_eq!(img.owner_of(["/opt/conda/lib/libcupy.so"]).unwrap().manager, "conda");
+        assert_eq!(img.owner_of(["/opt/conda/lib/libcupy.so"]).unwrap().manager, PackageManager::Conda);
         assert_eq!(pypi_normalize("nvidia_cublas_cu12"), "nvidia-cublas-cu12");
+    }
+
+    #[test]
+    fn record_kinds_are_found_by_path_alone() {
+        let kind = |p: &str| record_kind(p).map(|r| r.kind);
+        assert_eq!(kind("/x/site-packages/a-1.dist-info/METADATA"), Some("pip-metadata"));
+        assert_eq!(kind("/x/site-packages/a-1.dist-info/WHEEL"), None);
+        assert_eq!(kind("/var/lib/dpkg/info/libc6:amd64.list"), Some("dpkg-list"));
+        assert_eq!(kind("/var/lib/dpkg/info/libc6:amd64.md5sums"), None);
+        assert_eq!(kind("/var/lib/dpkg/status"), Some("dpkg-status"));
+        assert_eq!(kind("/var/lib/dpkg/status-old"), None);
+        assert_eq!(kind("/var/lib/dpkg/status.d/libc6"), Some("dpkg-status"));
+        assert_eq!(kind("/var/lib/dpkg/status.d/libc6.md5sums"), None);
+        assert_eq!(kind("/opt/conda/conda-meta/cupy-13.0.json"), Some("conda-meta"));
+        assert_eq!(kind("status"), None);
+        // Each kind once in the cache key, with its version.
+        let versions = record_versions();
+        for r in RECORDS {
+            assert_eq!(versions.matches(&format!("{}.{}", r.kind, r.version)).count(), 1, "{versions}");
+        }
+    }
+
+    #[test]
+    fn managers_serialize_to_their_purl_words_in_their_old_order() {
+        let all = [PackageManager::Conda, PackageManager::Deb, PackageManager::Pypi];
+        for m in all {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        let words: Vec<&str> = all.iter().map(|m| m.as_str()).collect();
+        assert!(words.is_sorted(), "{words:?}");
     }
 }

@@ -1,5 +1,6 @@
 //! Root filesystems on disk (`dir:`, or `/` inside a running container) and single files: no
-//! layers, every file read in place with seeks.
+//! layers, every file handed to the per-file analysis and read in place with seeks. Package
+//! records on disk (a venv's dist-info, a dpkg database) name the files' packages as in images.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -8,26 +9,16 @@ use std::path::Path;
 
 use super::{ImageReport, ScanError, ScanOptions, single_layer};
 use crate::input::{FileInput, read_full};
-use crate::inspect::elf::is_cuda_library;
-use crate::inspect::{FileFormat, FileReport, HEAD, Sniffed, inspect_sniffed, sniff};
-use crate::layer::analyze::{LayerFile, LayerSummary};
+use crate::layer::analyze::{FileVisitor, Want};
 use crate::layer::decode::Compression;
-use crate::layer::path::file_name;
 
 /// Kernel filesystems that are not part of an image, skipped when scanning `/`.
 const PSEUDO: &[&str] = &["/proc", "/sys", "/dev", "/run"];
 
-fn inspect_path(real: &Path, image_path: &str, size: u64, opts: &ScanOptions) -> std::io::Result<Option<FileReport>> {
+/// Hands a file on disk to the analysis, read in place with seeks.
+fn take(v: &mut FileVisitor, real: &Path, image_path: &str, size: u64, want: Want) -> std::io::Result<Option<usize>> {
     let file = File::open(real)?;
-    let mut input = FileInput::new(&file, 0, size);
-    let mut head = [0u8; HEAD];
-    let n = read_full(&mut input, &mut head)?;
-    let report = if sniff(&head[..n], image_path) != Sniffed::Other {
-        inspect_sniffed(&head[..n], &mut input, image_path, &opts.inspect, 0)?
-    } else {
-        FileReport::new(image_path.to_string(), size, FileFormat::Other)
-    };
-    Ok((report.cuda_relevant() || is_cuda_library(file_name(image_path))).then_some(report))
+    v.take(image_path, want, &mut FileInput::new(&file, 0, size))
 }
 
 /// Walks a root filesystem. Fail closed: a directory or file that cannot be listed, examined or
@@ -38,7 +29,7 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
     if !root_meta.is_dir() {
         return Err(ScanError::input(root, "not a directory (dir: wants a root filesystem)"));
     }
-    let mut s = LayerSummary::default();
+    let mut v = FileVisitor::new(&opts.inspect);
     let mut by_inode: HashMap<(u64, u64), usize> = HashMap::new();
     let whole_system = root.canonicalize().is_ok_and(|r| r == Path::new("/"));
     let mut stack = vec![(root.to_path_buf(), String::from(""))];
@@ -49,6 +40,7 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
         let mut entries = rd.collect::<Result<Vec<_>, _>>().map_err(|e| unreadable(&dir, e))?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
+            let s = &mut v.summary;
             let name = e.file_name().to_string_lossy().into_owned();
             let image_path = format!("{image_dir}/{name}");
             let meta = e.path().symlink_metadata().map_err(|err| unreadable(&e.path(), err))?;
@@ -69,21 +61,21 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
                     s.files[i].paths.push(image_path);
                     continue;
                 }
-                if meta.len() < 16 {
+                let want = v.wants(&image_path, meta.len());
+                if matches!(want, Want::Skip) {
                     continue;
                 }
-                s.stats.inspected += 1;
-                let found =
-                    inspect_path(&e.path(), &image_path, meta.len(), opts).map_err(|err| unreadable(&e.path(), err))?;
-                if let Some(report) = found {
-                    if meta.nlink() > 1 {
-                        by_inode.insert(key, s.files.len());
-                    }
-                    s.files.push(LayerFile { paths: vec![image_path], report });
+                let kept =
+                    take(&mut v, &e.path(), &image_path, meta.len(), want).map_err(|err| unreadable(&e.path(), err))?;
+                if let Some(i) = kept
+                    && meta.nlink() > 1
+                {
+                    by_inode.insert(key, i);
                 }
             }
         }
     }
+    let s = v.finish();
     Ok(single_layer("dir", root.display().to_string(), s.stats.file_bytes, s))
 }
 
@@ -114,12 +106,10 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
         }
     }
     let name = format!("/{}", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-    let mut s = LayerSummary::default();
-    s.stats.files = 1;
-    s.stats.file_bytes = meta.len();
-    s.stats.inspected = 1;
-    if let Some(r) = inspect_path(path, &name, meta.len(), opts).map_err(|e| ScanError::io(path, e))? {
-        s.files.push(LayerFile { paths: vec![name], report: r });
-    }
-    Ok(single_layer("file", path.display().to_string(), meta.len(), s))
+    let mut v = FileVisitor::new(&opts.inspect);
+    v.summary.stats.files = 1;
+    v.summary.stats.file_bytes = meta.len();
+    // Inspected whatever its size or name: it is what was asked for.
+    take(&mut v, path, &name, meta.len(), Want::Inspect).map_err(|e| ScanError::io(path, e))?;
+    Ok(single_layer("file", path.display().to_string(), meta.len(), v.finish()))
 }

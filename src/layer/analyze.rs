@@ -1,5 +1,6 @@
 //! One layer, one pass: walks its tar, records what later merging needs (every path, whiteouts,
-//! opaque directories, symlinks, hard links), and inspects the files that can carry CUDA code.
+//! opaque directories, symlinks, hard links), and hands each file to the [`FileVisitor`], the
+//! one per-file analysis (package records, CUDA files) that the zip and directory walks feed too.
 //! Layers are analysed independently, so they can be read in parallel or in stream order.
 
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use super::tar::{Kind, TarEntry, TarError, TarWalker};
 use crate::input::{Input, SubInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, InspectOptions, Sniffed, inspect_sniffed, sniff};
+use crate::packages::Record;
 
 /// Smaller files cannot hold an ELF header or a fatbin container.
 const MIN_CANDIDATE: u64 = 16;
@@ -61,11 +63,111 @@ pub enum LayerError {
     Io(#[from] io::Error),
 }
 
+/// What the analysis wants of a file, decided from its path and size before any byte is read.
+#[derive(Debug, Clone, Copy)]
+pub enum Want {
+    /// A package manager's record: read whole, or noted when larger than
+    /// [`crate::packages::MAX_METADATA`] (records only name packages, never device code).
+    Record(&'static Record),
+    /// May carry device code: sniffed, and inspected if it looks like ELF, a fatbin, an archive
+    /// or PTX.
+    Inspect,
+    /// Too small for an ELF header or a fatbin container: never read.
+    Skip,
+}
+
+/// The per-file analysis every walk feeds (Trivy's AnalyzerGroup): the tar walk below, the zip
+/// walk of wheels (`image/wheel.rs`) and the directory walk (`image/rootfs.rs`) only hand it the
+/// files of their container format, so all of them read package records and keep CUDA files
+/// alike.
+pub struct FileVisitor<'o> {
+    opts: &'o InspectOptions,
+    /// The summary so far. Walks add what only their format knows (entries, file counts,
+    /// whiteouts, symlinks, hard links, notes); the visitor adds the files it keeps, the package
+    /// records and `stats.inspected`.
+    pub summary: LayerSummary,
+}
+
+impl<'o> FileVisitor<'o> {
+    pub fn new(opts: &'o InspectOptions) -> Self {
+        FileVisitor { opts, summary: LayerSummary::default() }
+    }
+
+    /// Asked for every regular file before any of its bytes is read.
+    pub fn wants(&self, path: &str, size: u64) -> Want {
+        if let Some(record) = crate::packages::record_kind(path) {
+            Want::Record(record)
+        } else if size < MIN_CANDIDATE {
+            Want::Skip
+        } else {
+            Want::Inspect
+        }
+    }
+
+    /// Takes a file as [`FileVisitor::wants`] asked for it: `input` holds its bytes, at its
+    /// first. Returns the file's index in `summary.files` when it is kept, for other names of
+    /// it (hard links) to join.
+    pub fn take(&mut self, path: &str, want: Want, input: &mut dyn Input) -> io::Result<Option<usize>> {
+        match want {
+            Want::Skip => Ok(None),
+            Want::Record(record) => {
+                self.read_record(path, record, input)?;
+                Ok(None)
+            }
+            Want::Inspect => {
+                let report = self.inspect(path, input)?;
+                if !report.cuda_relevant() && !is_cuda_library(file_name(path)) {
+                    return Ok(None);
+                }
+                self.summary.files.push(LayerFile { paths: vec![path.to_string()], report });
+                Ok(Some(self.summary.files.len() - 1))
+            }
+        }
+    }
+
+    /// The layer's summary: files whose every path a later entry replaced are dropped, each
+    /// kept file is named by its first path, and the lookups are sorted.
+    pub fn finish(self) -> LayerSummary {
+        let mut s = self.summary;
+        s.files.retain(|f| !f.paths.is_empty());
+        for f in &mut s.files {
+            f.report.path = f.paths[0].clone();
+        }
+        s.finish();
+        s
+    }
+
+    fn read_record(&mut self, path: &str, record: &Record, input: &mut dyn Input) -> io::Result<()> {
+        let len = input.len();
+        if len > crate::packages::MAX_METADATA {
+            self.summary.notes.push(format!("{path}: package record of {len} bytes not read"));
+            return Ok(());
+        }
+        let mut buf = vec![0u8; len as usize];
+        let n = read_full(input, &mut buf)?;
+        self.summary.packages.read(record, path, &String::from_utf8_lossy(&buf[..n]));
+        Ok(())
+    }
+
+    fn inspect(&mut self, path: &str, input: &mut dyn Input) -> io::Result<FileReport> {
+        let mut head = [0u8; HEAD];
+        let n = read_full(input, &mut head)?;
+        Ok(if sniff(&head[..n], path) != Sniffed::Other {
+            self.summary.stats.inspected += 1;
+            inspect_sniffed(&head[..n], input, path, self.opts, 0)?
+        } else {
+            FileReport::new(path.to_string(), input.len(), FileFormat::Other)
+        })
+    }
+}
+
+/// Walks a layer's tar and hands each regular file to a [`FileVisitor`].
 pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSummary, LayerError> {
-    let mut s = LayerSummary::default();
+    let mut v = FileVisitor::new(opts);
     let mut by_path: HashMap<String, usize> = HashMap::new();
     let mut walker = TarWalker::new(input);
     while let Some(e) = walker.next_entry()? {
+        let s = &mut v.summary;
         s.stats.entries += 1;
         let (p, climbed) = match normalize(&e.path) {
             Ok(x) => x,
@@ -105,73 +207,30 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
             Kind::File | Kind::Sparse => {
                 s.stats.files += 1;
                 s.stats.file_bytes += e.size;
-                if let Some(kind) = crate::packages::record_kind(&p) {
-                    read_record(&mut s, walker.input(), &e, kind, &p)?;
+                let want = v.wants(&p, e.size);
+                if matches!(want, Want::Skip) {
                     continue;
                 }
-                if e.size < MIN_CANDIDATE {
-                    continue;
-                }
-                let report = inspect_entry(walker.input(), &e, &p, opts, &mut s.stats)
+                let mut data = entry_input(walker.input(), &e)?;
+                let kept = v
+                    .take(&p, want, &mut *data)
                     // Name the file: a read that fails inside it is not a bad header.
                     .map_err(|err| io::Error::new(err.kind(), format!("{p}: {err}")))?;
-                let named = is_cuda_library(file_name(&p));
-                if report.cuda_relevant() || named {
-                    by_path.insert(p.clone(), s.files.len());
-                    s.files.push(LayerFile { paths: vec![p], report });
+                if let Some(i) = kept {
+                    by_path.insert(p, i);
                 }
             }
             Kind::Dir | Kind::Other => {}
         }
     }
-    s.files.retain(|f| !f.paths.is_empty());
-    for f in &mut s.files {
-        f.report.path = f.paths[0].clone();
-    }
-    s.finish();
-    Ok(s)
+    Ok(v.finish())
 }
 
-/// A package manager's record (small text), read whole; too large ones are noted, not read:
-/// they only name packages, never device code.
-fn read_record(
-    s: &mut LayerSummary,
-    input: &mut dyn Input,
-    e: &super::tar::TarEntry,
-    kind: crate::packages::Record,
-    p: &str,
-) -> Result<(), LayerError> {
-    if e.size > crate::packages::MAX_METADATA {
-        s.notes.push(format!("{p}: package record of {} bytes not read", e.size));
-        return Ok(());
-    }
-    let mut sub = SubInput::new(input, e.data_offset, e.size)?;
-    let mut buf = vec![0u8; e.size as usize];
-    let n = read_full(&mut sub, &mut buf)?;
-    s.packages.read(kind, p, &String::from_utf8_lossy(&buf[..n]));
-    Ok(())
-}
-
-/// Inspects one file entry (read through its sparse map when it has one).
-fn inspect_entry(
-    input: &mut dyn Input,
-    e: &TarEntry,
-    p: &str,
-    opts: &InspectOptions,
-    stats: &mut LayerStats,
-) -> io::Result<FileReport> {
-    let mut sub: Box<dyn Input + '_> = match &e.sparse {
+/// A file entry's bytes (through its sparse map when it has one).
+fn entry_input<'a>(input: &'a mut dyn Input, e: &TarEntry) -> io::Result<Box<dyn Input + 'a>> {
+    Ok(match &e.sparse {
         Some(map) => Box::new(SparseInput::new(input, e.data_offset, map, e.size)?),
         None => Box::new(SubInput::new(input, e.data_offset, e.size)?),
-    };
-    let sub = &mut *sub;
-    let mut head = [0u8; HEAD];
-    let n = read_full(sub, &mut head)?;
-    Ok(if sniff(&head[..n], p) != Sniffed::Other {
-        stats.inspected += 1;
-        inspect_sniffed(&head[..n], sub, p, opts, 0)?
-    } else {
-        FileReport::new(p.to_string(), e.size, FileFormat::Other)
     })
 }
 

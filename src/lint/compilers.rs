@@ -105,7 +105,7 @@ impl CompilerFacts {
 }
 
 fn pkg<'a>(scan: &'a ImageReport, name: &str) -> Option<&'a Package> {
-    scan.cuda_packages.iter().find(|p| p.manager == "pypi" && p.name == name)
+    scan.cuda_packages.iter().find(|p| matches!(p.manager, crate::packages::PackageManager::Pypi) && p.name == name)
 }
 
 /// Triton's ptxas for `cc`: the bundled one its selection rule picks, or the override the image's

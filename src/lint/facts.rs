@@ -398,11 +398,13 @@ pub fn binary(f: &ImageFile) -> Binary {
         hidden_modules: hidden,
         library_managed_modules: modules.iter().filter(|m| m.loading == Loading::LibraryManaged).count() as u64,
         package: pkg.map(|p| p.name.clone()).unwrap_or_default(),
-        package_manager: pkg.map(|p| p.manager.clone()).unwrap_or_default(),
+        package_manager: pkg.map(|p| p.manager.to_string()).unwrap_or_default(),
         package_version: pkg.map(|p| p.version.clone()).unwrap_or_default(),
         group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
         vendor_library: vendor_library(file_name(&r.path))
-            || pkg.is_some_and(|p| p.name.starts_with("nvidia-") && p.manager == "pypi"),
+            || pkg.is_some_and(|p| {
+                p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)
+            }),
         cuda_major: u64::from(cuda_major),
         managed_archs: managed.into_iter().collect::<Vec<_>>().join(", "),
         archs: {

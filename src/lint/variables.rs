@@ -65,7 +65,7 @@ pub const BINARY: Variable = Variable {
             "modules the library loads itself (hidden containers and cubins kept as data): detail only",
         ),
         ("package", "the package that installed the file, empty if none known"),
-        ("package_manager", "its manager (`pypi`, `dpkg` ...)"),
+        ("package_manager", "its manager (`pypi`, `deb`, `conda`)"),
         ("package_version", "its version"),
         (
             "group",

@@ -150,7 +150,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
         let n = p.name.as_str();
         // `nvidia-cublas-cu12`, `nvidia-nccl-cu13`: the suffix is the CUDA major the package's
         // libraries were built for (docs/cuda-binaries.md §5j).
-        if p.manager == "pypi"
+        if matches!(p.manager, crate::packages::PackageManager::Pypi)
             && let Some(major) = n.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok())
             && (11..=20).contains(&major)
         {
@@ -298,7 +298,7 @@ fn selector(report: &ImageReport, binaries: &[Binary], siblings: &BTreeSet<usize
     let pypi = report
         .cuda_packages
         .iter()
-        .filter(|p| p.manager == "pypi")
+        .filter(|p| matches!(p.manager, crate::packages::PackageManager::Pypi))
         .filter_map(|p| p.name.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok()))
         .filter(|m| (11..=20).contains(m))
         .max();

@@ -283,7 +283,7 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
             "name": p.name,
             "version": p.version,
             "purl": p.purl,
-            "properties": [prop("cudalint:package-manager", &p.manager)],
+            "properties": [prop("cudalint:package-manager", p.manager.as_str())],
             "components": files,
         }));
     }

@@ -146,7 +146,7 @@ fn html(r: &LintReport) -> String {
                         esc(&p.purl),
                         esc(&p.name),
                         esc(&p.version),
-                        esc(&p.manager)
+                        esc(p.manager.as_str())
                     );
                 }
                 None => o.push_str("<td class=\"muted\">—</td>"),

@@ -6,6 +6,7 @@ mod audit;
 mod cuobjdump;
 mod cyclonedx;
 mod device;
+mod dir_packages;
 mod escaping;
 mod fail_closed;
 #[cfg(feature = "slow-tests")]

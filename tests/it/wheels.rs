@@ -10,7 +10,8 @@ use assert_cmd::Command;
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
 use crate::util::root;
 
-fn wheel() -> PathBuf {
+/// The pinned wheel, fetched if needed.
+pub fn wheel() -> PathBuf {
     let out = Std::new(root().join("scripts/fetch-test-wheels.sh")).output().expect("run scripts/fetch-test-wheels.sh");
     assert!(
         out.status.success(),
