@@ -342,8 +342,8 @@ pub fn run(
                         // The pool's verdict is the scan's headline for it: one evaluation,
                         // after ignores and the baseline (an accepted target runs as configured).
                         pr.verdict = match l.headlines.iter().find(|h| h.target == pool.name) {
-                            Some(h) if h.verdict == "accepted" => "runs".into(),
-                            Some(h) => h.verdict.clone(),
+                            Some(h) if h.verdict == crate::lint::HeadlineVerdict::Accepted => "runs".into(),
+                            Some(h) => h.verdict.as_str().into(),
                             None => "unknown".into(),
                         };
                     }
