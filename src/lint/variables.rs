@@ -1,7 +1,7 @@
-//! The CEL variables rules see, per scope, and what each of their fields means: the one source of
-//! docs/facts.md (`markdown`), and of the bindings `lint::run` fills (one struct per scope).
-//! tests/it/rules.rs fails when a fact object carries a field not described here, or
-//! docs/facts.md differs from `markdown()`.
+//! The CEL variables rules see, per scope: the one source of docs/facts.md (`markdown`) and of
+//! the bindings `lint::run` fills (one struct per scope). A field's meaning is its doc comment
+//! in the fact struct (`schema::documented!`). tests/it/rules.rs fails when a fact object
+//! carries an undocumented field, or docs/facts.md differs from `markdown()`.
 
 use super::compilers::CompilerFacts;
 use super::coverage::Coverage;
