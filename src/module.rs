@@ -8,27 +8,34 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use crate::cuda::compat::{Image, ImageKind};
 use crate::cuda::{Cc, CudaVersion, tables};
 use crate::inspect::fatbin::{Compression, EntryKind, Suffix};
-use crate::inspect::{Container, Entry, FileFormat, FileReport};
+use crate::inspect::libraries::{self, Driver};
+use crate::inspect::{Container, ElfType, Entry, FileFormat, FileReport};
 use crate::layer::path::file_name;
+use crate::schema::words;
 
-/// How a module reaches the driver, which decides whether it counts for coverage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Loading {
-    /// Handed to the CUDA runtime by the host code (`.nv_fatbin` containers reached from
-    /// `.nvFatBinSegment` wrappers): these decide whether the binary runs on a GPU.
-    Registered,
-    /// A cubin, fatbin or PTX file: whoever loads it loads it whole.
-    Standalone,
-    /// Kept as data (hidden containers, bare cubins in `.rodata`, `.lrodata`, `.cask_resource`):
-    /// the library loads them itself with its own per-architecture dispatch. Inventory and
-    /// matrix detail only; they never make a binary pass or fail.
-    LibraryManaged,
+words! {
+    /// How a module reaches the driver, which decides whether it counts for coverage
+    /// (`module.loading` of `--on-device` results too).
+    #[derive(Default)]
+    pub enum Loading {
+        /// Not known (device results judged outside a run, as the rule cases do).
+        #[default]
+        Unset = "",
+        /// Handed to the CUDA runtime by the host code (`.nv_fatbin` containers reached from
+        /// `.nvFatBinSegment` wrappers): these decide whether the binary runs on a GPU.
+        Registered = "registered",
+        /// A cubin, fatbin or PTX file: whoever loads it loads it whole.
+        Standalone = "standalone",
+        /// Kept as data (hidden containers, bare cubins in `.rodata`, `.lrodata`, `.cask_resource`):
+        /// the library loads them itself with its own per-architecture dispatch. Inventory and
+        /// matrix detail only; they never make a binary pass or fail.
+        LibraryManaged = "library-managed",
+        /// A module of the host driver's own libraries (the device plan's class for them).
+        DriverLibrary = "driver-library",
+    }
 }
 
 /// Where in its file a module sits: what the device plan extracts its images from.
@@ -107,17 +114,31 @@ impl Module {
     }
 }
 
+words! {
+    /// What kind of file holds the modules (`binary.kind`).
+    #[derive(Default)]
+    pub enum FileKind {
+        SharedObject = "shared-object",
+        Executable = "executable",
+        Object = "object",
+        Archive = "archive",
+        Cubin = "cubin",
+        Fatbin = "fatbin",
+        Ptx = "ptx",
+        #[default]
+        Other = "other",
+    }
+}
+
 /// A file's modules, in file order: containers (registered, then hidden, then archive members'),
 /// bare cubins kept as data, then the file itself when it is a cubin or PTX.
 #[derive(Debug, Clone, Default)]
 pub struct Modules {
-    /// shared-object, executable, object, archive, cubin, fatbin, ptx, other.
-    pub kind: &'static str,
+    pub kind: FileKind,
     /// Loaded as is at run time (not an object file or a static archive). Only a loadable
     /// file has modules.
     pub loadable: bool,
-    /// `libcuda`, `libnvidia`, `cuda-compat` when the file belongs to the host driver.
-    pub driver_library: &'static str,
+    pub driver_library: DriverLibrary,
     pub modules: Vec<Module>,
     /// Kernel-less containers (device-link stubs): listed nowhere, counted here.
     pub kernel_less: u64,
@@ -126,38 +147,54 @@ pub struct Modules {
 }
 
 /// What kind of file this is and whether it is loaded as is at run time.
-pub fn file_kind(f: &FileReport) -> (&'static str, bool) {
+pub fn file_kind(f: &FileReport) -> (FileKind, bool) {
     match (&f.format, &f.elf) {
-        (FileFormat::Elf, Some(e)) => match e.elf_type.as_str() {
-            "shared-object" => ("shared-object", true),
-            "executable" => ("executable", true),
-            "relocatable" => ("object", false),
-            _ => ("other", false),
+        (FileFormat::Elf, Some(e)) => match e.elf_type {
+            ElfType::SharedObject => (FileKind::SharedObject, true),
+            ElfType::Executable => (FileKind::Executable, true),
+            ElfType::Relocatable => (FileKind::Object, false),
+            ElfType::Core | ElfType::Other => (FileKind::Other, false),
         },
-        (FileFormat::Elf, None) => ("other", false),
-        (FileFormat::Cubin, _) => ("cubin", f.cubin.as_ref().is_some_and(|c| c.loadable())),
-        (FileFormat::Fatbin, _) => ("fatbin", true),
-        (FileFormat::Ptx, _) => ("ptx", true),
-        (FileFormat::Archive, _) => ("archive", false),
-        (FileFormat::Other, _) => ("other", false),
+        (FileFormat::Elf, None) => (FileKind::Other, false),
+        (FileFormat::Cubin, _) => (FileKind::Cubin, f.cubin.as_ref().is_some_and(|c| c.loadable())),
+        (FileFormat::Fatbin, _) => (FileKind::Fatbin, true),
+        (FileFormat::Ptx, _) => (FileKind::Ptx, true),
+        (FileFormat::Archive, _) => (FileKind::Archive, false),
+        (FileFormat::Other, _) => (FileKind::Other, false),
     }
 }
 
-/// `libcuda`, `libnvidia`, `cuda-compat` when the file at `path` belongs to the host driver.
-pub fn driver_library(path: &str) -> &'static str {
+words! {
+    /// Which of the host driver's files a file is (`binary.driver_library`): such a file does
+    /// not belong in an image, except the forward-compatibility package's copies.
+    #[derive(Default)]
+    pub enum DriverLibrary {
+        /// Not a driver library.
+        #[default]
+        No = "",
+        Libcuda = "libcuda",
+        Libnvidia = "libnvidia",
+        CudaCompat = "cuda-compat",
+    }
+}
+
+impl DriverLibrary {
+    pub fn is_driver(self) -> bool {
+        self != DriverLibrary::No
+    }
+}
+
+/// Which of the host driver's files the file at `path` is, if any.
+pub fn driver_library(path: &str) -> DriverLibrary {
     let name = file_name(path);
-    let driver_name = name.starts_with("libcuda.so") || name.starts_with("libcudadebugger.so");
+    let driver = libraries::driver(name);
     // The forward-compatibility package's copies (`/usr/local/cuda-13.0/compat/`, conda's
     // `cuda-compat/`) first: they are meant to be in the image.
-    if (path.contains("/cuda-compat/") || path.contains("/compat/")) && (driver_name || name.starts_with("libnvidia-"))
-    {
-        "cuda-compat"
-    } else if driver_name {
-        "libcuda"
-    } else if name.starts_with("libnvidia-") && name.contains(".so.") {
-        "libnvidia"
-    } else {
-        ""
+    match driver {
+        Some(_) if path.contains("/cuda-compat/") || path.contains("/compat/") => DriverLibrary::CudaCompat,
+        Some(Driver::Libcuda) => DriverLibrary::Libcuda,
+        Some(Driver::Libnvidia) if name.contains(".so.") => DriverLibrary::Libnvidia,
+        _ => DriverLibrary::No,
     }
 }
 
@@ -232,7 +269,7 @@ pub fn modules(r: &FileReport) -> Modules {
     if !loadable {
         return out;
     }
-    let standalone = matches!(kind, "cubin" | "fatbin" | "ptx");
+    let standalone = matches!(kind, FileKind::Cubin | FileKind::Fatbin | FileKind::Ptx);
     let registered = if standalone { Loading::Standalone } else { Loading::Registered };
     let containers = (r.containers.iter().enumerate().map(|(i, c)| (c, Source::Container(i), registered)))
         .chain(

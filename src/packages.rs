@@ -282,9 +282,8 @@ impl LayerPackages {
 /// Package names that tie an image to a CUDA version (runtime wheels, toolkit pins, CUDA debs).
 pub fn cuda_related(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    ["nvidia-", "cuda-", "libcuda", "libcublas", "libcudnn", "libnccl", "libcufft", "libcusparse", "libnvjitlink"]
-        .iter()
-        .any(|p| n.starts_with(p))
+    ["nvidia-", "cuda-"].iter().any(|p| n.starts_with(p))
+        || crate::inspect::libraries::cuda_package(&n)
         || n == "torch"
         || n == "cuda-toolkit"
         || RUNTIME_COMPILING.contains(&n.as_str())

@@ -1,5 +1,7 @@
 //! Names and versions of every JSON document cudalint writes or reads, and the `tool` stamp they
-//! carry. Ground floor: any module may import this, it imports nothing of the crate.
+//! carry, [`words!`], which declares the enums whose variants are written as words in them, and
+//! [`documented!`], which lists a struct's fields with their doc comments (docs/facts.md).
+//! Ground floor: any module may import this, it imports nothing of the crate.
 //!
 //! A version is bumped on any incompatible change to its document (docs/schema.md).
 
@@ -19,6 +21,108 @@ pub const BASELINE: &str = "cudalint.baseline/v1";
 pub const REGISTRY_SUMMARY: &str = "cudalint.registry-summary/v1";
 /// Entries of the layer-analysis cache and store.
 pub const LAYER_CACHE: &str = "cudalint.layer-cache/v2";
+
+/// Declares an enum whose variants are written as fixed words (`"n/a"`, `"runs-jit"`): serde,
+/// `Display`, `as_str` and `FromStr` all use the one word given per variant, so JSON, CEL values
+/// and report text cannot drift apart, and code matches variants instead of comparing strings.
+///
+/// ```ignore
+/// words! {
+///     /// The binary's verdict class on a target.
+///     pub enum Class { Native = "native", NotApplicable = "n/a" }
+/// }
+/// ```
+macro_rules! words {
+    ($(#[$meta:meta])* pub enum $t:ident { $($(#[$vmeta:meta])* $v:ident = $w:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $t {
+            $($(#[$vmeta])* #[serde(rename = $w)] $v),*
+        }
+        impl $t {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$t] = &[$($t::$v),*];
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($t::$v => $w),*
+                }
+            }
+        }
+        impl ::std::fmt::Display for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+        impl ::std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($w => Ok($t::$v),)*
+                    _ => Err(format!("unknown {}: {s:?}", stringify!($t))),
+                }
+            }
+        }
+    };
+}
+pub(crate) use words;
+
+/// A field of a document's object, with its doc comment: what it means, written once.
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    /// The doc comment, a line at a time.
+    pub doc: &'static [&'static str],
+    /// `#[serde(skip)]`: never in the document.
+    pub skip: bool,
+}
+
+impl Field {
+    /// The doc comment as one line.
+    pub fn meaning(&self) -> String {
+        self.doc.iter().map(|l| l.trim()).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// Declares a struct (every field `pub`) and its `FIELDS`: each field's name and doc comment, in
+/// order, so a document's field list is read from the code instead of written again.
+macro_rules! documented {
+    (
+        $(#[$sm:meta])*
+        pub struct $name:ident {
+            $($(#[$($fa:tt)*])* pub $field:ident : $fty:ty),* $(,)?
+        }
+    ) => {
+        $(#[$sm])*
+        pub struct $name {
+            $($(#[$($fa)*])* pub $field: $fty),*
+        }
+        impl $name {
+            /// Its fields and their doc comments, in order.
+            pub const FIELDS: &'static [$crate::schema::Field] = &[$($crate::schema::Field {
+                name: stringify!($field),
+                doc: $crate::schema::doc_lines!(@acc [] $([$($fa)*])*),
+                skip: $crate::schema::serde_skip!($([$($fa)*])*),
+            }),*];
+        }
+    };
+}
+pub(crate) use documented;
+
+/// The `doc` attributes' strings among a field's attributes.
+macro_rules! doc_lines {
+    (@acc [$($l:literal)*]) => { &[$($l),*] };
+    (@acc [$($l:literal)*] [doc = $d:literal] $($rest:tt)*) => { $crate::schema::doc_lines!(@acc [$($l)* $d] $($rest)*) };
+    (@acc [$($l:literal)*] [$($other:tt)*] $($rest:tt)*) => { $crate::schema::doc_lines!(@acc [$($l)*] $($rest)*) };
+}
+pub(crate) use doc_lines;
+
+/// Whether a field's attributes include `#[serde(skip)]`.
+macro_rules! serde_skip {
+    () => { false };
+    ([serde(skip)] $($rest:tt)*) => { true };
+    ([$($other:tt)*] $($rest:tt)*) => { $crate::schema::serde_skip!($($rest)*) };
+}
+pub(crate) use serde_skip;
 
 /// Which program wrote a document.
 #[derive(Debug, Clone, Serialize)]

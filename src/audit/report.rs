@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::cluster::{Placement, Pool};
 use super::manifest::WorkloadMeta;
 use crate::lint::rules::Severity;
-use crate::lint::{Finding, LintReport};
+use crate::lint::{Finding, HeadlineVerdict, LintReport};
 use crate::schema::Tool;
 
 /// A verdict on a container, or on one pool it can land on; serialized as [`AuditVerdict::as_str`].
@@ -41,14 +41,13 @@ impl AuditVerdict {
         matches!(self, AuditVerdict::Runs | AuditVerdict::RunsJit)
     }
 
-    /// A pool's verdict from the lint headline's verdict for it. The headline's verdict is still
-    /// a word, so this is the one place audit reads one; an accepted target runs as configured.
-    pub(crate) fn of_headline(word: &str) -> AuditVerdict {
-        match word {
-            "runs" | "accepted" => AuditVerdict::Runs,
-            "runs-jit" => AuditVerdict::RunsJit,
-            "fails" => AuditVerdict::Fails,
-            _ => AuditVerdict::Unknown,
+    /// A pool's verdict from the lint headline's verdict for it: an accepted target runs as
+    /// configured.
+    pub(crate) fn of_headline(v: HeadlineVerdict) -> AuditVerdict {
+        match v {
+            HeadlineVerdict::Runs | HeadlineVerdict::Accepted => AuditVerdict::Runs,
+            HeadlineVerdict::RunsJit => AuditVerdict::RunsJit,
+            HeadlineVerdict::Fails => AuditVerdict::Fails,
         }
     }
 }

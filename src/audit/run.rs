@@ -304,7 +304,7 @@ fn judge_container(
                     // The pool's verdict is the scan's headline for it: one evaluation, after
                     // ignores and the baseline.
                     if let Some(h) = l.headlines.iter().find(|h| h.target == pool.name) {
-                        pr.verdict = AuditVerdict::of_headline(&h.verdict);
+                        pr.verdict = AuditVerdict::of_headline(h.verdict);
                     }
                 }
             }

@@ -106,7 +106,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     let device = match &driver {
         Some(d) => {
             let (plans, skipped) = crate::device::plan_all(&inventory);
-            let env = crate::lint::facts::jit_env(&inventory.image.env);
+            let env = crate::cuda::compat::JitEnv::from_env(&inventory.image.env);
             let o = crate::device::DeviceOptions {
                 devices: a.device.devices.clone(),
                 launch: a.device.launch,

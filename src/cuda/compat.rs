@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::tables::cuda_for_ptx_isa;
 use super::{Cc, CudaVersion};
 use crate::inspect::fatbin::Suffix;
+use crate::schema::words;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,6 +76,14 @@ pub struct JitEnv {
     pub disable_ptx_jit: bool,
 }
 
+impl JitEnv {
+    /// From an image's (or a process's) environment: each switch is on only when set to `1`.
+    pub fn from_env(env: &std::collections::BTreeMap<String, String>) -> JitEnv {
+        let on = |k: &str| env.get(k).is_some_and(|v| v == "1");
+        JitEnv { force_ptx_jit: on("CUDA_FORCE_PTX_JIT"), disable_ptx_jit: on("CUDA_DISABLE_PTX_JIT") }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "result", rename_all = "kebab-case")]
 pub enum Verdict {
@@ -99,7 +108,38 @@ pub enum Verdict {
     JitDisabled { error: u32, image: String },
 }
 
+words! {
+    /// A verdict's kind without its details (`module.static_result` of `--on-device`): the
+    /// words `Verdict` serializes as its `result`.
+    pub enum StaticResult {
+        Native = "native",
+        Jit = "jit",
+        NoImage = "no-image",
+        PtxTooNew = "ptx-too-new",
+        JitDisabled = "jit-disabled",
+    }
+}
+
 impl Verdict {
+    pub fn kind(&self) -> StaticResult {
+        match self {
+            Verdict::Native { .. } => StaticResult::Native,
+            Verdict::Jit { .. } => StaticResult::Jit,
+            Verdict::NoImage { .. } => StaticResult::NoImage,
+            Verdict::PtxTooNew { .. } => StaticResult::PtxTooNew,
+            Verdict::JitDisabled { .. } => StaticResult::JitDisabled,
+        }
+    }
+    /// The image the driver would use, empty when there is none.
+    pub fn image(&self) -> &str {
+        match self {
+            Verdict::Native { image }
+            | Verdict::Jit { image, .. }
+            | Verdict::PtxTooNew { image, .. }
+            | Verdict::JitDisabled { image, .. } => image,
+            Verdict::NoImage { .. } => "",
+        }
+    }
     pub fn runs(&self) -> bool {
         matches!(self, Verdict::Native { .. } | Verdict::Jit { .. })
     }

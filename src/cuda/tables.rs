@@ -1,6 +1,6 @@
 //! Version tables from docs/cuda-binaries.md §4.2 and §5 (sources and confidence markers there).
 
-use super::{CudaVersion, DriverVersion};
+use super::{Cc, CudaVersion, DriverVersion};
 
 const fn v(major: u16, minor: u16) -> CudaVersion {
     CudaVersion::new(major, minor)
@@ -143,6 +143,17 @@ pub fn driver_for(c: CudaVersion) -> String {
             let newest = BRANCHES.last().expect("table");
             format!("a CUDA {c} driver (newer than the R{} branch, which reports CUDA {})", newest.0, newest.1)
         }
+    }
+}
+
+/// Oldest and newest compute capability a CUDA major's compilers build SASS for (docs/cuda-binaries.md §5c).
+pub fn buildable(major: u64) -> Option<(Cc, Cc)> {
+    let c = |ma, mi| Cc { major: ma, minor: mi };
+    match major {
+        11 => Some((c(3, 5), c(9, 0))),
+        12 => Some((c(5, 0), c(12, 1))),
+        13 => Some((c(7, 5), c(12, 1))),
+        _ => None,
     }
 }
 

@@ -111,7 +111,7 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
     for f in &inv.files {
         let r = &f.file;
         let found = module::modules(r);
-        let driver_library = !found.driver_library.is_empty();
+        let driver_library = found.driver_library.is_driver();
         for m in found.modules {
             let skip = |reason: String| SkippedModule { binary: r.path.clone(), module: m.label.clone(), reason };
             // Nothing is left out unsaid: a damaged module, or one whose bytes were not kept,
@@ -128,9 +128,9 @@ pub fn plan_all(inv: &ImageReport) -> (Vec<ModulePlan>, Vec<SkippedModule>) {
             // The host driver's own modules are their own class, except whole cubin and PTX
             // files, which are loaded as they are.
             let loading = match m.source {
-                Source::CubinFile | Source::PtxFile => Loading::from(m.loading),
+                Source::CubinFile | Source::PtxFile => m.loading,
                 _ if driver_library => Loading::DriverLibrary,
-                _ => Loading::from(m.loading),
+                _ => m.loading,
             };
             let (whole, entries, kernels) = match (container, m.source) {
                 (Some(c), _) => {

@@ -7,13 +7,7 @@ use super::report::{EntryResult, How, Loading, ModuleResult, StaticResult};
 use crate::cuda::compat::{ImageKind, Verdict};
 
 fn static_name(v: &Verdict) -> (StaticResult, String) {
-    match v {
-        Verdict::Native { image } => (StaticResult::Native, image.clone()),
-        Verdict::Jit { image, .. } => (StaticResult::Jit, image.clone()),
-        Verdict::NoImage { .. } => (StaticResult::NoImage, String::new()),
-        Verdict::PtxTooNew { image, .. } => (StaticResult::PtxTooNew, image.clone()),
-        Verdict::JitDisabled { image, .. } => (StaticResult::JitDisabled, image.clone()),
-    }
+    (v.kind(), v.image().to_string())
 }
 
 /// Compares the driver's outcome with the static verdict: the result code, and for modules that

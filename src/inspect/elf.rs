@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 use super::hostelf::{self, Layout, Section};
-use super::model::{CudartVersion, ElfInfo, FileFormat, FileReport, HiddenCubin, Wrapper};
+use super::model::{CudartVersion, ElfInfo, ElfType, FileFormat, FileReport, HiddenCubin, Wrapper};
 use super::scanner::ScanResult;
 use super::window::{Capture, Watch, Window};
 
@@ -31,40 +31,8 @@ pub const FATBIN_SECTION: &str = ".nv_fatbin";
 pub const RELFATBIN_SECTION: &str = "__nv_relfatbin";
 pub const SEGMENT_SECTION: &str = ".nvFatBinSegment";
 
-/// DT_NEEDED prefixes that name CUDA libraries.
-const CUDA_LIBS: &[&str] = &[
-    "libcuda.so",
-    "libcudart.so",
-    "libcublas",
-    "libcublasLt",
-    "libcudnn",
-    "libnccl",
-    "libnvrtc",
-    "libcufft",
-    "libcurand",
-    "libcusparse",
-    "libcusolver",
-    "libnvjpeg",
-    "libnvJitLink",
-    "libnvToolsExt",
-    "libcupti",
-    "libnvidia-",
-    "libnvrtc-builtins",
-    "libcufile",
-    "libnpp",
-    "libnvblas",
-    "libcudss",
-    "libcutensor",
-    "libnvshmem",
-    "libtensorrt",
-    "libnvinfer",
-    "libnvptxcompiler",
-    "libnvfatbin",
-];
-
-pub fn is_cuda_library(name: &str) -> bool {
-    CUDA_LIBS.iter().any(|p| name.starts_with(p))
-}
+// Which names are CUDA libraries is the library table's to say (`inspect::libraries`).
+pub use super::libraries::is_cuda_library;
 
 pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
     let len = w.total_len();
@@ -395,7 +363,7 @@ fn elf_info(
 ) -> ElfInfo {
     let file_len = report.size;
     let mut info = ElfInfo {
-        elf_type: hostelf::elf_type_name(l.header.e_type).to_string(),
+        elf_type: ElfType::from_e_type(l.header.e_type),
         machine: hostelf::machine_name(l.header.e_machine),
         class: if l.ctx.is_big() { 64 } else { 32 },
         soname: None,

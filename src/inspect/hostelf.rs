@@ -226,16 +226,6 @@ pub fn parse_dynamic(b: &[u8], ctx: Ctx) -> Dynamic {
     d
 }
 
-pub fn elf_type_name(e_type: u16) -> &'static str {
-    match e_type {
-        goblin::elf::header::ET_REL => "relocatable",
-        goblin::elf::header::ET_EXEC => "executable",
-        goblin::elf::header::ET_DYN => "shared-object",
-        goblin::elf::header::ET_CORE => "core",
-        _ => "other",
-    }
-}
-
 pub fn machine_name(m: u16) -> String {
     match m {
         goblin::elf::header::EM_X86_64 => "x86-64".into(),

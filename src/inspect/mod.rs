@@ -6,6 +6,7 @@ pub mod cubin;
 pub mod decompress;
 pub mod fatbin;
 pub mod hostelf;
+pub mod libraries;
 pub mod model;
 pub mod ptx;
 pub mod scanner;

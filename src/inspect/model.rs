@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::fatbin::{Compression, EntryKind, Host, Suffix};
+use crate::schema::words;
 
 pub fn hex(v: u64) -> String {
     format!("{v:#x}")
@@ -221,10 +222,32 @@ impl FileReport {
     }
 }
 
+words! {
+    /// A host ELF's `e_type`.
+    pub enum ElfType {
+        SharedObject = "shared-object",
+        Executable = "executable",
+        Relocatable = "relocatable",
+        Core = "core",
+        Other = "other",
+    }
+}
+
+impl ElfType {
+    pub fn from_e_type(e_type: u16) -> ElfType {
+        match e_type {
+            goblin::elf::header::ET_REL => ElfType::Relocatable,
+            goblin::elf::header::ET_EXEC => ElfType::Executable,
+            goblin::elf::header::ET_DYN => ElfType::SharedObject,
+            goblin::elf::header::ET_CORE => ElfType::Core,
+            _ => ElfType::Other,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ElfInfo {
-    /// shared-object, executable, relocatable, core, other.
-    pub elf_type: String,
+    pub elf_type: ElfType,
     pub machine: String,
     pub class: u8,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,6 +11,7 @@ use crate::cuda::{CudaVersion, tables};
 use crate::image::ImageReport;
 use crate::layer::path::{file_name, parent};
 use crate::packages::Package;
+use crate::schema::documented;
 
 /// A run-time compiler found in the image.
 #[derive(Debug, Clone, Serialize)]
@@ -54,35 +55,41 @@ pub fn inventory(scan: &ImageReport) -> Vec<Found> {
     out
 }
 
-/// One consumer's run-time compiler on one target (`compiler` in rules).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CompilerFacts {
-    /// The package that compiles at run time (`vllm`, `torch`, `cupy-cuda12x`) and its version.
-    pub consumer: String,
-    pub consumer_version: String,
-    /// What fails when the compiler cannot: `torch.compile / Triton kernels`.
-    pub what: String,
-    /// The package's work goes through this compiler (vLLM, CuPy): an error; else a warning.
-    pub central: bool,
-    /// ptxas, nvrtc.
-    pub kind: String,
-    /// The compiler it resolves: its path, version and where the version comes from.
-    pub path: String,
-    pub version: String,
-    pub source: String,
-    /// How it was chosen: `bundled with triton 3.4.0`, `TRITON_PTXAS_PATH`, `loader order`.
-    pub chosen_by: String,
-    /// What it is asked to emit for the target: `sm_103a`.
-    pub target_arch: String,
-    /// The table knows this compiler release (else nothing is judged: `known` false).
-    pub known: bool,
-    pub knows_target: bool,
-    /// Why it fails, briefly: `triton 3.4.0's ptxas 12.8 knows no sm_103a`.
-    pub why: String,
-    /// The smallest change that makes it work.
-    pub fix: String,
-    /// What the target's driver cannot load of the compiler's output (empty: it can).
-    pub driver_problem: String,
+documented! {
+    /// One consumer's run-time compiler on one target (`compiler` in rules).
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct CompilerFacts {
+        /// the package that compiles at run time: `vllm`, `torch`, `cupy-cuda12x`
+        pub consumer: String,
+        /// its version
+        pub consumer_version: String,
+        /// what fails when the compiler cannot: `torch.compile / Triton kernels`
+        pub what: String,
+        /// the package's work goes through this compiler (vLLM, CuPy), rather than one path of several
+        pub central: bool,
+        /// ptxas, nvrtc
+        pub kind: String,
+        /// the compiler it resolves, in the image
+        pub path: String,
+        /// its version: `12.8.93`
+        pub version: String,
+        /// where the version comes from: banner (its own bytes), file-name, package
+        pub source: String,
+        /// how it was chosen: `bundled with triton 3.4.0`, `TRITON_PTXAS_PATH`, the loader's order
+        pub chosen_by: String,
+        /// what it is asked to emit for the target: `sm_103a`
+        pub target_arch: String,
+        /// the table knows this compiler release (else nothing is judged: `why` may say what is missing)
+        pub known: bool,
+        /// it can emit code that runs on the target
+        pub knows_target: bool,
+        /// why not, briefly: `triton 3.4.0's ptxas 12.8 knows no sm_103a`
+        pub why: String,
+        /// the smallest change that makes it work (a package release, an environment override)
+        pub fix: String,
+        /// what the target's driver cannot load of the compiler's output (empty: it can)
+        pub driver_problem: String,
+    }
 }
 
 impl CompilerFacts {

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::Finding;
 pub use super::error::ConfigError;
 use super::error::{line_of, parse_toml};
+use super::report::Finding;
 use super::rules::{Rule, Severity};
 
 /// An I/O error on `path`.

@@ -1,5 +1,5 @@
 //! The fact objects rules are written against (docs/facts.md): `image`, `binary`, `target`,
-//! `coverage`, `runtime`, `fix`. Built from a scan's inventory; each is plain data (serde) that
+//! `runtime`, `fix` (`coverage` is its own file). Built from a scan's inventory; each is plain data (serde) that
 //! CEL expressions read.
 
 use std::collections::BTreeSet;
@@ -7,16 +7,17 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use super::targets::Target;
-use crate::cuda::compat::{self, JitEnv, Verdict};
+use crate::cuda::compat::{self, JitEnv};
 use crate::cuda::fix::{ArchFix, arch_fix};
-use crate::cuda::{Cc, CudaVersion, gpus, require, tables};
+use crate::cuda::{Cc, CudaVersion, require, tables};
 use crate::image::{ImageFile, ImageReport};
-use crate::inspect::Container;
 use crate::inspect::fatbin::EntryKind;
+use crate::inspect::{Container, libraries};
 use crate::layer::path::file_name;
 use crate::module::{Source, ptx_size};
+use crate::schema::documented;
 // The module model lives in `crate::module`; these paths stay for the rules and reports.
-pub use crate::module::{Loading, Module, container_images, driver_library, image_of};
+pub use crate::module::{DriverLibrary, FileKind, Loading, Module, container_images, driver_library, image_of};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CudartFacts {
@@ -27,75 +28,83 @@ pub struct CudartFacts {
     pub source: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct BinaryFacts {
-    pub path: String,
-    pub layer: String,
-    /// shared-object, executable, object, archive, cubin, fatbin, ptx, other.
-    pub kind: String,
-    /// Loaded as is at run time (not an object file or a static archive).
-    pub loadable: bool,
-    pub soname: String,
-    pub symlinks: Vec<String>,
-    /// Modules that count for coverage (kernel-less stubs and relocatable material excluded).
-    pub modules: u64,
-    pub kernel_less_modules: u64,
-    pub hidden_modules: u64,
-    /// Modules the library loads itself (hidden containers and cubins kept as data).
-    pub library_managed_modules: u64,
-    /// The package that installed the file (empty: none known) and its manager and version.
-    pub package: String,
-    pub package_manager: String,
-    pub package_version: String,
-    /// What the binary is judged together with: its package, else its Python top-level
-    /// directory (`site-packages/vllm`), else its directory.
-    pub group: String,
-    /// One of NVIDIA's closed-source libraries (cuBLAS, cuDNN, NCCL, ...): it cannot be rebuilt,
-    /// only replaced by another build.
-    pub vendor_library: bool,
-    /// The CUDA major the binary was built with or links (runtime, toolkit notes, PTX ISA), 0 if
-    /// unknown.
-    pub cuda_major: u64,
-    /// SASS architectures carried, sorted (`sm_80`, `sm_90a`).
-    pub sass: Vec<String>,
-    /// PTX architectures carried, sorted (`compute_90`).
-    pub ptx: Vec<String>,
-    /// PTX without an 'a'/'f' suffix: what future GPUs can compile.
-    pub ptx_portable: Vec<String>,
-    /// Both lists as one string for messages: `sm_80, sm_90, compute_90` (or `none`). Code the
-    /// library keeps as data is not in these lists: see `managed_archs`.
-    pub archs: String,
-    /// Architectures of library-managed modules (`sm_70, sm_86`), empty if none.
-    pub managed_archs: String,
-    /// Uncompressed bytes of PTX.
-    pub ptx_bytes: u64,
-    /// Newest PTX ISA carried (`9.0`), empty if none.
-    pub ptx_isa: String,
-    /// Newest CUDA release the device code comes from (PTX ISA, cubin notes), empty if unknown.
-    pub toolkit: String,
-    pub cudart: Option<CudartFacts>,
-    /// Device code compiled with -G (debug).
-    pub debug: bool,
-    /// `libcuda`, `libnvidia`, `cuda-compat` when this file belongs to the host driver.
-    pub driver_library: String,
-    pub cuda_needed: Vec<String>,
-    /// The file shows some sign of CUDA (device code, CUDA sections or wrappers, a CUDA
-    /// `DT_NEEDED`, fatbin magic in a loaded segment).
-    pub cuda_sign: bool,
-    /// What the inspector could not read in full in the code that decides whether this file
-    /// runs (sorted): its own structure, registered containers, a standalone cubin. With a CUDA
-    /// sign, the verdicts may be missing device code (CL015). Empty for driver libraries and
-    /// for files never loaded as they are (archives, objects).
-    pub problems: Vec<String>,
-    /// How many decisive problems, and the first few of them for messages (`77 problems, e.g. …`).
-    pub problem_count: u64,
-    pub problem_examples: Vec<String>,
-    /// Problems in everything else: data the library keeps and loads itself, archive members,
-    /// a driver library's contents. Detail for the inventory and JSON, never a finding.
-    pub detail_problems: Vec<String>,
-    /// For a version-selected sibling the loader does not pick here: the one it picks (empty
-    /// otherwise). Such a binary is never loaded, so no rule about its own build applies.
-    pub not_loaded: String,
+documented! {
+    #[derive(Debug, Clone, Serialize)]
+    pub struct BinaryFacts {
+        /// path inside the image
+        pub path: String,
+        /// the layer it comes from (digest or archive path), empty if unknown
+        pub layer: String,
+        /// shared-object, executable, object, archive, cubin, fatbin, ptx, other
+        pub kind: FileKind,
+        /// loaded as is at run time (not an object file or a static archive)
+        pub loadable: bool,
+        /// `DT_SONAME`, empty if none
+        pub soname: String,
+        /// links in the image that point at it
+        pub symlinks: Vec<String>,
+        /// modules that count for coverage: kernel-less device-link stubs and relocatable material excluded
+        pub modules: u64,
+        /// device-link stubs without kernels
+        pub kernel_less_modules: u64,
+        /// hidden fatbin containers (not reached from the registration wrappers)
+        pub hidden_modules: u64,
+        /// modules the library loads itself (hidden containers and cubins kept as data): detail only
+        pub library_managed_modules: u64,
+        /// the package that installed the file, empty if none known
+        pub package: String,
+        /// its manager (`pypi`, `deb`, `conda`)
+        pub package_manager: String,
+        /// its version
+        pub package_version: String,
+        /// what the binary is judged together with: its package, else its Python top-level directory
+        /// (`site-packages/vllm`), else its directory
+        pub group: String,
+        /// one of NVIDIA's closed-source libraries (cuBLAS, cuDNN, NCCL ...): it cannot be rebuilt, only replaced
+        pub vendor_library: bool,
+        /// the CUDA major it was built with or links (runtime, toolkit notes, PTX ISA), 0 if unknown
+        pub cuda_major: u64,
+        /// SASS architectures, sorted (`["sm_80", "sm_90a"]`)
+        pub sass: Vec<String>,
+        /// PTX architectures, sorted (`["compute_90"]`)
+        pub ptx: Vec<String>,
+        /// PTX without an 'a'/'f' suffix: what future GPUs can compile
+        pub ptx_portable: Vec<String>,
+        /// both lists as one string for messages (`sm_80, sm_90, compute_90`, or `none`); library-managed code is not
+        /// in them
+        pub archs: String,
+        /// architectures of library-managed modules (`sm_70, sm_86`), empty if none
+        pub managed_archs: String,
+        /// uncompressed bytes of PTX
+        pub ptx_bytes: u64,
+        /// newest PTX ISA carried (`9.0`), empty if none
+        pub ptx_isa: String,
+        /// newest CUDA release the device code comes from (PTX ISA, cubin notes), empty if unknown
+        pub toolkit: String,
+        /// `{version, major, minor, linkage, source}` of the CUDA runtime it uses, or null
+        pub cudart: Option<CudartFacts>,
+        /// device code compiled with `-G`
+        pub debug: bool,
+        /// `libcuda`, `libnvidia`, `cuda-compat` when the file belongs to the host driver, else empty
+        pub driver_library: DriverLibrary,
+        /// CUDA libraries in its `DT_NEEDED`
+        pub cuda_needed: Vec<String>,
+        /// the file shows some sign of CUDA (device code, CUDA sections or wrappers, a CUDA `DT_NEEDED`, fatbin magic
+        /// in a loaded segment)
+        pub cuda_sign: bool,
+        /// what the inspector could not read in full in the code that decides whether the file runs (its own structure,
+        /// registered containers, a standalone cubin), sorted; empty for driver libraries, archives and objects
+        pub problems: Vec<String>,
+        /// how many `problems`
+        pub problem_count: u64,
+        /// the first three `problems`, for messages
+        pub problem_examples: Vec<String>,
+        /// problems in everything else (data the library keeps and loads itself, archive members, driver libraries):
+        /// detail, never a finding
+        pub detail_problems: Vec<String>,
+        /// for a version-selected sibling the loader does not pick: the one it picks (empty otherwise)
+        pub not_loaded: String,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -108,170 +117,99 @@ impl Binary {
     /// The modules that decide coverage: registered and standalone ones, none of a driver
     /// library's.
     pub fn counted(&self) -> impl Iterator<Item = &Module> {
-        let driver = !self.facts.driver_library.is_empty();
+        let driver = self.facts.driver_library.is_driver();
         self.modules.iter().filter(move |m| !driver && m.loading != Loading::LibraryManaged)
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ImageFacts {
-    pub name: String,
-    pub source: String,
-    pub platform: String,
-    pub env: std::collections::BTreeMap<String, String>,
-    /// Majors of every CUDA runtime in the image (shared libcudart files and static copies).
-    pub cuda_runtime_majors: Vec<u16>,
-    pub cuda_runtimes: Vec<String>,
-    pub binaries: u64,
-    pub binaries_with_device_code: u64,
-    /// `NVIDIA_REQUIRE_CUDA` as set, and the oldest driver CUDA version it lets start.
-    pub require_cuda: String,
-    pub require_cuda_weakest: String,
-    /// The same as a number, major*100 + minor (1202), for comparisons; 0 when not set.
-    pub require_cuda_weakest_n: u64,
-    /// The newest CUDA major the content needs from the driver (runtime or device code), `13.0`.
-    pub needs_cuda: String,
-    pub needs_cuda_n: u64,
-    /// Arch constraints (`NVIDIA_REQUIRE_ARCH`, `arch` in `NVIDIA_REQUIRE_CUDA`), and the known
-    /// compute capabilities they allow that some binary here cannot run on.
-    pub require_arch: String,
-    pub require_arch_uncovered: Vec<String>,
-    pub jit_env: JitEnv,
+documented! {
+    #[derive(Debug, Clone, Serialize)]
+    pub struct ImageFacts {
+        /// the image reference or file it was read from, empty if none
+        pub name: String,
+        /// how it was read: docker-archive, oci-archive, oci, dir, file, wheel
+        pub source: String,
+        /// `linux/amd64`, empty if unknown
+        pub platform: String,
+        /// map of the config's CUDA-related environment variables
+        pub env: std::collections::BTreeMap<String, String>,
+        /// list of ints: the majors of every CUDA runtime in the image (shared libcudart files and static copies)
+        pub cuda_runtime_majors: Vec<u16>,
+        /// list of `version (path)`
+        pub cuda_runtimes: Vec<String>,
+        /// files the scan found with CUDA content
+        pub binaries: u64,
+        /// those that carry device code
+        pub binaries_with_device_code: u64,
+        /// `NVIDIA_REQUIRE_CUDA` as set
+        pub require_cuda: String,
+        /// the oldest driver CUDA version it admits
+        pub require_cuda_weakest: String,
+        /// the same as `major*100+minor`, 0 when not set
+        pub require_cuda_weakest_n: u64,
+        /// newest CUDA major the content needs from the driver (runtimes, device code), `13.0`
+        pub needs_cuda: String,
+        /// the same as `major*100+minor`
+        pub needs_cuda_n: u64,
+        /// arch constraints found (`NVIDIA_REQUIRE_ARCH`, `arch` in `NVIDIA_REQUIRE_CUDA`)
+        pub require_arch: String,
+        /// known compute capabilities they admit that some binary cannot run on
+        pub require_arch_uncovered: Vec<String>,
+        /// `{force_ptx_jit, disable_ptx_jit}` from `CUDA_FORCE_PTX_JIT` / `CUDA_DISABLE_PTX_JIT`
+        pub jit_env: JitEnv,
+    }
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct TargetFacts {
-    pub name: String,
-    pub cc: String,
-    pub major: u8,
-    pub minor: u8,
-    pub sm: u32,
-    pub driver: String,
-    pub driver_cuda: String,
-    /// An image-level finding fails this target before any kernel runs (driver floor, a driver
-    /// that cannot drive the GPU): per-binary verdicts step aside.
-    pub blocked: bool,
+documented! {
+    #[derive(Debug, Clone, Serialize)]
+    pub struct TargetFacts {
+        /// what the user called it: `H100`, `sm_90`, `node-a (NVIDIA A10G)`
+        pub name: String,
+        /// compute capability, `"9.0"`
+        pub cc: String,
+        /// its major (9)
+        pub major: u8,
+        /// its minor (0)
+        pub minor: u8,
+        /// as a number (90)
+        pub sm: u32,
+        /// `"535.104.05"`, empty if not known
+        pub driver: String,
+        /// the driver's CUDA version (`"12.2"`), empty if not known
+        pub driver_cuda: String,
+        /// an image-level finding fails this target before any kernel runs (driver floor, a driver that cannot drive
+        /// the GPU): driver-dependent per-binary verdicts step aside, architecture ones say `even with a driver that
+        /// runs the image`
+        pub blocked: bool,
+    }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Coverage {
-    pub modules: u64,
-    pub native: u64,
-    pub jit: u64,
-    /// Modules that do not run: 209, 222 or 223.
-    pub failing: u64,
-    pub no_image: u64,
-    pub ptx_too_new: u64,
-    pub jit_disabled: u64,
-    /// Failing modules whose only near match is arch-specific ('a') code for another CC.
-    pub arch_specific_only: u64,
-    pub arch_specific_images: Vec<String>,
-    /// all, some, none (every / some / no module runs), or n/a (no modules).
-    pub result: String,
-    /// The images used (`sm_80`, `jit compute_80`) and the errors, for the matrix.
-    pub cells: Vec<String>,
-    pub native_images: Vec<String>,
-    pub jit_images: Vec<String>,
-    /// PTX bytes the driver would compile at first use, the same for people (`12.3 MiB`), and
-    /// roughly how long that takes: `milliseconds`, `seconds`, `minutes`.
-    pub jit_ptx_bytes: u64,
-    pub jit_ptx: String,
-    pub jit_cost: String,
-    /// Newest CUDA version a JIT or refused PTX needs.
-    pub needs_cuda: String,
-    /// A few failing modules, by label.
-    pub failing_examples: Vec<String>,
-    /// Failing modules whose usable images are packaged in a form the driver cannot read
-    /// (concatenated entries), and the driver version that can.
-    pub format_too_new: u64,
-    pub format_needs_cuda: String,
-    /// Modules that are detail in a binary whose other modules run here, not counted in
-    /// `failing`, `jit` or the cells: 'a'/'f' variants for other chips, per-architecture
-    /// variants (one SM each, as cuBLAS ships them), and in NVIDIA's closed libraries kernel
-    /// sets for newer GPUs only and any module where their registered code runs natively here
-    /// (their per-GPU dispatch).
-    pub expected_missing: u64,
-    /// Failing modules built for a generic architecture list that lacks the target while other
-    /// modules run here and that is not detail (see `expected_missing`): one translation unit
-    /// built with a different list. Never counted in NVIDIA's closed libraries. And a few labels.
-    pub gaps: u64,
-    pub gap_examples: Vec<String>,
-    /// Modules whose every plain architecture is newer than the target (kernel sets for newer
-    /// GPUs), and the oldest architecture among them.
-    pub newer_only: u64,
-    #[serde(skip)]
-    pub newer_from: Option<Cc>,
-    /// The binary's verdict on the target: native, jit, arch-gated, none, n/a (docs/schema.md).
-    pub class: String,
-    /// For arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`).
-    pub gated_for: String,
-    /// For a version-selected sibling that is not loaded here: the sibling that is.
-    pub selected_sibling: String,
+documented! {
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct RuntimeFacts {
+        /// the runtime the binary uses (`12.9`), empty if unknown
+        pub version: String,
+        /// oldest driver that runs it (minor-version compatibility floor of its major)
+        pub needs_driver: String,
+        /// false when the target's declared driver is older than that
+        pub satisfied: bool,
+    }
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RuntimeFacts {
-    /// The runtime this binary uses (`12.9`), empty if unknown.
-    pub version: String,
-    /// Oldest driver that runs it (minor-version compatibility floor of its major).
-    pub needs_driver: String,
-    /// False when the target's declared driver is older than that.
-    pub satisfied: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FixFacts {
-    /// Covers every target: `8.6;9.0+PTX`.
-    pub torch_arch_list: String,
-    pub gencode: String,
-    pub archs: Vec<String>,
-    /// Driver needed for the PTX (222) or the runtime (35) problem at hand.
-    pub driver: String,
-    /// What to do so this binary runs on the failing targets: the package build to install, or
-    /// the architecture list to rebuild with (keeping what it carries).
-    pub action: String,
-}
-
-/// NVIDIA's closed-source libraries (by file name): rebuilt by nobody but NVIDIA.
-pub fn vendor_library(name: &str) -> bool {
-    const PREFIXES: &[&str] = &[
-        "libcublas",
-        "libcudnn",
-        "libnccl",
-        "libcufft",
-        "libcurand",
-        "libcusparse",
-        "libcusolver",
-        "libnvjpeg",
-        "libnpp",
-        "libnvrtc",
-        "libcudart",
-        "libnvJitLink",
-        "libcufile",
-        "libnvshmem",
-        "libnvblas",
-        "libcutensor",
-        "libnvinfer",
-        "libnvonnxparser",
-        "libcudss",
-        "libnvToolsExt",
-        "libcupti",
-        "libnvperf",
-    ];
-    PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
-/// The CUDA major a runtime or math library SONAME names (`libcudart.so.13`, `libcublasLt.so.12`,
-/// `libcudart.so.11.0`); None for libraries whose SONAME major is not the CUDA major (cuFFT,
-/// cuSPARSE, cuRAND, cuDNN, NCCL: docs/cuda-binaries.md §5i).
-pub fn cuda_major_of_soname(name: &str) -> Option<u16> {
-    let (base, ver) = name.split_once(".so.")?;
-    let major: u16 = ver.split('.').next()?.parse().ok()?;
-    match base {
-        "libcudart" | "libcublas" | "libcublasLt" | "libnvJitLink" | "libnvrtc" | "libnvblas" => {
-            (9..=20).contains(&major).then_some(major)
-        }
-        _ => None,
+documented! {
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct FixFacts {
+        /// smallest list covering every target, `"8.6;9.0+PTX"`
+        pub torch_arch_list: String,
+        /// the same as nvcc `-gencode` flags
+        pub gencode: String,
+        /// the architectures it names
+        pub archs: Vec<String>,
+        /// the driver the problem at hand needs (PTX 222, runtime 35), when there is one
+        pub driver: String,
+        /// what to do so this binary runs on the failing targets: the package build to install, or the architecture
+        /// list to rebuild with (keeping what it carries)
+        pub action: String,
     }
 }
 
@@ -370,16 +308,16 @@ pub fn binary(f: &ImageFile) -> Binary {
     }
     let (kernel_less, hidden) = (found.kernel_less, found.hidden);
     let driver_lib = found.driver_library;
-    let counted = |m: &&Module| driver_lib.is_empty() && m.loading != Loading::LibraryManaged;
+    let counted = |m: &&Module| !driver_lib.is_driver() && m.loading != Loading::LibraryManaged;
     let cuda_needed: Vec<String> = r.elf.as_ref().map(|e| e.cuda_needed.clone()).unwrap_or_default();
     let cudart_major = r.cudart.as_ref().and_then(|c| CudaVersion::parse(&c.version)).map(|v| v.major);
     let cuda_major = cudart_major
-        .or_else(|| cuda_needed.iter().filter_map(|n| cuda_major_of_soname(n)).max())
+        .or_else(|| cuda_needed.iter().filter_map(|n| libraries::cuda_major_of_soname(n)).max())
         .or(toolkit.map(|t| t.major))
         .unwrap_or(0);
     let pkg = f.package.as_ref();
     let (mut problems, mut detail_problems) = r.split_problems();
-    if !loadable || !driver_lib.is_empty() {
+    if !loadable || driver_lib.is_driver() {
         detail_problems.append(&mut problems);
         detail_problems.sort();
         detail_problems.dedup();
@@ -389,7 +327,7 @@ pub fn binary(f: &ImageFile) -> Binary {
     let facts = BinaryFacts {
         path: r.path.clone(),
         layer: f.layer.clone().unwrap_or_default(),
-        kind: kind.to_string(),
+        kind,
         loadable,
         soname: r.elf.as_ref().and_then(|e| e.soname.clone()).unwrap_or_default(),
         symlinks: f.symlinks.clone(),
@@ -401,7 +339,7 @@ pub fn binary(f: &ImageFile) -> Binary {
         package_manager: pkg.map(|p| p.manager.to_string()).unwrap_or_default(),
         package_version: pkg.map(|p| p.version.clone()).unwrap_or_default(),
         group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
-        vendor_library: vendor_library(file_name(&r.path))
+        vendor_library: libraries::closed_source(file_name(&r.path))
             || pkg.is_some_and(|p| {
                 p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)
             }),
@@ -428,7 +366,7 @@ pub fn binary(f: &ImageFile) -> Binary {
             })
         }),
         debug,
-        driver_library: driver_lib.to_string(),
+        driver_library: driver_lib,
         cuda_sign: r.cuda_sign || !modules.is_empty() || !cuda_needed.is_empty() || r.has_device_code(),
         problems,
         problem_count,
@@ -453,140 +391,6 @@ pub fn target(t: &Target) -> TargetFacts {
     }
 }
 
-pub fn jit_env(env: &std::collections::BTreeMap<String, String>) -> JitEnv {
-    let on = |k: &str| env.get(k).is_some_and(|v| v == "1");
-    JitEnv { force_ptx_jit: on("CUDA_FORCE_PTX_JIT"), disable_ptx_jit: on("CUDA_DISABLE_PTX_JIT") }
-}
-
-pub fn verdicts(b: &Binary, t: &Target, env: JitEnv) -> Vec<(String, Verdict)> {
-    b.modules.iter().map(|m| (m.label.clone(), compat::decide(&m.images, t.cc, t.driver_cuda, env))).collect()
-}
-
-pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
-    let counted: Vec<&Module> = b.counted().collect();
-    let mut c = Coverage { modules: counted.len() as u64, ..Default::default() };
-    let verdicts: Vec<Verdict> = counted.iter().map(|m| compat::decide(&m.images, t.cc, t.driver_cuda, env)).collect();
-    let native_any = verdicts.iter().any(|v| matches!(v, Verdict::Native { .. }));
-    let runs_any = verdicts.iter().any(Verdict::runs);
-    // NVIDIA's closed libraries pick their kernels per GPU at run time: where their registered
-    // code runs natively, a module that would JIT, needs a newer driver or has no image here is
-    // their dispatch at work, not something a user can act on.
-    let vendor_dispatch = b.facts.vendor_library && native_any;
-    let mut cells = BTreeSet::new();
-    let mut native = BTreeSet::new();
-    let mut jit = BTreeSet::new();
-    let mut arch_specific = BTreeSet::new();
-    let mut needs: Option<CudaVersion> = None;
-    let mut format_needs: Option<CudaVersion> = None;
-    for (m, v) in counted.iter().zip(&verdicts) {
-        if m.newer_only(t.cc) {
-            c.newer_only += 1;
-            let lo = m.images.iter().map(|i| i.cc).min();
-            c.newer_from = match (c.newer_from, lo) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        let detail = match v {
-            Verdict::Native { .. } => false,
-            Verdict::NoImage { format_needs_cuda: Some(_), .. } => false,
-            // A kernel set for newer GPUs only is NVIDIA's dispatch in their closed libraries; in
-            // a package the user builds it is the mark of a stale list (CL002).
-            Verdict::NoImage { .. } => {
-                runs_any
-                    && (vendor_dispatch
-                        || m.specific_only()
-                        || m.single_arch()
-                        || (b.facts.vendor_library && m.newer_only(t.cc)))
-            }
-            Verdict::Jit { .. } | Verdict::PtxTooNew { .. } | Verdict::JitDisabled { .. } => vendor_dispatch,
-        };
-        if detail {
-            c.expected_missing += 1;
-            continue;
-        }
-        cells.insert(v.cell());
-        match v {
-            Verdict::Native { image } => {
-                c.native += 1;
-                native.insert(image.clone());
-            }
-            Verdict::Jit { image, needs_cuda, .. } => {
-                c.jit += 1;
-                jit.insert(image.clone());
-                needs = needs.max(Some(*needs_cuda));
-                c.jit_ptx_bytes += m.ptx_bytes;
-            }
-            Verdict::NoImage { arch_specific: a, format_needs_cuda: f, .. } => {
-                c.no_image += 1;
-                if let Some(f) = f {
-                    c.format_too_new += 1;
-                    format_needs = format_needs.max(Some(*f));
-                } else if runs_any {
-                    // A generic list that lacks the target while other modules run here: the
-                    // mark of a translation unit built with a stale list.
-                    c.gaps += 1;
-                    if c.gap_examples.len() < 3 {
-                        c.gap_examples.push(m.label.clone());
-                    }
-                }
-                if !a.is_empty() {
-                    c.arch_specific_only += 1;
-                    arch_specific.extend(a.iter().cloned());
-                }
-            }
-            Verdict::PtxTooNew { needs_cuda, .. } => {
-                c.ptx_too_new += 1;
-                needs = needs.max(Some(*needs_cuda));
-            }
-            Verdict::JitDisabled { .. } => c.jit_disabled += 1,
-        }
-        if !v.runs() && c.failing_examples.len() < 3 {
-            c.failing_examples.push(m.label.clone());
-        }
-    }
-    c.failing = c.no_image + c.ptx_too_new + c.jit_disabled;
-    // What still decides: modules left after the dispatch detail.
-    let decisive = c.modules - c.expected_missing;
-    c.result = match (c.modules, c.failing) {
-        (0, _) => "n/a",
-        (_, 0) => "all",
-        (_, f) if f == decisive => "none",
-        _ => "some",
-    }
-    .into();
-    c.class = match c.result.as_str() {
-        "n/a" => "n/a",
-        "none" => "none",
-        _ if c.native == 0 => "jit",
-        _ => "native",
-    }
-    .into();
-    c.jit_ptx = human_size(c.jit_ptx_bytes);
-    c.jit_cost = jit_cost(c.jit_ptx_bytes).into();
-    c.cells = cells.into_iter().collect();
-    c.native_images = native.into_iter().collect();
-    c.jit_images = jit.into_iter().collect();
-    c.arch_specific_images = arch_specific.into_iter().collect();
-    c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
-    c.format_needs_cuda = format_needs.map(|n| n.to_string()).unwrap_or_default();
-    c
-}
-
-/// PTX below this size JITs in well under a second: no cold start worth a warning (CL003).
-pub const JIT_NOTICEABLE_BYTES: u64 = 1 << 20;
-
-/// How long the driver's JIT takes for this much PTX, roughly, at first use in a new container
-/// (ptxas compiles on the order of a MiB of PTX a second on one core; measured orders, not a
-/// promise): `milliseconds`, `seconds`, `minutes`.
-pub fn jit_cost(ptx_bytes: u64) -> &'static str {
-    match ptx_bytes {
-        b if b < JIT_NOTICEABLE_BYTES => "milliseconds",
-        b if b < 64 << 20 => "seconds",
-        _ => "minutes",
-    }
-}
-
 /// `10.2 KiB`, `650.0 MiB`, `1.2 GiB`; bytes below 1 KiB as `512 B`.
 pub fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -600,37 +404,6 @@ pub fn human_size(bytes: u64) -> String {
         u += 1;
     }
     format!("{v:.1} {}", UNITS[u])
-}
-
-/// Every counted module's code is 'a'/'f' code, none of it for this target: an optional
-/// extension for other chips (FlashAttention-3 for Hopper in a serving stack).
-pub fn specific_only(b: &Binary) -> bool {
-    let mut any = false;
-    for m in b.counted() {
-        any = true;
-        if !m.specific_only() {
-            return false;
-        }
-    }
-    any
-}
-
-/// The GPUs 'a'/'f' code runs on: `H100, H200, GH200` for sm_90a; the family for sm_100f.
-pub fn chips_for(b: &Binary) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    let mut archs = BTreeSet::new();
-    for m in b.counted() {
-        for i in &m.images {
-            archs.insert(i.label());
-            for g in gpus::GPUS.iter().filter(|g| !g.unconfirmed) {
-                if compat::sass_runs(i.cc, i.suffix, g.cc) && !names.contains(&g.name) {
-                    names.push(g.name);
-                }
-            }
-        }
-    }
-    let archs: Vec<String> = archs.into_iter().collect();
-    if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }
 
 pub fn runtime(b: &BinaryFacts, t: &Target) -> RuntimeFacts {
@@ -687,16 +460,7 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         .filter(|t| t.contains("arch"))
         .collect::<Vec<_>>()
         .join(" ");
-    let jit = jit_env(&env);
-    let uncovered = require::arch_ccs(&require_arch)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|cc| {
-            let t = Target { name: cc.to_string(), cc: *cc, driver: None, driver_cuda: None };
-            binaries.iter().any(|b| !b.modules.is_empty() && coverage(b, &t, jit).failing > 0)
-        })
-        .map(|cc| cc.to_string())
-        .collect();
+    let jit = JitEnv::from_env(&env);
     ImageFacts {
         name: r.image.name.clone().unwrap_or_default(),
         source: r.image.source.to_string(),
@@ -712,7 +476,8 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         needs_cuda: needs.map(|n| n.to_string()).unwrap_or_default(),
         needs_cuda_n: needs.map_or(0, num),
         require_arch,
-        require_arch_uncovered: uncovered,
+        // Filled in once coverage can be judged (`coverage::arch_uncovered`).
+        require_arch_uncovered: Vec::new(),
         jit_env: jit,
     }
 }

@@ -7,13 +7,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::facts::{Binary, Coverage, cuda_major_of_soname};
+use super::coverage::{Class, Coverage};
+use super::facts::{Binary, DriverLibrary};
+use super::report::{Finding, Headline, HeadlineVerdict};
 use super::targets::Target;
 use crate::cuda::fix::arch_fix_keeping;
 use crate::cuda::{Cc, CudaVersion, DriverVersion, drivers, tables};
 use crate::image::ImageReport;
 use crate::inspect::fatbin::Suffix;
+use crate::inspect::libraries::cuda_major_of_soname;
 use crate::layer::path::{file_name, parent};
+use crate::schema::documented;
 
 /// The oldest driver the image's CUDA runtimes run on, and why (docs/cuda-binaries.md §5i "composing an
 /// image-level driver floor").
@@ -28,33 +32,38 @@ pub struct Floor {
     pub why: String,
 }
 
-/// What decides a target before any kernel: the image's driver floor and the GPU's own driver
-/// window (`deploy` in rules of scope `image-target`).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Deploy {
-    /// The target's driver meets the image's floor (or its driver is not known).
-    pub floor_ok: bool,
-    pub needs_driver: String,
-    pub needs_cuda: String,
-    pub why: String,
-    /// The forward-compatibility libraries that carry the image on this target, if any.
-    pub via_compat: String,
-    /// Why the image's forward-compatibility libraries do not help here (804, old branch).
-    pub compat_problem: String,
-    /// Why the target's driver cannot drive its GPU at all (empty: it can, or unknown).
-    pub cannot_drive: String,
-    /// A finding of this scope fails the target before any kernel runs: driver-dependent
-    /// per-binary verdicts step aside (architecture ones do not).
-    pub blocked: bool,
-    /// One cause behind many binaries that have no code here: their CUDA major's compilers
-    /// cannot target this GPU at all (CUDA 13 and Volta). The major (0: no such cause), how
-    /// many binaries, their packages (`torch, vllm, nvidia-cublas`), the GPU's architecture and
-    /// the builds to install instead.
-    pub unbuildable_major: u64,
-    pub unbuildable_count: u64,
-    pub unbuildable_packages: String,
-    pub unbuildable_architecture: String,
-    pub unbuildable_fix: String,
+documented! {
+    /// What decides a target before any kernel: the image's driver floor and the GPU's own driver
+    /// window (`deploy` in rules of scope `image-target`).
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct Deploy {
+        /// the target's driver meets the image's floor (or its driver is not known)
+        pub floor_ok: bool,
+        /// the floor: minor-version compatibility driver of the newest CUDA major the image needs (`580.65.06`)
+        pub needs_driver: String,
+        /// that CUDA version
+        pub needs_cuda: String,
+        /// what sets the floor: `libcudart.so.13 needed by torch, vllm; CUDA runtime 13.0 (...)`
+        pub why: String,
+        /// the forward-compatibility libraries that carry the image on this target, if any
+        pub via_compat: String,
+        /// why the image's forward-compatibility libraries do not help here (804, old branch)
+        pub compat_problem: String,
+        /// why the target's driver cannot drive its GPU at all (empty: it can, or unknown)
+        pub cannot_drive: String,
+        /// a finding of this scope fails the target before any kernel runs
+        pub blocked: bool,
+        /// one cause behind binaries without code here: the CUDA major whose compilers cannot target this GPU (0: none)
+        pub unbuildable_major: u64,
+        /// how many binaries fail here for that cause
+        pub unbuildable_count: u64,
+        /// their packages (else file names), sorted: `torch, vllm, nvidia-cublas and 3 more`
+        pub unbuildable_packages: String,
+        /// the GPU's architecture: `Volta`
+        pub unbuildable_architecture: String,
+        /// the builds to install instead, per package
+        pub unbuildable_fix: String,
+    }
 }
 
 /// Binaries that fail on `t` because their CUDA major cannot build for it: their indexes, the
@@ -62,7 +71,7 @@ pub struct Deploy {
 /// The binary's CUDA major cannot build for the target because the GPU is too old for it
 /// (CUDA 13 and Volta). A GPU newer than a major's compilers is not this cause.
 pub fn cannot_build(b: &Binary, t: &Target) -> bool {
-    buildable(b.facts.cuda_major).is_some_and(|(lo, _)| t.cc < lo)
+    tables::buildable(b.facts.cuda_major).is_some_and(|(lo, _)| t.cc < lo)
 }
 
 pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -> Vec<usize> {
@@ -70,7 +79,7 @@ pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -
     let failing: Vec<(usize, &Binary)> = judged
         .iter()
         .enumerate()
-        .filter(|(_, (b, c))| c.class == "none" && cannot(b))
+        .filter(|(_, (b, c))| c.class == Class::None && cannot(b))
         .map(|(i, (b, _))| (i, *b))
         .collect();
     let Some(major) = failing.iter().map(|(_, b)| b.facts.cuda_major).max() else { return Vec::new() };
@@ -105,7 +114,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     let who = |b: &Binary| {
         if b.facts.package.is_empty() { file_name(&b.facts.path).to_string() } else { b.facts.package.clone() }
     };
-    for b in binaries.iter().filter(|b| b.facts.driver_library.is_empty()) {
+    for b in binaries.iter().filter(|b| !b.facts.driver_library.is_driver()) {
         for n in &b.facts.cuda_needed {
             if cuda_major_of_soname(n).is_some() {
                 needed.entry(n.clone()).or_default().insert(who(b));
@@ -186,7 +195,7 @@ pub fn floor(report: &ImageReport, binaries: &[Binary], skip: &BTreeMap<usize, S
 fn compat_on_path(report: &ImageReport, binaries: &[Binary]) -> Option<(String, DriverVersion)> {
     let ld = report.image.env.get("LD_LIBRARY_PATH")?;
     let dirs: Vec<&str> = ld.split(':').map(|d| d.trim_end_matches('/')).collect();
-    binaries.iter().filter(|b| b.facts.driver_library == "cuda-compat").find_map(|b| {
+    binaries.iter().filter(|b| b.facts.driver_library == DriverLibrary::CudaCompat).find_map(|b| {
         let dir = parent(&b.facts.path);
         let v = file_name(&b.facts.path).strip_prefix("libcuda.so.").and_then(DriverVersion::parse)?;
         dirs.contains(&dir).then(|| (dir.to_string(), v))
@@ -348,17 +357,6 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMa
     out
 }
 
-/// Oldest and newest compute capability a CUDA major's compilers build SASS for (docs/cuda-binaries.md §5c).
-fn buildable(major: u64) -> Option<(Cc, Cc)> {
-    let c = |ma, mi| Cc { major: ma, minor: mi };
-    match major {
-        11 => Some((c(3, 5), c(9, 0))),
-        12 => Some((c(5, 0), c(12, 1))),
-        13 => Some((c(7, 5), c(12, 1))),
-        _ => None,
-    }
-}
-
 /// The carried architectures of a binary, parsed from its `sm_*` list.
 fn carried(b: &Binary) -> Vec<(Cc, Suffix)> {
     b.facts
@@ -398,7 +396,7 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
     let ccs: Vec<Cc> = failing.iter().map(|t| t.cc).collect();
     let names: Vec<String> = failing.iter().map(|t| format!("{} ({})", t.name, t.cc)).collect();
     let major = b.facts.cuda_major;
-    let unbuildable: Vec<&&Target> = match buildable(major) {
+    let unbuildable: Vec<&&Target> = match tables::buildable(major) {
         Some((lo, hi)) => failing.iter().filter(|t| t.cc < lo || t.cc.major > hi.major).collect(),
         None => Vec::new(),
     };
@@ -431,7 +429,7 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
     let keep = carried(b);
     if let Some(t) = unbuildable.first() {
         let older = major - 1;
-        let (lo, _) = buildable(older).unwrap_or((t.cc, t.cc));
+        let (lo, _) = tables::buildable(older).unwrap_or((t.cc, t.cc));
         let kept: Vec<(Cc, Suffix)> = keep.into_iter().filter(|(c, _)| *c >= lo).collect();
         let a = arch_fix_keeping(&kept, &ccs);
         return (
@@ -482,13 +480,13 @@ pub fn headline(
     t: &Target,
     d: &Deploy,
     judged: &[(&Binary, &Coverage)],
-    errors: &[&super::Finding],
+    errors: &[&Finding],
     suppressed: usize,
     compiled: &[&super::compilers::CompilerFacts],
-    warned: &[&super::Finding],
-) -> super::Headline {
+    warned: &[&Finding],
+) -> Headline {
     // A run-time compiler that cannot serve the target, where a finding still says so.
-    let said = |c: &super::compilers::CompilerFacts, among: &[&super::Finding]| {
+    let said = |c: &super::compilers::CompilerFacts, among: &[&Finding]| {
         among.iter().any(|f| {
             f.path.as_deref() == Some(c.path.as_str())
                 && f.package.as_deref().is_some_and(|p| p.starts_with(&format!("{} ", c.consumer)))
@@ -523,7 +521,7 @@ pub fn headline(
     }
     let none: Vec<String> = judged
         .iter()
-        .filter(|(b, c)| c.class == "none" && (errors.is_empty() || flagged(b)))
+        .filter(|(b, c)| c.class == Class::None && (errors.is_empty() || flagged(b)))
         .map(|(b, c)| format!("{} {}", name(b), has(b, c, t)))
         .collect();
     if !none.is_empty() {
@@ -542,8 +540,8 @@ pub fn headline(
     causes.extend(failing_compilers.iter().map(|c| compile_fail(c)));
     // Errors no coverage verdict explains (a shipped driver library, an analysis that did not
     // finish): named by rule and file.
-    let explained = |f: &super::Finding| {
-        f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == "none" && b.facts.path == *p))
+    let explained = |f: &Finding| {
+        f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == Class::None && b.facts.path == *p))
             || (f.path.is_none() && f.target.is_some() && !causes.is_empty())
             || failing_compilers.iter().any(|c| f.path.as_deref() == Some(c.path.as_str()))
     };
@@ -563,30 +561,30 @@ pub fn headline(
     causes.extend(other);
     let gated: Vec<String> = judged
         .iter()
-        .filter(|(_, c)| c.class == "arch-gated")
+        .filter(|(_, c)| c.class == Class::ArchGated)
         .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
         .collect();
     // Binaries that JIT here, and how much PTX: under 1 MiB (a 10 KiB module) it takes
     // milliseconds, said in the text but no `runs-jit` (no cold start worth a warning).
     let jitting: Vec<u64> = judged
         .iter()
-        .filter(|(_, c)| c.class == "jit" || (c.class == "native" && c.jit > 0))
+        .filter(|(_, c)| c.class == Class::Jit || (c.class == Class::Native && c.jit > 0))
         .map(|(_, c)| c.jit_ptx_bytes)
         .collect();
     let jit = jitting.len();
     let jit_bytes: u64 = jitting.iter().sum();
-    let noticeable = jitting.iter().any(|b| *b >= super::facts::JIT_NOTICEABLE_BYTES);
-    let runs = judged.iter().any(|(_, c)| c.class != "n/a");
+    let noticeable = jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES);
+    let runs = judged.iter().any(|(_, c)| c.class != Class::NotApplicable);
     let (verdict, text) = if !errors.is_empty() {
         let causes = if causes.is_empty() { vec![format!("{} error(s)", errors.len())] } else { causes };
-        ("fails", format!("fails — {}", list(causes)))
+        (HeadlineVerdict::Fails, format!("fails — {}", list(causes)))
     } else if !causes.is_empty() {
         // The evaluation says it fails, and every finding that says so was ignored, baselined,
         // disabled or lowered below error: the gate accepts it, the headline says both.
         let n = if suppressed > 0 { format!(", {suppressed} finding(s) suppressed") } else { String::new() };
-        ("accepted", format!("accepted{n} — would fail: {}", list(causes)))
+        (HeadlineVerdict::Accepted, format!("accepted{n} — would fail: {}", list(causes)))
     } else if !runs {
-        ("runs", "no device code for this target to judge".to_string())
+        (HeadlineVerdict::Runs, "no device code for this target to judge".to_string())
     } else {
         let size = super::facts::human_size(jit_bytes);
         let cost = if noticeable { String::new() } else { ": milliseconds".to_string() };
@@ -617,7 +615,7 @@ pub fn headline(
             };
             s = format!("{head}; {}", lazy.join("; "));
         }
-        (if noticeable { "runs-jit" } else { "runs" }, s)
+        (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
     };
-    super::Headline { target: t.name.clone(), verdict: verdict.into(), text: format!("{who}: {text}") }
+    Headline { target: t.name.clone(), verdict, text: format!("{who}: {text}") }
 }

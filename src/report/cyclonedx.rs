@@ -35,7 +35,7 @@ fn join(v: &[String]) -> String {
 /// The `cudalint:` properties of one binary, in a fixed order.
 fn binary_properties(it: &Item, report: &LintReport) -> Vec<Value> {
     let f = &it.binary.facts;
-    let mut p = vec![prop("cudalint:kind", &f.kind)];
+    let mut p = vec![prop("cudalint:kind", f.kind.as_str())];
     if !f.layer.is_empty() {
         p.push(prop("cudalint:layer", &f.layer));
     }

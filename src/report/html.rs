@@ -12,19 +12,23 @@ use sha2::{Digest, Sha256};
 
 use super::{RenderConfig, ReportError};
 use crate::lint::LintReport;
+use crate::lint::coverage::{Class, Share};
+use crate::lint::rules::Severity;
 
-/// The verdict classes of matrix cells and their colours (background, text).
-pub const CLASS_COLOURS: [(&str, &str, &str); 5] = [
-    ("native", "#2da44e", "#ffffff"),
-    ("jit", "#d4a72c", "#1f2328"),
-    ("arch-gated", "#e16f24", "#ffffff"),
-    ("none", "#cf222e", "#ffffff"),
-    ("n/a", "#d0d7de", "#1f2328"),
-];
+/// A matrix cell's colours (background, text) for its verdict class.
+pub fn colours(class: Class) -> (&'static str, &'static str) {
+    match class {
+        Class::Native => ("#2da44e", "#ffffff"),
+        Class::Jit => ("#d4a72c", "#1f2328"),
+        Class::ArchGated => ("#e16f24", "#ffffff"),
+        Class::None => ("#cf222e", "#ffffff"),
+        Class::NotApplicable => ("#d0d7de", "#1f2328"),
+    }
+}
 
 /// CSS class for a verdict class (`n/a` is not a valid class name).
-pub fn css_class(class: &str) -> String {
-    format!("v-{}", class.replace('/', ""))
+pub fn css_class(class: Class) -> String {
+    format!("v-{}", class.as_str().replace('/', ""))
 }
 
 fn esc(s: &str) -> String {
@@ -55,7 +59,8 @@ fn style() -> String {
          pre{white-space:pre-wrap;margin:0}.muted{color:#656d76}\
          td.some{outline:2px dashed #cf222e;outline-offset:-3px}",
     );
-    for (class, bg, fg) in CLASS_COLOURS {
+    for &class in Class::ALL {
+        let (bg, fg) = colours(class);
         let _ = write!(s, ".{}{{background:{bg};color:{fg}}}", css_class(class));
     }
     s
@@ -89,7 +94,7 @@ fn html(r: &LintReport) -> String {
         }
     }
     let _ = writeln!(o, "<p class=\"muted\">{} · cudalint {}</p>", meta.join(" · "), esc(r.tool.version));
-    let errors = r.findings.iter().filter(|f| f.severity.as_str() == "error").count();
+    let errors = r.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let _ = writeln!(
         o,
         "<p id=\"gate\" class=\"{}\"><strong>{}</strong>: {} findings ({} errors), failing at {}</p>",
@@ -106,9 +111,9 @@ fn html(r: &LintReport) -> String {
             let _ = writeln!(
                 o,
                 "<li class=\"{}\" data-target=\"{}\" data-verdict=\"{}\">{}</li>",
-                esc(&h.verdict),
+                esc(h.verdict.as_str()),
                 esc(&h.target),
-                esc(&h.verdict),
+                esc(h.verdict.as_str()),
                 esc(&h.text)
             );
         }
@@ -116,8 +121,8 @@ fn html(r: &LintReport) -> String {
     }
 
     o.push_str("<h2>Coverage</h2>\n<p class=\"legend\">");
-    for (class, _, _) in CLASS_COLOURS {
-        let _ = write!(o, "<span class=\"{}\">{}</span>", css_class(class), esc(class));
+    for &class in Class::ALL {
+        let _ = write!(o, "<span class=\"{}\">{}</span>", css_class(class), esc(class.as_str()));
     }
     o.push_str("</p>\n");
     if r.matrix.is_empty() {
@@ -155,13 +160,13 @@ fn html(r: &LintReport) -> String {
                 let _ = write!(
                     o,
                     "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
-                    css_class(&c.class),
+                    css_class(c.class),
                     // Some modules run there, some do not: marked whatever the class.
-                    if c.result == "some" { " some" } else { "" },
+                    if c.result == Share::Some { " some" } else { "" },
                     esc(&c.target),
-                    esc(&c.class),
+                    esc(c.class.as_str()),
                     m.modules,
-                    esc(&c.result),
+                    esc(c.result.as_str()),
                     esc(&c.target),
                     esc(&c.text)
                 );
@@ -272,7 +277,7 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
-        assert_eq!(css_class("n/a"), "v-na");
+        assert_eq!(css_class(Class::NotApplicable), "v-na");
         assert_eq!(short("sha256:0123456789abcdef"), "sha256:0123456789ab…");
     }
 }

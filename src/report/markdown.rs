@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::lines::{image_line, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape;
-use crate::lint::{Finding, LintReport};
+use crate::lint::{Finding, HeadlineVerdict, LintReport};
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
     Ok(markdown(r))
@@ -21,10 +21,10 @@ fn markdown(r: &LintReport) -> String {
     let icon = if r.failed { "❌" } else { "✅" };
     let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
     for h in &r.headlines {
-        let mark = match h.verdict.as_str() {
-            "fails" => "❌",
-            "accepted" => "⚠️",
-            _ => "✅",
+        let mark = match h.verdict {
+            HeadlineVerdict::Fails => "❌",
+            HeadlineVerdict::Accepted => "⚠️",
+            HeadlineVerdict::Runs | HeadlineVerdict::RunsJit => "✅",
         };
         let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
     }

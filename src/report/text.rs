@@ -7,8 +7,9 @@ use std::fmt::Write;
 use super::lines::{folded_note, image_line, shown, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
-use crate::lint::LintReport;
+use crate::lint::coverage::Class;
 use crate::lint::rules::Severity;
+use crate::lint::{HeadlineVerdict, LintReport};
 
 /// ANSI colours, or none.
 #[derive(Clone, Copy)]
@@ -26,13 +27,13 @@ impl Paint {
             Severity::Info => self.wrap("36", &text),
         }
     }
-    fn cell(self, class: &str, text: &str) -> String {
+    fn cell(self, class: Class, text: &str) -> String {
         match class {
-            "native" if text.contains('✗') => self.wrap("33", text),
-            "native" => self.wrap("32", text),
-            "jit" | "arch-gated" => self.wrap("33", text),
-            "none" => self.wrap("31", text),
-            _ => text.to_string(),
+            Class::Native if text.contains('✗') => self.wrap("33", text),
+            Class::Native => self.wrap("32", text),
+            Class::Jit | Class::ArchGated => self.wrap("33", text),
+            Class::None => self.wrap("31", text),
+            Class::NotApplicable => text.to_string(),
         }
     }
     fn dim(self, s: &str) -> String {
@@ -62,11 +63,11 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
         let _ = writeln!(out, "targets: {}", names.join("; "));
         out.push('\n');
         for h in &r.headlines {
-            let painted = match h.verdict.as_str() {
-                "fails" => paint.wrap("1;31", "✗"),
-                "runs-jit" => paint.wrap("33", "✓"),
-                "accepted" => paint.wrap("33", "~"),
-                _ => paint.wrap("32", "✓"),
+            let painted = match h.verdict {
+                HeadlineVerdict::Fails => paint.wrap("1;31", "✗"),
+                HeadlineVerdict::RunsJit => paint.wrap("33", "✓"),
+                HeadlineVerdict::Accepted => paint.wrap("33", "~"),
+                HeadlineVerdict::Runs => paint.wrap("32", "✓"),
             };
             let _ = writeln!(out, "{painted} {}", esc(&h.text));
         }
@@ -91,7 +92,7 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
             let mut line = pad(&path, path.clone(), first);
             for (c, w) in m.cells.iter().zip(&widths) {
                 line.push_str("  ");
-                line.push_str(&pad(&c.text, paint.cell(&c.class, &c.text), *w));
+                line.push_str(&pad(&c.text, paint.cell(c.class, &c.text), *w));
             }
             let _ = writeln!(out, "{}", line.trim_end());
         }

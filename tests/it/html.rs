@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use cudalint::report::html::{CLASS_COLOURS, css_class};
+use cudalint::lint::coverage::Class;
+use cudalint::report::html::{colours, css_class};
 use serde_json::Value;
 
 use crate::util::{fixture, root};
@@ -143,7 +144,7 @@ fn report_renders_in_chromium_with_the_verdict_colours() {
                 .unwrap_or_else(|| panic!("no cell for {} on {}", row["path"], c["target"]));
             let class = c["class"].as_str().unwrap();
             assert_eq!(got["class"], class);
-            let (_, bg, _) = CLASS_COLOURS.iter().find(|x| x.0 == class).expect("a colour for every class");
+            let (bg, _) = colours(class.parse::<Class>().expect("a verdict class"));
             assert_eq!(got["bg"].as_str().unwrap(), rgb(bg), "{} on {}: {class}", row["path"], c["target"]);
             assert!(
                 got["title"].as_str().unwrap().starts_with(&format!("{} modules", row["modules"])),
@@ -175,7 +176,7 @@ fn report_renders_in_chromium_with_the_verdict_colours() {
     let t = rendered(&tampered);
     let native = t["cells"].as_array().unwrap().iter().find(|x| x["class"] == "native").unwrap();
     assert_eq!(native["bg"], "rgba(0, 0, 0, 0)", "CSP should block a style not in its hash");
-    assert!(page.contains(&format!(".{}{{", css_class("n/a"))));
+    assert!(page.contains(&format!(".{}{{", css_class(Class::NotApplicable))));
 
     let shot = root().join("target/cudalint-report.png");
     let _ = std::fs::remove_file(&shot);

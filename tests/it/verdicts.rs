@@ -5,8 +5,9 @@
 //! and the package records that say who owns what. Judged on three target sets.
 
 use cudalint::image::{ImageReport, ScanOptions, scan};
+use cudalint::lint::coverage::Class;
 use cudalint::lint::rules::{self, Severity};
-use cudalint::lint::{LintOptions, LintReport, config, run, targets};
+use cudalint::lint::{HeadlineVerdict, LintOptions, LintReport, config, run, targets};
 
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
 use crate::util::read_fixture;
@@ -107,7 +108,7 @@ fn the_stack_passes_quietly_on_its_own_gpu_and_driver() {
     );
     // The sm_100f extension is gated (its package runs here), not an error.
     let blackwell = r.matrix.iter().find(|m| m.path.ends_with("_blackwell.so")).unwrap();
-    assert_eq!(blackwell.cells[0].class, "arch-gated");
+    assert_eq!(blackwell.cells[0].class, Class::ArchGated);
     assert_eq!(blackwell.package.as_ref().unwrap().name, "vllm");
     let gated = r.findings.iter().find(|f| f.rule == "CL016").unwrap();
     assert_eq!(gated.package.as_deref(), Some("vllm 0.33.0 (pypi)"));
@@ -177,7 +178,7 @@ fn headlines_follow_the_findings_after_the_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let inv = stack_image(dir.path());
     let full = lint(&inv, &["V100"], "580.65.06");
-    assert_eq!(full.headlines[0].verdict, "fails");
+    assert_eq!(full.headlines[0].verdict, HeadlineVerdict::Fails);
     let rules = rules::load(&[]).unwrap();
     let (d, c) = targets::driver("580.65.06").unwrap();
     let mut t = targets::gpu("V100").unwrap();
@@ -202,7 +203,7 @@ fn headlines_follow_the_findings_after_the_baseline() {
     let all: std::collections::BTreeSet<String> = full.findings.iter().map(|f| f.fingerprint.clone()).collect();
     let r = judge(all);
     assert!(!r.failed);
-    assert_eq!(r.headlines[0].verdict, "accepted", "{}", r.headlines[0].text);
+    assert_eq!(r.headlines[0].verdict, HeadlineVerdict::Accepted, "{}", r.headlines[0].text);
     assert!(r.headlines[0].text.contains("would fail: "), "{}", r.headlines[0].text);
     // Only the per-target errors in the baseline: the image-wide driver library still fails it.
     let per_target: std::collections::BTreeSet<String> =

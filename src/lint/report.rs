@@ -1,0 +1,157 @@
+//! What `lint::run` reports: findings, the coverage matrix and headlines per target.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::compilers;
+use super::coverage;
+use super::rules::Severity;
+use super::targets::Target;
+use crate::schema::{Tool, words};
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: String,
+    pub name: String,
+    pub severity: Severity,
+    pub message: String,
+    pub fix: String,
+    /// File inside the image (absent for image-wide findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    /// The package that installed the file: `torch 2.9.0+cu130 (pypi)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Stable across runs (rule, path, target): what baselines record.
+    pub fingerprint: String,
+    /// The image-level finding (its rule code) that says this one's cause once for many
+    /// binaries (CL019): text, Markdown and HTML fold it into that one; JSON, SARIF and JUnit
+    /// keep it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+}
+
+pub(super) fn fingerprint(rule: &str, path: Option<&str>, target: Option<&str>) -> String {
+    let h = Sha256::digest(format!("{rule}\0{}\0{}", path.unwrap_or(""), target.unwrap_or("")));
+    hex::encode(&h[..8])
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixCell {
+    pub target: String,
+    /// How many of the binary's registered modules run there.
+    pub result: coverage::Share,
+    /// The binary's verdict class on this target.
+    pub class: coverage::Class,
+    /// `sm_90`, `jit compute_80`, `✗ 209`, `sm_80 ✗ 209 (2/5)`.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MatrixRow {
+    pub path: String,
+    /// Layer the file comes from (digest or archive path), empty if unknown.
+    pub layer: String,
+    /// The package that installed the file, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub package: Option<Package>,
+    /// Modules that decide coverage (registered, or the file itself).
+    pub modules: u64,
+    /// Modules the library loads itself (kept as data): detail only.
+    pub library_managed_modules: u64,
+    pub cells: Vec<MatrixCell>,
+}
+
+pub use crate::packages::Package;
+
+words! {
+    /// A target's verdict in its headline.
+    pub enum HeadlineVerdict {
+        Runs = "runs",
+        /// Runs, and compiles enough PTX at first use for a noticeable cold start.
+        RunsJit = "runs-jit",
+        Fails = "fails",
+        /// Would fail, but every finding that says so was ignored, baselined, disabled or
+        /// lowered below the gate.
+        Accepted = "accepted",
+    }
+}
+
+/// One line per target at the top of the reports: `H100 · driver 580.65.06: runs (native)`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Headline {
+    pub target: String,
+    pub verdict: HeadlineVerdict,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Suppressed {
+    pub ignored: u64,
+    pub baseline: u64,
+    pub disabled_rules: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LintImage {
+    pub name: Option<String>,
+    pub source: &'static str,
+    pub manifest_digest: Option<String>,
+    pub config_digest: Option<String>,
+    pub platform: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LintReport {
+    pub schema: &'static str,
+    pub tool: Tool,
+    pub image: LintImage,
+    pub targets: Vec<Target>,
+    /// One per target, in target order.
+    pub headlines: Vec<Headline>,
+    pub matrix: Vec<MatrixRow>,
+    pub findings: Vec<Finding>,
+    pub suppressed: Suppressed,
+    pub fail_on: Severity,
+    /// Findings at or above `fail_on` remain: the gate fails (exit 1).
+    pub failed: bool,
+    /// Notes: expired ignores, and the scan's own notes.
+    pub notes: Vec<String>,
+    /// On-device results (`--on-device`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<crate::device::DeviceReport>,
+    /// The run-time compilers in the image (ptxas, NVRTC, nvJitLink, nvcc) with their versions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compilers: Vec<compilers::Found>,
+    /// Per target, what each package that compiles at run time resolves and whether it works.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compiler_checks: Vec<CompilerCheck>,
+    /// What could not be read where it decides nothing (data a library loads itself, archive
+    /// members, driver libraries): detail, never a finding.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub detail: Vec<Detail>,
+}
+
+/// Problems in a file's detail (`binary.detail_problems`), counted, with a few examples.
+#[derive(Debug, Clone, Serialize)]
+pub struct Detail {
+    pub path: String,
+    pub problems: u64,
+    pub examples: Vec<String>,
+}
+
+/// One consumer's run-time compiler on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompilerCheck {
+    pub target: String,
+    #[serde(flatten)]
+    pub facts: compilers::CompilerFacts,
+}
+
+/// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot
+/// target the GPU); those findings name it as their `cause`.
+pub const ROOT_CAUSE_RULE: &str = "CL019";

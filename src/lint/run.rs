@@ -1,0 +1,535 @@
+//! `lint::run` as its phases, in the order each feeds the next: the facts and the image's driver
+//! floor, image rules, what decides each target before any kernel runs, coverage (every binary
+//! on every target, then judged together), image-target rules, binary rules with the matrix,
+//! compiler rules, device rules, and last the ignores and baseline, which the headlines follow.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::coverage::{self, Class, Coverage};
+use super::facts::{self, Binary, FixFacts, ImageFacts};
+use super::report::{
+    CompilerCheck, Detail, Finding, Headline, LintImage, LintReport, MatrixCell, MatrixRow, ROOT_CAUSE_RULE,
+    Suppressed, fingerprint,
+};
+use super::rules::{self, EvalError, Rule, Severity};
+use super::targets::Target;
+use super::variables::{
+    BinaryTargetVars, BinaryVars, Bindings, CompilerTargetVars, DeviceModuleVars, ImageTargetVars, ImageVars,
+};
+use super::{compilers, config, verdict};
+use crate::image::ImageReport;
+use crate::schema::{self, Tool};
+
+/// What `run` is given besides the inventory.
+pub struct LintOptions<'a> {
+    pub rules: &'a [Rule],
+    pub targets: Vec<Target>,
+    pub fail_on: Severity,
+    pub config: &'a config::Config,
+    pub extra_ignores: Vec<config::Ignore>,
+    pub baseline: Option<BTreeSet<String>>,
+    /// What the GPU did (`--on-device`).
+    pub device: Option<crate::device::DeviceReport>,
+}
+
+fn value<T: Serialize>(v: &T) -> cel::Value {
+    cel::to_value(v).expect("facts serialize")
+}
+
+fn enabled(r: &Rule, cfg: &config::Config) -> bool {
+    !cfg.disable.iter().any(|d| d == &r.code || d == &r.name)
+}
+
+fn severity(r: &Rule, cfg: &config::Config) -> Severity {
+    cfg.severity.get(&r.code).or_else(|| cfg.severity.get(&r.name)).copied().unwrap_or(r.severity)
+}
+
+/// The enabled rules, evaluated a scope at a time.
+struct Gate<'a> {
+    rules: Vec<&'a Rule>,
+    config: &'a config::Config,
+}
+
+impl Gate<'_> {
+    /// The findings of the rules of `vars`' scope, for binary `b` and target `t` where they
+    /// apply.
+    fn fire<V: Bindings>(&self, vars: V, b: Option<&Binary>, t: Option<&Target>) -> Result<Vec<Finding>, EvalError> {
+        let ctx = vars.context();
+        let mut out = Vec::new();
+        for r in self.rules.iter().filter(|r| r.scope == V::SCOPE) {
+            let Some((message, fix)) = r.eval(&ctx)? else { continue };
+            let path = b.map(|b| b.facts.path.clone());
+            let target = t.map(|t| t.name.clone());
+            out.push(Finding {
+                rule: r.code.clone(),
+                name: r.name.clone(),
+                severity: severity(r, self.config),
+                message,
+                fix,
+                fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
+                layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                package: b
+                    .filter(|b| !b.facts.package.is_empty())
+                    .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),
+                path,
+                target,
+                cause: None,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Everything rules read that does not depend on a target, computed once.
+struct Facts {
+    binaries: Vec<Binary>,
+    image: ImageFacts,
+    /// Version-selected siblings the loader does not pick, by binary index: the one it picks.
+    unselected: BTreeMap<usize, String>,
+    floor: verdict::Floor,
+}
+
+/// Phase 1: the facts of every binary and of the image, with the image's driver floor (what the
+/// runtimes need from the driver: `NVIDIA_REQUIRE_CUDA` is checked against it too).
+fn gather(scan: &ImageReport) -> Facts {
+    let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
+    let mut image = facts::image(scan, &binaries);
+    image.require_arch_uncovered = coverage::arch_uncovered(&image, &binaries);
+    let unselected = verdict::unselected_siblings(scan, &binaries);
+    for (i, picked) in &unselected {
+        binaries[*i].facts.not_loaded = picked.clone();
+    }
+    let floor = verdict::floor(scan, &binaries, &unselected);
+    if floor.major * 100 > image.needs_cuda_n {
+        image.needs_cuda_n = floor.major * 100;
+        image.needs_cuda = floor.needs_cuda.clone();
+    }
+    Facts { binaries, image, unselected, floor }
+}
+
+/// Phase 3: every binary on every target (`covs[binary][target]`), then judged together:
+/// version-selected siblings that are not loaded, and 'a'/'f'-only binaries whose package runs
+/// on the target by other means.
+fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
+    let binaries = &f.binaries;
+    let mut covs: Vec<Vec<Coverage>> =
+        binaries.iter().map(|b| targets.iter().map(|t| coverage::coverage(b, t, f.image.jit_env)).collect()).collect();
+    for (i, picked) in &f.unselected {
+        for c in &mut covs[*i] {
+            c.class = Class::NotApplicable;
+            c.selected_sibling = picked.clone();
+        }
+    }
+    for (ti, target) in targets.iter().enumerate() {
+        let running: BTreeSet<&str> = binaries
+            .iter()
+            .zip(&covs)
+            .filter(|(_, c)| c[ti].class.runs())
+            .map(|(b, _)| b.facts.group.as_str())
+            .collect();
+        // Code of the user's stack (not NVIDIA's closed libraries) that runs here: what calls
+        // those libraries, and checks the GPU before it does.
+        let consumer_runs = binaries
+            .iter()
+            .zip(&covs)
+            .any(|(b, c)| !b.facts.vendor_library && !b.facts.driver_library.is_driver() && c[ti].class.runs());
+        for (b, c) in binaries.iter().zip(covs.iter_mut()) {
+            let c = &mut c[ti];
+            if c.class == Class::None && coverage::specific_only(b) && running.contains(b.facts.group.as_str()) {
+                c.class = Class::ArchGated;
+                c.gated_for = coverage::chips_for(b);
+            } else if let Some(from) = c.newer_from.filter(|_| {
+                // One of NVIDIA's optional libraries (cuSPARSELt: 2:4 sparsity, 8.0 and newer)
+                // whose code is mostly for newer GPUs and runs here at best through a JIT
+                // fallback: it does not support this GPU, and its callers (torch) check the
+                // compute capability first. cuBLAS or cuDNN without code here are no option.
+                crate::inspect::libraries::optional(crate::layer::path::file_name(&b.facts.path))
+                    && !verdict::cannot_build(b, target)
+                    && consumer_runs
+                    && c.native == 0
+                    && matches!(c.class, Class::None | Class::Jit)
+                    && c.newer_only * 2 >= c.modules
+            }) {
+                c.class = Class::ArchGated;
+                c.gated_for = format!("compute capability {from} and newer");
+            }
+        }
+    }
+    covs
+}
+
+/// One target's column: each binary with its coverage there.
+fn column<'a>(binaries: &'a [Binary], covs: &'a [Vec<Coverage>], ti: usize) -> Vec<(&'a Binary, &'a Coverage)> {
+    binaries.iter().zip(covs).map(|(b, c)| (b, &c[ti])).collect()
+}
+
+fn target_facts(t: &Target, d: &verdict::Deploy) -> facts::TargetFacts {
+    let mut tf = facts::target(t);
+    tf.blocked = d.blocked;
+    tf
+}
+
+/// Phase 4: one cause behind many failing binaries (a CUDA major that cannot target the GPU),
+/// then the image-level rules of each target, which say it once. Returns, per target, the
+/// paths of the binaries that cause explains.
+fn target_rules(
+    gate: &Gate,
+    image: &cel::Value,
+    f: &Facts,
+    covs: &[Vec<Coverage>],
+    targets: &[Target],
+    deploys: &mut [verdict::Deploy],
+    findings: &mut Vec<Finding>,
+) -> Result<Vec<BTreeSet<String>>, EvalError> {
+    let mut caused = Vec::new();
+    for (ti, (t, d)) in targets.iter().zip(deploys.iter_mut()).enumerate() {
+        let idx = verdict::root_cause(d, t, &column(&f.binaries, covs, ti));
+        caused.push(idx.into_iter().map(|i| f.binaries[i].facts.path.clone()).collect());
+        let vars = ImageTargetVars { image: image.clone(), target: value(&target_facts(t, d)), deploy: value(&*d) };
+        findings.extend(gate.fire(vars, None, Some(t))?);
+    }
+    Ok(caused)
+}
+
+/// A matrix cell: every module native with one image -> `sm_90`; mixed -> the images and, where
+/// some fail, the error and how many; the binary's class where it overrides that.
+fn cell(c: &Coverage, b: &Binary) -> String {
+    if !c.selected_sibling.is_empty() {
+        return format!("not loaded ({} is)", c.selected_sibling);
+    }
+    if c.modules == 0 {
+        return if b.facts.library_managed_modules > 0 {
+            format!("lib-managed ({})", b.facts.library_managed_modules)
+        } else {
+            "—".into()
+        };
+    }
+    if c.class == Class::ArchGated {
+        let what = c
+            .arch_specific_images
+            .first()
+            .cloned()
+            .or_else(|| c.newer_from.filter(|_| b.facts.vendor_library).map(|f| format!("sm_{}+", f.sm())))
+            .unwrap_or_else(|| b.facts.archs.clone());
+        return format!("gated ({what})");
+    }
+    let mut parts: Vec<String> = c.native_images.clone();
+    parts.extend(c.jit_images.iter().map(|j| format!("jit {j}")));
+    if c.failing > 0 {
+        let err = if c.no_image > 0 {
+            "209"
+        } else if c.ptx_too_new > 0 {
+            "222"
+        } else {
+            "223"
+        };
+        // Counted against the modules that decide (dispatch detail left out), as the findings count.
+        let decisive = c.modules - c.expected_missing;
+        if c.failing == decisive {
+            parts = vec![format!("✗ {err}")];
+        } else if c.gaps > 0 || c.ptx_too_new > 0 || c.jit_disabled > 0 || c.format_too_new > 0 {
+            parts.push(format!("✗ {err} ({}/{})", c.failing, c.modules));
+        }
+    }
+    parts.join(" ")
+}
+
+/// The driver a binary-target finding's fix names: the one its PTX (222) or its runtime needs.
+fn driver_fix(cov: &Coverage, rt: &facts::RuntimeFacts) -> String {
+    if !cov.needs_cuda.is_empty() && cov.ptx_too_new > 0 {
+        crate::cuda::CudaVersion::parse(&cov.needs_cuda).map(crate::cuda::tables::driver_for).unwrap_or_default()
+    } else if !rt.satisfied {
+        rt.needs_driver.clone()
+    } else {
+        String::new()
+    }
+}
+
+/// Phase 5: binary rules, then each binary's binary-target rules and its matrix row.
+#[allow(clippy::too_many_arguments)]
+fn binary_rules(
+    gate: &Gate,
+    scan: &ImageReport,
+    image: &cel::Value,
+    fix: &cel::Value,
+    f: &Facts,
+    covs: &[Vec<Coverage>],
+    targets: &[Target],
+    deploys: &[verdict::Deploy],
+    findings: &mut Vec<Finding>,
+) -> Result<Vec<MatrixRow>, EvalError> {
+    let mut matrix = Vec::new();
+    for (b, bcovs) in f.binaries.iter().zip(covs) {
+        let binary = value(&b.facts);
+        let vars = BinaryVars { image: image.clone(), binary: binary.clone(), fix: fix.clone() };
+        findings.extend(gate.fire(vars, Some(b), None)?);
+        let failing: Vec<&Target> =
+            targets.iter().zip(bcovs).filter(|(_, c)| c.class == Class::None).map(|(t, _)| t).collect();
+        let (action, torch, gencode) =
+            if failing.is_empty() { Default::default() } else { verdict::binary_fix(b, &failing) };
+        let mut row = MatrixRow {
+            path: b.facts.path.clone(),
+            layer: b.facts.layer.clone(),
+            package: scan.files.iter().find(|f| f.file.path == b.facts.path).and_then(|f| f.package.clone()),
+            modules: b.facts.modules,
+            library_managed_modules: b.facts.library_managed_modules,
+            cells: Vec::new(),
+        };
+        for ((t, cov), d) in targets.iter().zip(bcovs).zip(deploys) {
+            let rt = facts::runtime(&b.facts, t);
+            let mut fix: FixFacts = facts::fix(targets, driver_fix(cov, &rt));
+            if !action.is_empty() {
+                fix.action = action.clone();
+                fix.torch_arch_list = torch.clone();
+                fix.gencode = gencode.clone();
+            }
+            row.cells.push(MatrixCell {
+                target: t.name.clone(),
+                result: cov.result,
+                class: cov.class,
+                text: cell(cov, b),
+            });
+            let vars = BinaryTargetVars {
+                image: image.clone(),
+                binary: binary.clone(),
+                target: value(&target_facts(t, d)),
+                coverage: value(cov),
+                runtime: value(&rt),
+                fix: value(&fix),
+            };
+            findings.extend(gate.fire(vars, Some(b), Some(t))?);
+        }
+        if b.facts.loadable && !b.facts.driver_library.is_driver() && !b.modules.is_empty() {
+            matrix.push(row);
+        }
+    }
+    Ok(matrix)
+}
+
+/// Phase 6: code compiled at run time, each consumer's compiler on each target. One finding
+/// per consumer and compiler: both are part of its identity.
+fn compiler_rules(
+    gate: &Gate,
+    scan: &ImageReport,
+    image: &cel::Value,
+    found: &[compilers::Found],
+    targets: &[Target],
+    findings: &mut Vec<Finding>,
+) -> Result<Vec<CompilerCheck>, EvalError> {
+    let mut checks = Vec::new();
+    for t in targets {
+        let tf = value(&facts::target(t));
+        for c in compilers::judge(scan, found, t) {
+            let vars = CompilerTargetVars { image: image.clone(), target: tf.clone(), compiler: value(&c) };
+            for mut f in gate.fire(vars, None, Some(t))? {
+                f.path = Some(c.path.clone());
+                f.package = Some(format!("{} {} (pypi)", c.consumer, c.consumer_version));
+                f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", c.path, c.consumer)), Some(&t.name));
+                findings.push(f);
+            }
+            checks.push(CompilerCheck { target: t.name.clone(), facts: c });
+        }
+    }
+    Ok(checks)
+}
+
+/// Phase 7: what the GPU did (`--on-device`). One finding per module and device: the module and
+/// GPU are part of its identity.
+fn device_rules(
+    gate: &Gate,
+    image: &cel::Value,
+    binaries: &[Binary],
+    dev: &crate::device::DeviceReport,
+    findings: &mut Vec<Finding>,
+) -> Result<(), EvalError> {
+    for m in &dev.modules {
+        let Some(b) = binaries.iter().find(|b| b.facts.path == m.binary) else { continue };
+        let d = dev.devices.iter().find(|d| d.index == m.device);
+        let vars =
+            DeviceModuleVars { image: image.clone(), binary: value(&b.facts), module: value(m), device: value(&d) };
+        for mut f in gate.fire(vars, Some(b), None)? {
+            let dname = d.map(|d| format!("GPU {} ({})", d.index, d.name)).unwrap_or_default();
+            f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", m.binary, m.module)), Some(&dname));
+            f.target = Some(dname);
+            findings.push(f);
+        }
+    }
+    Ok(())
+}
+
+/// What the suppression phase took away, and what the rules raised before it (for the
+/// headlines).
+struct Suppression {
+    raised: Vec<(Option<String>, Severity)>,
+    ignored: u64,
+    baseline: u64,
+    notes: Vec<String>,
+}
+
+/// Phase 8: ignores (expired ones reported, not applied), then the baseline.
+fn suppress(opts: &LintOptions, findings: &mut Vec<Finding>) -> Suppression {
+    let today = config::today();
+    let mut notes: Vec<String> = Vec::new();
+    let ignores: Vec<&config::Ignore> = opts.config.ignores.iter().chain(&opts.extra_ignores).collect();
+    for i in &ignores {
+        if i.expired(today) {
+            notes.push(format!(
+                "{}: ignore of {} expired on {}; no longer applied",
+                i.origin,
+                i.entry.rule,
+                i.entry.expires.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    let raised: Vec<(Option<String>, Severity)> = findings.iter().map(|f| (f.target.clone(), f.severity)).collect();
+    let before = findings.len();
+    findings.retain(|f| !ignores.iter().any(|i| !i.expired(today) && i.matches(f, opts.rules)));
+    let ignored = (before - findings.len()) as u64;
+    let before = findings.len();
+    if let Some(b) = &opts.baseline {
+        findings.retain(|f| !b.contains(&f.fingerprint));
+    }
+    let baseline = (before - findings.len()) as u64;
+    Suppression { raised, ignored, baseline, notes }
+}
+
+/// Per-binary findings whose cause an image-level finding left standing says once name it, then
+/// the most severe first, by target and path (image-wide before per-binary).
+fn fold_and_sort(findings: &mut [Finding], targets: &[Target], caused: &[BTreeSet<String>]) {
+    for (ti, t) in targets.iter().enumerate() {
+        let Some(code) = findings
+            .iter()
+            .find(|f| f.path.is_none() && f.target.as_deref() == Some(t.name.as_str()) && f.rule == ROOT_CAUSE_RULE)
+            .map(|f| f.rule.clone())
+        else {
+            continue;
+        };
+        for f in findings.iter_mut().filter(|f| {
+            f.target.as_deref() == Some(t.name.as_str())
+                && f.rule == "CL001"
+                && f.path.as_ref().is_some_and(|p| caused[ti].contains(p))
+        }) {
+            f.cause = Some(code.clone());
+        }
+    }
+    findings.sort_by(|a, b| {
+        (std::cmp::Reverse(a.severity), &a.target, &a.path, &a.rule, &a.message).cmp(&(
+            std::cmp::Reverse(b.severity),
+            &b.target,
+            &b.path,
+            &b.rule,
+            &b.message,
+        ))
+    });
+}
+
+/// The headlines come from what is left: they never contradict the findings or the exit code.
+fn headlines(
+    opts: &LintOptions,
+    f: &Facts,
+    covs: &[Vec<Coverage>],
+    deploys: &[verdict::Deploy],
+    findings: &[Finding],
+    raised: &[(Option<String>, Severity)],
+    compiler_checks: &[CompilerCheck],
+) -> Vec<Headline> {
+    // What fails the gate fails the headline: errors, or whatever --fail-on names.
+    let fail_at = opts.fail_on.min(rules::Severity::Error);
+    opts.targets
+        .iter()
+        .enumerate()
+        .map(|(ti, t)| {
+            let mine = |f: &&Finding| f.target.is_none() || f.target.as_deref() == Some(t.name.as_str());
+            let errors: Vec<&Finding> = findings.iter().filter(mine).filter(|f| f.severity >= fail_at).collect();
+            let suppressed = raised
+                .iter()
+                .filter(|(target, sev)| {
+                    (target.is_none() || target.as_deref() == Some(t.name.as_str())) && *sev >= fail_at
+                })
+                .count()
+                .saturating_sub(errors.len());
+            let compiled: Vec<&compilers::CompilerFacts> =
+                compiler_checks.iter().filter(|c| c.target == t.name).map(|c| &c.facts).collect();
+            let warned: Vec<&Finding> = findings
+                .iter()
+                .filter(|f| f.target.as_deref() == Some(t.name.as_str()) && f.severity < fail_at)
+                .collect();
+            let judged = column(&f.binaries, covs, ti);
+            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed, &compiled, &warned)
+        })
+        .collect()
+}
+
+pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalError> {
+    let f = gather(scan);
+    let gate = Gate { rules: opts.rules.iter().filter(|r| enabled(r, opts.config)).collect(), config: opts.config };
+    let targets = &opts.targets;
+    let image = value(&f.image);
+    let fix = value(&facts::fix(targets, String::new()));
+    let mut findings: Vec<Finding> = Vec::new();
+
+    // Phase 2: the image as a whole.
+    let vars = ImageVars {
+        image: image.clone(),
+        targets: value(&targets.iter().map(facts::target).collect::<Vec<_>>()),
+        fix: fix.clone(),
+    };
+    findings.extend(gate.fire(vars, None, None)?);
+
+    // What decides each target before any kernel runs: said once, at image level.
+    let mut deploys: Vec<verdict::Deploy> =
+        targets.iter().map(|t| verdict::deploy(scan, &f.binaries, &f.floor, t)).collect();
+    let covs = judge_coverage(&f, targets);
+    let caused = target_rules(&gate, &image, &f, &covs, targets, &mut deploys, &mut findings)?;
+    let matrix = binary_rules(&gate, scan, &image, &fix, &f, &covs, targets, &deploys, &mut findings)?;
+    let found = compilers::inventory(scan);
+    let compiler_checks = compiler_rules(&gate, scan, &image, &found, targets, &mut findings)?;
+    if let Some(dev) = &opts.device {
+        device_rules(&gate, &image, &f.binaries, dev, &mut findings)?;
+    }
+
+    let Suppression { raised, ignored, baseline, mut notes } = suppress(&opts, &mut findings);
+    fold_and_sort(&mut findings, targets, &caused);
+    let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
+    let headlines = headlines(&opts, &f, &covs, &deploys, &findings, &raised, &compiler_checks);
+    notes.extend(scan.notes.iter().cloned());
+    let detail = f
+        .binaries
+        .iter()
+        .filter(|b| !b.facts.detail_problems.is_empty())
+        .map(|b| Detail {
+            path: b.facts.path.clone(),
+            problems: b.facts.detail_problems.len() as u64,
+            examples: b.facts.detail_problems.iter().take(3).cloned().collect(),
+        })
+        .collect();
+    Ok(LintReport {
+        schema: schema::LINT,
+        tool: Tool::current(),
+        image: LintImage {
+            name: scan.image.name.clone(),
+            source: scan.image.source,
+            manifest_digest: scan.image.manifest_digest.clone(),
+            config_digest: scan.image.config_digest.clone(),
+            platform: scan.image.platform.clone(),
+        },
+        headlines,
+        matrix,
+        findings,
+        suppressed: Suppressed {
+            ignored,
+            baseline,
+            disabled_rules: opts.rules.iter().filter(|r| !enabled(r, opts.config)).map(|r| r.code.clone()).collect(),
+        },
+        fail_on: opts.fail_on,
+        failed,
+        notes,
+        device: opts.device,
+        compilers: found,
+        compiler_checks,
+        detail,
+        targets: opts.targets,
+    })
+}
