@@ -52,12 +52,23 @@ pub struct TorchPin {
     pub triton: String,
 }
 
+crate::schema::words! {
+    /// How a consumer compiles at run time.
+    pub enum CompilePath {
+        /// Triton, with the ptxas it selects.
+        Triton = "triton",
+        Nvrtc = "nvrtc",
+        /// XLA, with the ptxas it finds (or its embedded nvPTXCompiler).
+        Xla = "xla",
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Consumer {
     pub package: String,
-    /// triton, nvrtc.
-    pub compiler: String,
+    /// triton, nvrtc, xla.
+    pub compiler: CompilePath,
     pub what: String,
     pub central: bool,
     #[serde(default)]

@@ -9,7 +9,7 @@ use std::path::Path;
 use super::oci::{self, Platform, Resolved, Store};
 use super::pipeline::{self, Blob, LayerSource};
 use super::progress::Progress;
-use super::{ImageReport, ScanError, ScanOptions, assemble};
+use super::{ImageReport, ScanError, ScanOptions, SourceKind, assemble};
 use crate::digest::MAX_JSON;
 use crate::input::{FileInput, Input, InputReader, StreamInput, SubInput, read_full};
 use crate::layer::LayerRef;
@@ -92,7 +92,7 @@ fn resolve(
     want: Option<&str>,
     platform: &Platform,
     what: &str,
-) -> Result<(Resolved, &'static str), ScanError> {
+) -> Result<(Resolved, SourceKind), ScanError> {
     let layout = match layout {
         Some(l) => l,
         None if files.0 => Layout::Docker,
@@ -105,8 +105,8 @@ fn resolve(
         }
     };
     Ok(match layout {
-        Layout::Docker => (oci::resolve_docker_archive(store, want)?, "docker-archive"),
-        Layout::Oci => (oci::resolve_oci(store, want, platform)?, "oci-archive"),
+        Layout::Docker => (oci::resolve_docker_archive(store, want)?, SourceKind::DockerArchive),
+        Layout::Oci => (oci::resolve_oci(store, want, platform)?, SourceKind::OciArchive),
     })
 }
 
@@ -145,7 +145,7 @@ struct ArchiveFile {
     layout: Option<Layout>,
     want: Option<String>,
     /// What `resolve` found: docker-archive or oci-archive.
-    kind: &'static str,
+    kind: SourceKind,
 }
 
 impl ArchiveFile {
@@ -181,12 +181,12 @@ impl ArchiveFile {
             }
         }
         let store = ArchiveStore { file, path: path.display().to_string(), members, links };
-        Ok(ArchiveFile { store, layout, want: want.map(str::to_string), kind: "docker-archive" })
+        Ok(ArchiveFile { store, layout, want: want.map(str::to_string), kind: SourceKind::DockerArchive })
     }
 }
 
 impl LayerSource for ArchiveFile {
-    fn kind(&self) -> &'static str {
+    fn kind(&self) -> SourceKind {
         self.kind
     }
 

@@ -6,9 +6,9 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::ScanError;
 use super::oci::{self, Platform, Resolved, Store};
 use super::pipeline::{Blob, LayerSource};
+use super::{ScanError, SourceKind};
 use crate::digest::MAX_JSON;
 use crate::layer::LayerRef;
 
@@ -86,8 +86,8 @@ impl LayoutDir {
 }
 
 impl LayerSource for LayoutDir {
-    fn kind(&self) -> &'static str {
-        "oci"
+    fn kind(&self) -> SourceKind {
+        SourceKind::Oci
     }
 
     fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError> {

@@ -273,11 +273,24 @@ pub struct ImageReport {
     pub cuda_packages: Vec<crate::packages::Package>,
 }
 
+crate::schema::words! {
+    /// What kind of input an image was read from, as reports name it.
+    pub enum SourceKind {
+        DockerArchive = "docker-archive",
+        OciArchive = "oci-archive",
+        Oci = "oci",
+        Registry = "registry",
+        Dir = "dir",
+        File = "file",
+        Wheel = "wheel",
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ImageInfo {
     pub name: Option<String>,
-    /// docker-archive, oci-archive, oci, dir, file, wheel.
-    pub source: &'static str,
+    /// docker-archive, oci-archive, oci, registry, dir, file, wheel.
+    pub source: SourceKind,
     pub manifest_digest: Option<String>,
     pub config_digest: Option<String>,
     pub platform: Option<String>,
@@ -347,7 +360,7 @@ fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, St
 
 /// Builds the report from the resolved image and its analysed layers (in order).
 pub fn assemble(
-    source: &'static str,
+    source: SourceKind,
     resolved: Option<&oci::Resolved>,
     name: Option<String>,
     layers: Vec<AnalyzedLayer>,
@@ -410,7 +423,7 @@ pub fn assemble(
 
 /// A source that is one layer's worth of files (a root filesystem, a file, a wheel): its
 /// report, with no layer listed (there is no layer to name).
-pub fn single_layer(source: &'static str, name: String, size: u64, summary: LayerSummary) -> ImageReport {
+pub fn single_layer(source: SourceKind, name: String, size: u64, summary: LayerSummary) -> ImageReport {
     let layer = AnalyzedLayer {
         info: LayerInfo {
             digest: String::new(),

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::oci::{Platform, Resolved};
 use super::progress::Progress;
-use super::{ImageReport, ScanError, ScanOptions, assemble};
+use super::{ImageReport, ScanError, ScanOptions, SourceKind, assemble};
 use crate::cache::LayerKey;
 use crate::layer::blob::{self, Counting, Outcome};
 use crate::layer::{AnalyzedLayer, LayerRef};
@@ -29,7 +29,7 @@ pub enum Blob<'a> {
 /// layout directory and the registry; [`run`] does the rest.
 pub trait LayerSource: Sync {
     /// What reports call this kind of source (`docker-archive`, `oci-archive`, `oci`, `registry`).
-    fn kind(&self) -> &'static str;
+    fn kind(&self) -> SourceKind;
 
     /// The config and ordered layers of the image for `platform`.
     fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError>;
@@ -243,8 +243,8 @@ mod tests {
     }
 
     impl LayerSource for Mem {
-        fn kind(&self) -> &'static str {
-            "test"
+        fn kind(&self) -> SourceKind {
+            SourceKind::Oci
         }
         fn resolve(&mut self, _: &Platform) -> Result<Resolved, ScanError> {
             let digest = crate::digest::sha256(&self.tar);

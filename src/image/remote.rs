@@ -10,7 +10,7 @@ use oci_client::Reference;
 
 use super::oci::{self, Platform, Resolved, Store};
 use super::pipeline::{self, Blob, LAYER_COUNTS, LayerSource};
-use super::{ImageReport, ScanError, ScanOptions, attest};
+use super::{ImageReport, ScanError, ScanOptions, SourceKind, attest};
 use crate::escape::text as esc;
 use crate::layer::{AnalyzedLayer, LayerRef};
 use crate::registry::media::MediaType;
@@ -113,8 +113,8 @@ impl RemoteImage {
 }
 
 impl LayerSource for RemoteImage {
-    fn kind(&self) -> &'static str {
-        "registry"
+    fn kind(&self) -> SourceKind {
+        SourceKind::Registry
     }
 
     fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError> {

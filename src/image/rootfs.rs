@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::{ImageReport, ScanError, ScanOptions, single_layer};
+use super::{ImageReport, ScanError, ScanOptions, SourceKind, single_layer};
 use crate::input::{FileInput, read_full};
 use crate::layer::analyze::{FileVisitor, Want};
 use crate::layer::decode::Compression;
@@ -76,7 +76,7 @@ pub fn scan_dir(root: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErro
         }
     }
     let s = v.finish();
-    Ok(single_layer("dir", root.display().to_string(), s.stats.file_bytes, s))
+    Ok(single_layer(SourceKind::Dir, root.display().to_string(), s.stats.file_bytes, s))
 }
 
 /// One file (`file:`). A plain library without CUDA passes; an empty file, or one that looks like
@@ -111,5 +111,5 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
     v.summary.stats.file_bytes = meta.len();
     // Inspected whatever its size or name: it is what was asked for.
     take(&mut v, path, &name, meta.len(), Want::Inspect).map_err(|e| ScanError::io(path, e))?;
-    Ok(single_layer("file", path.display().to_string(), meta.len(), v.finish()))
+    Ok(single_layer(SourceKind::File, path.display().to_string(), meta.len(), v.finish()))
 }

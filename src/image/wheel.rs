@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use super::{ImageReport, ScanError, ScanOptions, single_layer};
+use super::{ImageReport, ScanError, ScanOptions, SourceKind, single_layer};
 use crate::input::{InputReader, StreamInput};
 use crate::layer::analyze::{FileVisitor, Want};
 use crate::layer::path::normalize;
@@ -40,5 +40,5 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             return Err(bad(std::io::Error::other("member is longer than its recorded size")));
         }
     }
-    Ok(single_layer("wheel", path.display().to_string(), size, v.finish()))
+    Ok(single_layer(SourceKind::Wheel, path.display().to_string(), size, v.finish()))
 }

@@ -10,7 +10,7 @@ use goblin::elf::section_header::{SHT_NOTE, SHT_SYMTAB, SectionHeader};
 use goblin::elf::sym::STT_FUNC;
 
 use super::fatbin::Suffix;
-use super::model::{CubinInfo, hex};
+use super::model::{CubinInfo, CubinType, hex};
 
 // NVIDIA's own ELF values (goblin has the standard ones).
 const SHT_CUDA_COMPAT: u32 = 0x7000_0086;
@@ -87,11 +87,10 @@ pub fn parse(src: &mut dyn CubinBytes, want_names: bool) -> Result<CubinInfo, St
     let (osabi, abi_version) = (h.e_ident[7], h.e_ident[8]);
     let (sm, mut suffix, mut virtual_sm) = decode_e_flags(abi_version, h.e_flags);
     let elf_type = match h.e_type {
-        goblin::elf::header::ET_EXEC => "exec",
-        goblin::elf::header::ET_REL => "rel",
-        _ => "other",
-    }
-    .to_string();
+        goblin::elf::header::ET_EXEC => CubinType::Exec,
+        goblin::elf::header::ET_REL => CubinType::Rel,
+        _ => CubinType::Other,
+    };
     let mut info = CubinInfo {
         elf_type,
         osabi,

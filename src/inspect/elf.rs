@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io;
 
 use super::hostelf::{self, Layout, Section};
-use super::model::{CudartVersion, ElfInfo, ElfType, FileFormat, FileReport, HiddenCubin, Wrapper};
+use super::model::{CudartVersion, ElfInfo, ElfType, FileFormat, FileReport, HiddenCubin, Linkage, Wrapper};
 use super::scanner::ScanResult;
 use super::window::{Capture, Watch, Window};
 
@@ -575,7 +575,7 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
         (Some(v), _) if v.source == "file-name" => Some(v),
         (_, Some(v)) => Some(CudartVersion {
             version: format!("{}.{}", v / 1000, (v % 1000) / 10),
-            linkage: if is_cudart { "shared" } else { "static" }.to_string(),
+            linkage: if is_cudart { Linkage::Shared } else { Linkage::Static },
             source: "machine-code".to_string(),
         }),
         (Some(v), None) => Some(v),

@@ -129,7 +129,7 @@ pub fn inspect_sniffed(
                 None => (String::new(), ""),
             },
         };
-        report.toolchain = Some(toolchain::Toolchain { kind: tool.into(), version, source: source.into() });
+        report.toolchain = Some(toolchain::Toolchain { kind: tool, version, source: source.into() });
         return Ok(report);
     }
     inspect_kind(kind, head, input, path, opts, depth)
@@ -246,7 +246,7 @@ pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {
         2 => (parts[0].to_string(), "soname"),
         _ => (ver.to_string(), "file-name"),
     };
-    Some(CudartVersion { version, linkage: "shared".to_string(), source: source.to_string() })
+    Some(CudartVersion { version, linkage: Linkage::Shared, source: source.to_string() })
 }
 
 /// Inspects files and directories (walked recursively, in sorted order). Symbolic links to

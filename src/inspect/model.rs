@@ -435,12 +435,33 @@ pub struct PtxInfo {
     pub entry_count: u32,
 }
 
+words! {
+    /// How a file has the CUDA runtime.
+    pub enum Linkage {
+        /// This file is libcudart.
+        Shared = "shared",
+        /// Linked into this file.
+        Static = "static",
+    }
+}
+
+words! {
+    /// A device ELF's type.
+    pub enum CubinType {
+        /// Loadable.
+        Exec = "exec",
+        /// Relocatable, from -rdc.
+        Rel = "rel",
+        Other = "other",
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CudartVersion {
     /// `12.9` or `12.9.79`.
     pub version: String,
     /// `shared` (this file is libcudart) or `static` (linked into this file).
-    pub linkage: String,
+    pub linkage: Linkage,
     /// `file-name` (the real file behind the SONAME), `machine-code` (CUDART_VERSION
     /// immediate, docs/cuda-binaries.md §5f), `soname` (major only).
     pub source: String,
@@ -450,7 +471,7 @@ pub struct CudartVersion {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CubinInfo {
     /// `exec` (loadable) or `rel` (relocatable, from -rdc).
-    pub elf_type: String,
+    pub elf_type: CubinType,
     pub osabi: u8,
     pub abi_version: u8,
     pub e_flags: String,
@@ -484,6 +505,6 @@ impl CubinInfo {
         format!("sm_{}{}", self.sm, self.suffix.as_str())
     }
     pub fn loadable(&self) -> bool {
-        self.elf_type == "exec"
+        self.elf_type == CubinType::Exec
     }
 }

@@ -10,11 +10,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::input::Input;
 
+crate::schema::words! {
+    /// The kind of a run-time compiler.
+    pub enum CompilerKind {
+        Ptxas = "ptxas",
+        Nvcc = "nvcc",
+        Nvrtc = "nvrtc",
+        NvJitLink = "nvjitlink",
+        NvPtxCompiler = "nvptxcompiler",
+    }
+}
+
 /// What a run-time compiler is, and its version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Toolchain {
     /// ptxas, nvcc, nvrtc, nvjitlink, nvptxcompiler.
-    pub kind: String,
+    pub kind: CompilerKind,
     /// `12.8.93`, or `12.8` where only the release is known; empty when nothing says.
     pub version: String,
     /// Where the version comes from: `banner` (the file's own bytes), `file-name`
@@ -31,15 +42,15 @@ impl Toolchain {
 }
 
 /// The kind of run-time compiler a file name says, if any.
-pub fn kind_of(name: &str) -> Option<&'static str> {
+pub fn kind_of(name: &str) -> Option<CompilerKind> {
     match name {
-        "ptxas" | "ptxas-blackwell" => Some("ptxas"),
-        "nvcc" => Some("nvcc"),
+        "ptxas" | "ptxas-blackwell" => Some(CompilerKind::Ptxas),
+        "nvcc" => Some(CompilerKind::Nvcc),
         // Static nvPTXCompiler, and XLA's plugin, which may link one in (its banner says).
-        "libnvptxcompiler_static.a" | "xla_cuda_plugin.so" => Some("nvptxcompiler"),
+        "libnvptxcompiler_static.a" | "xla_cuda_plugin.so" => Some(CompilerKind::NvPtxCompiler),
         _ if name.starts_with("libnvrtc-builtins") => None,
-        _ if name.starts_with("libnvrtc.so") || name.starts_with("libnvrtc.alt.so") => Some("nvrtc"),
-        _ if name.starts_with("libnvJitLink.so") => Some("nvjitlink"),
+        _ if name.starts_with("libnvrtc.so") || name.starts_with("libnvrtc.alt.so") => Some(CompilerKind::Nvrtc),
+        _ if name.starts_with("libnvJitLink.so") => Some(CompilerKind::NvJitLink),
         _ => None,
     }
 }
@@ -218,7 +229,7 @@ mod tests {
         assert_eq!(version_from_name("libnvrtc.so.12.8.93").as_deref(), Some("12.8.93"));
         assert_eq!(version_from_name("libnvrtc.so.12"), None);
         assert_eq!(kind_of("libnvrtc-builtins.so.12.8"), None);
-        assert_eq!(kind_of("libnvrtc.alt.so.12"), Some("nvrtc"));
+        assert_eq!(kind_of("libnvrtc.alt.so.12"), Some(CompilerKind::Nvrtc));
     }
 }
 
@@ -237,8 +248,11 @@ mod stream_tests {
             let seek = inspect_input(&mut SliceInput::new(&bytes), "/usr/bin/ptxas", &opts).unwrap();
             let mut stream = StreamInput::new(&bytes[..], bytes.len() as u64);
             let streamed = inspect_input(&mut stream, "/usr/bin/ptxas", &opts).unwrap();
-            let want =
-                Some(super::Toolchain { kind: "ptxas".into(), version: "13.5.37".into(), source: "banner".into() });
+            let want = Some(super::Toolchain {
+                kind: super::CompilerKind::Ptxas,
+                version: "13.5.37".into(),
+                source: "banner".into(),
+            });
             assert_eq!(seek.toolchain, want, "seekable, lean {lean}");
             assert_eq!(streamed.toolchain, want, "stream, lean {lean}");
         }

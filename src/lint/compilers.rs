@@ -6,9 +6,10 @@
 use serde::Serialize;
 
 use super::targets::Target;
-use crate::cuda::toolchains::{self, Table, triton_target};
+use crate::cuda::toolchains::{self, CompilePath, Table, triton_target};
 use crate::cuda::{CudaVersion, tables};
 use crate::image::ImageReport;
+use crate::inspect::toolchain::CompilerKind;
 use crate::layer::path::{file_name, parent};
 use crate::packages::Package;
 use crate::schema::documented;
@@ -18,7 +19,7 @@ use crate::schema::documented;
 pub struct Found {
     pub path: String,
     /// ptxas, nvcc, nvrtc, nvjitlink, nvptxcompiler.
-    pub kind: String,
+    pub kind: CompilerKind,
     /// `12.8.93`, empty if unknown.
     pub version: String,
     /// banner, file-name, package.
@@ -44,7 +45,7 @@ pub fn inventory(scan: &ImageReport) -> Vec<Found> {
             };
             Some(Found {
                 path: f.file.path.clone(),
-                kind: t.kind.clone(),
+                kind: t.kind,
                 version,
                 source,
                 package: pkg.map(|p| format!("{} {}", p.name, p.version)).unwrap_or_default(),
@@ -129,12 +130,12 @@ fn triton_ptxas<'a>(
     let name = if blackwell { "ptxas-blackwell" } else { "ptxas" };
     let env = sel.map(|s| if blackwell { s.blackwell_env.as_str() } else { s.ptxas_env.as_str() }).unwrap_or("");
     if let Some(p) = scan.image.env.get(env)
-        && let Some(f) = found.iter().find(|f| f.kind == "ptxas" && f.path == *p)
+        && let Some(f) = found.iter().find(|f| f.kind == CompilerKind::Ptxas && f.path == *p)
     {
         return Some((f, env.to_string()));
     }
     let bundled = found.iter().find(|f| {
-        f.kind == "ptxas"
+        f.kind == CompilerKind::Ptxas
             && file_name(&f.path) == name
             && (f.path.contains("/triton/backends/nvidia/bin/") || f.path.contains("/triton/third_party/cuda/bin/"))
     })?;
@@ -151,7 +152,7 @@ fn nvrtc_for<'a>(
 ) -> Option<(&'a Found, String)> {
     let libs: Vec<&Found> = found
         .iter()
-        .filter(|f| f.kind == "nvrtc" && !file_name(&f.path).starts_with("libnvrtc.alt"))
+        .filter(|f| f.kind == CompilerKind::Nvrtc && !file_name(&f.path).starts_with("libnvrtc.alt"))
         .filter(|f| major.is_none_or(|m| CudaVersion::parse(&f.version).is_none_or(|v| v.major == m)))
         .collect();
     let pip = |f: &&&Found| f.path.contains("/site-packages/") || f.path.contains("/dist-packages/");
@@ -198,21 +199,25 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
             consumer_version: consumer.version.clone(),
             what: c.what.clone(),
             central: c.central,
-            kind: c.compiler.clone(),
+            kind: match c.compiler {
+                CompilePath::Triton | CompilePath::Xla => CompilerKind::Ptxas,
+                CompilePath::Nvrtc => CompilerKind::Nvrtc,
+            }
+            .to_string(),
             ..Default::default()
         };
         let driver_cuda = target.driver_cuda;
-        match c.compiler.as_str() {
-            "triton" => {
+        match c.compiler {
+            CompilePath::Triton => {
                 let Some(triton) = pkg(scan, "triton").or_else(|| pkg(scan, "pytorch-triton")) else { continue };
                 let Some((ptxas, how)) = triton_ptxas(t, scan, found, triton, target) else {
                     // Listed, not judged: what Triton would run is not in the image.
-                    f.kind = "ptxas".into();
+                    f.kind = CompilerKind::Ptxas.to_string();
                     f.why = format!("no ptxas of triton {} found in the image", triton.version);
                     out.push(f);
                     continue;
                 };
-                f.kind = "ptxas".into();
+                f.kind = CompilerKind::Ptxas.to_string();
                 f.resolved(ptxas, how);
                 let arch = triton_target(target.cc);
                 f.target_arch = format!("sm_{arch}");
@@ -250,7 +255,7 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     };
                 }
             }
-            "nvrtc" => {
+            CompilePath::Nvrtc => {
                 let major = if c.package == "torch" { torch_major(scan) } else { None };
                 let Some((nvrtc, how)) = nvrtc_for(scan, found, consumer, major) else {
                     f.why = "no NVRTC found in the image (it may come from the host or a later layer)".into();
@@ -304,14 +309,14 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     );
                 }
             }
-            "xla" => {
+            CompilePath::Xla => {
                 let Some((ptxas, how)) = xla_ptxas(scan, found, &consumer.name) else {
-                    f.kind = "ptxas".into();
+                    f.kind = CompilerKind::Ptxas.to_string();
                     f.why = "no ptxas XLA would find in the image".into();
                     out.push(f);
                     continue;
                 };
-                f.kind = ptxas.kind.clone();
+                f.kind = ptxas.kind.to_string();
                 f.resolved(ptxas, how);
                 let arch = target.cc.sm().to_string();
                 f.target_arch = format!("sm_{arch}");
@@ -332,7 +337,6 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     };
                 }
             }
-            _ => continue,
         }
         out.push(f);
     }
@@ -345,7 +349,8 @@ fn xla_ptxas<'a>(scan: &ImageReport, found: &'a [Found], plugin: &str) -> Option
     if let Some(f) = found.iter().find(|f| file_name(&f.path) == "xla_cuda_plugin.so" && !f.version.is_empty()) {
         return Some((f, "nvPTXCompiler linked into the XLA plugin".into()));
     }
-    let ptxas: Vec<&Found> = found.iter().filter(|f| f.kind == "ptxas" && file_name(&f.path) == "ptxas").collect();
+    let ptxas: Vec<&Found> =
+        found.iter().filter(|f| f.kind == CompilerKind::Ptxas && file_name(&f.path) == "ptxas").collect();
     if let Some(dir) = scan.image.env.get("XLA_FLAGS").and_then(|v| {
         v.split_whitespace()
             .find_map(|a| a.strip_prefix("--xla_gpu_cuda_data_dir="))

@@ -24,7 +24,7 @@ pub struct CudartFacts {
     pub version: String,
     pub major: u16,
     pub minor: u16,
-    pub linkage: String,
+    pub linkage: crate::inspect::Linkage,
     pub source: String,
 }
 
@@ -361,7 +361,7 @@ pub fn binary(f: &ImageFile) -> Binary {
                 version: c.version.clone(),
                 major: v.major,
                 minor: v.minor,
-                linkage: c.linkage.clone(),
+                linkage: c.linkage,
                 source: c.source.clone(),
             })
         }),

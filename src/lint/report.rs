@@ -99,7 +99,7 @@ pub struct Suppressed {
 #[derive(Debug, Clone, Serialize)]
 pub struct LintImage {
     pub name: Option<String>,
-    pub source: &'static str,
+    pub source: crate::image::SourceKind,
     pub manifest_digest: Option<String>,
     pub config_digest: Option<String>,
     pub platform: Option<String>,

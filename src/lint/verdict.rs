@@ -14,6 +14,7 @@ use super::targets::Target;
 use crate::cuda::fix::arch_fix_keeping;
 use crate::cuda::{Cc, CudaVersion, DriverVersion, drivers, tables};
 use crate::image::ImageReport;
+use crate::inspect::Linkage;
 use crate::inspect::fatbin::Suffix;
 use crate::inspect::libraries::cuda_major_of_soname;
 use crate::layer::path::{file_name, parent};
@@ -133,7 +134,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
             built.entry((t.major, t.to_string())).or_default().insert(who(b));
         }
         if let Some(c) = &b.facts.cudart {
-            let what = if c.linkage == "static" {
+            let what = if c.linkage == Linkage::Static {
                 format!("static CUDA runtime {} in {}", c.version, b.facts.path)
             } else {
                 format!("CUDA runtime {} ({})", c.version, b.facts.path)
@@ -297,7 +298,7 @@ fn selector(report: &ImageReport, binaries: &[Binary], siblings: &BTreeSet<usize
         others
             .iter()
             .filter_map(|b| b.facts.cudart.as_ref())
-            .filter(|c| (c.linkage != "static") == shared)
+            .filter(|c| (c.linkage == Linkage::Shared) == shared)
             .map(|c| CudaVersion::new(c.major, c.minor))
             .max()
     };

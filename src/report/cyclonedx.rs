@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::{RenderConfig, Rendered, ReportError};
 use crate::cuda::{CudaVersion, tables};
-use crate::image::ImageReport;
+use crate::image::{ImageReport, SourceKind};
 use crate::lint::facts::{self, Binary};
 use crate::lint::{LintReport, MatrixRow, Package};
 
@@ -53,7 +53,7 @@ fn binary_properties(it: &Item, report: &LintReport) -> Vec<Value> {
     }
     if let Some(rt) = &f.cudart {
         p.push(prop("cudalint:cuda-runtime", &rt.version));
-        p.push(prop("cudalint:cuda-runtime-linkage", &rt.linkage));
+        p.push(prop("cudalint:cuda-runtime-linkage", rt.linkage.as_str()));
         if let Some((floor, _)) = tables::minor_compat_floor(rt.major) {
             p.push(prop("cudalint:min-driver", floor));
         }
@@ -118,8 +118,8 @@ fn disk_hashes(inventory: &ImageReport) -> BTreeMap<String, String> {
     let Some(name) = &inventory.image.name else { return out };
     for f in &inventory.files {
         let disk = match inventory.image.source {
-            "dir" => std::path::Path::new(name).join(f.file.path.trim_start_matches('/')),
-            "file" => std::path::PathBuf::from(name),
+            SourceKind::Dir => std::path::Path::new(name).join(f.file.path.trim_start_matches('/')),
+            SourceKind::File => std::path::PathBuf::from(name),
             _ => return out,
         };
         if let Some(h) = sha256_file(&disk, f.file.size) {
@@ -150,7 +150,7 @@ fn sha256_file(p: &std::path::Path, size: u64) -> Option<String> {
 
 fn image_component(report: &LintReport, inventory: &ImageReport) -> Value {
     let img = &report.image;
-    let mut props = vec![prop("cudalint:source", img.source)];
+    let mut props = vec![prop("cudalint:source", img.source.as_str())];
     if let Some(p) = &img.platform {
         props.push(prop("cudalint:platform", p));
     }
@@ -262,7 +262,7 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
             "bom-ref": file_ref(&found.path),
             "name": found.path,
             "properties": [
-                prop("cudalint:compiler", &found.kind),
+                prop("cudalint:compiler", found.kind.as_str()),
                 prop("cudalint:compiler-version", &found.version),
                 prop("cudalint:compiler-version-source", &found.source),
             ],

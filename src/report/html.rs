@@ -182,8 +182,8 @@ fn html(r: &LintReport) -> String {
             let _ = writeln!(
                 o,
                 "<tr data-kind=\"{}\"><td>{}</td><td>{} <span class=\"muted\">({})</span></td><td><code>{}</code></td><td>{}</td></tr>",
-                esc(&c.kind),
-                esc(&c.kind),
+                c.kind,
+                c.kind,
                 esc(&c.version),
                 esc(&c.source),
                 esc(&c.path),

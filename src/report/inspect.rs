@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::human_bytes;
 use crate::escape::text as esc;
 use crate::inspect::fatbin::{Compression, EntryKind};
-use crate::inspect::model::CubinInfo;
+use crate::inspect::model::{CubinInfo, CubinType};
 use crate::inspect::{Container, Entry, FileFormat, FileReport};
 use crate::schema::{self, Tool};
 
@@ -211,7 +211,7 @@ fn entry_text(out: &mut String, e: &Entry, pad: &str) {
     }
     if let Some(c) = &e.cubin {
         cols.push(kernels(c.kernel_count));
-        if c.elf_type != "exec" {
+        if c.elf_type != CubinType::Exec {
             cols.push(c.elf_type.to_string());
         }
     }

@@ -83,7 +83,7 @@ fn compressed_docker_save_output_is_read() {
         std::fs::write(&p, &packed).unwrap();
         for spec in [p.display().to_string(), format!("docker-archive:{}", p.display())] {
             let r = run(&spec);
-            assert_eq!(r.image.source, "docker-archive", "{spec}");
+            assert_eq!(r.image.source.as_str(), "docker-archive", "{spec}");
             assert_eq!(serde_json::to_value(&r.files).unwrap(), serde_json::to_value(&want.files).unwrap(), "{spec}");
             assert!(r.image.layers.iter().all(|l| l.verified), "{spec}");
         }

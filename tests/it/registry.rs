@@ -304,7 +304,7 @@ fn anonymous_pull_equals_the_local_scan_and_a_warm_cache_downloads_nothing() {
     let remote = cudalint::image::scan(&spec, &opts(Some(cache.path()))).unwrap();
     let local = cudalint::image::scan(&format!("oci:{}", layout.path().display()), &opts(None)).unwrap();
     assert_eq!(files_json(&remote), files_json(&local));
-    assert_eq!(remote.image.source, "registry");
+    assert_eq!(remote.image.source.as_str(), "registry");
     assert!(remote.image.layers.iter().all(|l| l.verified));
     // skopeo may recompress layers on push: the registry's digests are the manifest's.
     let layers: Vec<String> = remote.image.layers.iter().map(|l| l.digest.clone()).collect();

@@ -122,7 +122,7 @@ fn every_layout_and_compression_gives_the_same_inventory() {
     let legacy = tmp.path().join("legacy.tar");
     std::fs::write(&legacy, docker_archive_legacy(&layered(Comp::None, Comp::None), "test/layered:1")).unwrap();
     let r = run(legacy.to_str().unwrap());
-    assert_eq!(r.image.source, "docker-archive");
+    assert_eq!(r.image.source.as_str(), "docker-archive");
     assert_eq!(r.image.name.as_deref(), Some("test/layered:1"));
     reports.push(("docker-archive legacy".into(), r));
     // The same archive on standard input, read in one pass.
@@ -300,7 +300,7 @@ fn rootfs_directory_file_and_wheel() {
     assert_eq!(f.symlinks, ["/usr/lib/soft.so"]);
 
     let r = run(fixture("libsm100f.so").to_str().unwrap());
-    assert_eq!(r.image.source, "file");
+    assert_eq!(r.image.source.as_str(), "file");
     assert!(r.files[0].file.has_device_code());
 
     let whl = root.join("pkg-1.0-py3-none-linux_x86_64.whl");
@@ -312,7 +312,7 @@ fn rootfs_directory_file_and_wheel() {
     std::io::Write::write_all(&mut z, b"# nothing\n").unwrap();
     z.finish().unwrap();
     let r = run(whl.to_str().unwrap());
-    assert_eq!(r.image.source, "wheel");
+    assert_eq!(r.image.source.as_str(), "wheel");
     assert_eq!(r.files.iter().map(|f| f.file.path.as_str()).collect::<Vec<_>>(), ["/pkg/lib/libconcat.so"]);
     assert_eq!(r.files[0].file.containers.len(), 3);
 }
@@ -339,8 +339,8 @@ fn skopeo_conversions_give_identical_inventories() {
     let a = run(&format!("oci:{}", layout.display()));
     let b = run(da.to_str().unwrap());
     let c = run(oa.to_str().unwrap());
-    assert_eq!(b.image.source, "docker-archive");
-    assert_eq!(c.image.source, "oci-archive");
+    assert_eq!(b.image.source.as_str(), "docker-archive");
+    assert_eq!(c.image.source.as_str(), "oci-archive");
     assert_eq!(files_json(&a), files_json(&b));
     assert_eq!(files_json(&a), files_json(&c));
     assert_eq!(inventory(&a), expected_layered());
