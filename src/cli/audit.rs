@@ -42,7 +42,7 @@ pub struct AuditArgs {
 }
 
 fn format_parser() -> impl clap::builder::TypedValueParser<Value = AuditFormat> {
-    clap::builder::PossibleValuesParser::new(AuditFormat::NAMES.map(|(name, _)| name))
+    clap::builder::PossibleValuesParser::new(AuditFormat::ALL.iter().map(|f| f.as_str()))
         .map(|name| name.parse::<AuditFormat>().expect("a listed format name"))
 }
 

@@ -95,7 +95,7 @@ pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         };
         results.push(result);
     }
-    let counts = &crate::image::pipeline::LAYER_COUNTS;
+    let counts = &opts.counts;
     let mut stats = RunStats {
         layers_pulled: counts.pulled.load(Ordering::Relaxed),
         layers_analysed: counts.analysed.load(Ordering::Relaxed),

@@ -75,7 +75,7 @@ pub struct DeviceArgs {
 /// `--format`: the library's format names, listed in `--help` and completions as clap lists
 /// enum values.
 fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
-    clap::builder::PossibleValuesParser::new(Format::NAMES.map(|(name, _)| name))
+    clap::builder::PossibleValuesParser::new(Format::ALL.iter().map(|f| f.as_str()))
         .map(|name| name.parse::<Format>().expect("a listed format name"))
 }
 

@@ -101,6 +101,17 @@ pub struct ScanOptions {
     /// Take a registry image's layer analyses from its attestation instead of pulling them
     /// (`--from-attestation`); none usable is an error.
     pub from_attestation: bool,
+    /// Layers pulled and analysed by the scans made with these options (and their clones).
+    pub counts: Arc<LayerCounts>,
+}
+
+/// Layers pulled from registries and analysed (read and walked, any source) by the scans that
+/// share these counters; the caches' own counters say what they saved. `cudalint registry`
+/// reports them in its summary.
+#[derive(Debug, Default)]
+pub struct LayerCounts {
+    pub pulled: std::sync::atomic::AtomicU64,
+    pub analysed: std::sync::atomic::AtomicU64,
 }
 
 impl Default for ScanOptions {
@@ -116,6 +127,7 @@ impl Default for ScanOptions {
             store: None,
             attest: false,
             from_attestation: false,
+            counts: Arc::default(),
         }
     }
 }

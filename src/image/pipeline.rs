@@ -75,16 +75,6 @@ pub trait LayerSource: Sync {
     }
 }
 
-/// Layers this process pulled from registries and analysed (read and walked, any source); the
-/// caches' own counters say what they saved. `cudalint registry` reports them in its summary.
-#[derive(Default)]
-pub struct LayerCounts {
-    pub pulled: AtomicU64,
-    pub analysed: AtomicU64,
-}
-
-pub static LAYER_COUNTS: LayerCounts = LayerCounts { pulled: AtomicU64::new(0), analysed: AtomicU64::new(0) };
-
 /// Reads an image from `source`: resolve, caches, parallel layer reads, digest checks, report.
 pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let platform = opts.platform.clone().unwrap_or_else(Platform::host);
@@ -138,7 +128,7 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
             }
         }
         let analyzed = read(src.open(l)?, l, opts, &progress)?;
-        LAYER_COUNTS.analysed.fetch_add(1, Ordering::Relaxed);
+        opts.counts.analysed.fetch_add(1, Ordering::Relaxed);
         if let Some(key) = &key {
             // Only verified analyses are stored (the cache refuses others); a failed write only
             // costs a later read.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use oci_client::Reference;
 
 use super::oci::{self, Platform, Resolved, Store};
-use super::pipeline::{self, Blob, LAYER_COUNTS, LayerSource};
+use super::pipeline::{self, Blob, LayerSource};
 use super::{ImageReport, ScanError, ScanOptions, SourceKind, attest};
 use crate::escape::text as esc;
 use crate::layer::{AnalyzedLayer, LayerRef};
@@ -94,13 +94,23 @@ pub struct RemoteImage {
     subject: Option<attest::Subject>,
     /// `--attest`: push an attestation of the report (the layers are kept for it).
     push: bool,
+    /// The scan's counters (layers pulled).
+    counts: std::sync::Arc<super::LayerCounts>,
 }
 
 impl RemoteImage {
     pub fn connect(spec: &str, opts: &ScanOptions) -> Result<RemoteImage, ScanError> {
         let reference = parse_reference(spec)?;
         let remote = Remote::connect(reference.clone(), &opts.registry)?;
-        Ok(RemoteImage { spec: spec.to_string(), reference, remote, known: HashMap::new(), subject: None, push: false })
+        Ok(RemoteImage {
+            spec: spec.to_string(),
+            reference,
+            remote,
+            known: HashMap::new(),
+            subject: None,
+            push: false,
+            counts: opts.counts.clone(),
+        })
     }
 
     fn by_digest(&self, digest: &str) -> Reference {
@@ -150,7 +160,7 @@ impl LayerSource for RemoteImage {
         let digest = l.digest.clone().expect("registry layers have digests");
         crate::digest::parse(&digest)
             .map_err(|e| ScanError::Layer { layer: digest.clone(), message: e.to_string() })?;
-        LAYER_COUNTS.pulled.fetch_add(1, Ordering::Relaxed);
+        self.counts.pulled.fetch_add(1, Ordering::Relaxed);
         // The walker hashes the blob by its digest's algorithm; the download checks sha512
         // digests itself too (a mismatch ends the stream with an error).
         Ok(Blob::Stream(Box::new(self.remote.blob(&digest, l.size)?)))

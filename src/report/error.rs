@@ -4,9 +4,6 @@
 /// An error of the report layer.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    #[error("unknown format {0:?}")]
-    UnknownFormat(String),
-
     // The SBOM given to --enrich, refused before the scan (`origin` names it).
     #[error("{origin}: not JSON: {source}")]
     SbomNotJson { origin: String, source: serde_json::Error },

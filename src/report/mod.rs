@@ -3,10 +3,8 @@
 //! `registry` renders the summary of a registry run. Output is sorted and free of timestamps, so
 //! snapshots and CI diffs are stable.
 //!
-//! A new format is a file with a `render` function, a [`Format`] variant with its name in
-//! [`Format::NAMES`], and an arm in [`render`].
-
-use std::str::FromStr;
+//! A new format is a file with a `render` function (and its `mod` line), a [`Format`] variant
+//! with its name, and an arm in [`render`]; the command line lists it from [`Format::ALL`].
 
 use crate::image::ImageReport;
 use crate::lint::LintReport;
@@ -27,42 +25,21 @@ pub mod text;
 
 pub use error::ReportError;
 
-/// An output format of `cudalint scan`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-    Sarif,
-    Junit,
-    Markdown,
-    Html,
-    Cyclonedx,
-    /// The scan's file listing as JSON.
-    Inventory,
-    /// The scan's file listing as text.
-    Listing,
-}
-
-impl Format {
-    /// Every format with its name on the command line, in the order `--help` lists them.
-    pub const NAMES: [(&'static str, Format); 9] = [
-        ("text", Format::Text),
-        ("json", Format::Json),
-        ("sarif", Format::Sarif),
-        ("junit", Format::Junit),
-        ("markdown", Format::Markdown),
-        ("html", Format::Html),
-        ("cyclonedx", Format::Cyclonedx),
-        ("inventory", Format::Inventory),
-        ("listing", Format::Listing),
-    ];
-}
-
-impl FromStr for Format {
-    type Err = ReportError;
-
-    fn from_str(s: &str) -> Result<Self, ReportError> {
-        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, f)| *f).ok_or_else(|| ReportError::UnknownFormat(s.into()))
+crate::schema::words! {
+    /// An output format of `cudalint scan`, by its name on the command line, in the order
+    /// `--help` lists them.
+    pub enum Format {
+        Text = "text",
+        Json = "json",
+        Sarif = "sarif",
+        Junit = "junit",
+        Markdown = "markdown",
+        Html = "html",
+        Cyclonedx = "cyclonedx",
+        /// The scan's file listing as JSON.
+        Inventory = "inventory",
+        /// The scan's file listing as text.
+        Listing = "listing",
     }
 }
 
@@ -132,8 +109,8 @@ mod tests {
 
     #[test]
     fn every_format_name_parses() {
-        for (name, f) in Format::NAMES {
-            assert_eq!(name.parse::<Format>().unwrap(), f);
+        for f in Format::ALL {
+            assert_eq!(f.as_str().parse::<Format>().unwrap(), *f);
         }
         assert!("xml".parse::<Format>().is_err());
     }

@@ -1,12 +1,11 @@
 //! The audit's reports, one file per format, dispatched by the one match in [`render`].
 //!
-//! A new format is a file with a `render` function, an [`AuditFormat`] variant with its name in
-//! [`AuditFormat::NAMES`], and an arm in [`render`].
-
-use std::str::FromStr;
+//! A new format is a file with a `render` function (and its `mod` line), an [`AuditFormat`]
+//! variant with its name, and an arm in [`render`]; the command line lists it from
+//! [`AuditFormat::ALL`].
 
 use super::report::AuditReport;
-use crate::report::{RenderConfig, ReportError};
+use crate::report::RenderConfig;
 
 pub mod json;
 pub mod junit;
@@ -15,34 +14,17 @@ pub mod markdown;
 pub mod sarif;
 pub mod text;
 
-/// An output format of `cudalint audit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditFormat {
-    Text,
-    Json,
-    /// The scan's SARIF of every linted image, one run each.
-    Sarif,
-    /// A suite per workload, a test case per container and pool.
-    Junit,
-    Markdown,
-}
-
-impl AuditFormat {
-    /// Every format with its name on the command line, in the order `--help` lists them.
-    pub const NAMES: [(&'static str, AuditFormat); 5] = [
-        ("text", AuditFormat::Text),
-        ("json", AuditFormat::Json),
-        ("sarif", AuditFormat::Sarif),
-        ("junit", AuditFormat::Junit),
-        ("markdown", AuditFormat::Markdown),
-    ];
-}
-
-impl FromStr for AuditFormat {
-    type Err = ReportError;
-
-    fn from_str(s: &str) -> Result<Self, ReportError> {
-        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, f)| *f).ok_or_else(|| ReportError::UnknownFormat(s.into()))
+crate::schema::words! {
+    /// An output format of `cudalint audit`, by its name on the command line, in the order
+    /// `--help` lists them.
+    pub enum AuditFormat {
+        Text = "text",
+        Json = "json",
+        /// The scan's SARIF of every linted image, one run each.
+        Sarif = "sarif",
+        /// A suite per workload, a test case per container and pool.
+        Junit = "junit",
+        Markdown = "markdown",
     }
 }
 
@@ -63,8 +45,8 @@ mod tests {
 
     #[test]
     fn every_format_name_parses() {
-        for (name, f) in AuditFormat::NAMES {
-            assert_eq!(name.parse::<AuditFormat>().unwrap(), f);
+        for f in AuditFormat::ALL {
+            assert_eq!(f.as_str().parse::<AuditFormat>().unwrap(), *f);
         }
         assert!("html".parse::<AuditFormat>().is_err());
     }
