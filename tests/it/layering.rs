@@ -185,7 +185,14 @@ fn mod_imports(mod_code: &str, top: &str, files: &BTreeSet<String>) -> BTreeSet<
 
 #[test]
 fn imports_run_down_the_levels_and_never_loop() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    if let Err(e) = check(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")) {
+        panic!("{e}");
+    }
+}
+
+/// The layering of the crate whose sources are in `src`, or what breaks it.
+fn check(src: &Path) -> Result<(), String> {
+    let src = src.to_path_buf();
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
@@ -280,17 +287,18 @@ fn imports_run_down_the_levels_and_never_loop() {
         }
     }
     unknown.retain(|m| m != "self" && m != "super");
-    assert!(unknown.is_empty(), "modules missing from LEVELS in tests/it/layering.rs: {unknown:?}");
-    assert!(
-        upward.is_empty(),
-        "imports that run up or sideways:\n{}",
-        upward.into_iter().collect::<Vec<_>>().join("\n")
-    );
+    if !unknown.is_empty() {
+        return Err(format!("modules missing from LEVELS in tests/it/layering.rs: {unknown:?}"));
+    }
+    if !upward.is_empty() {
+        return Err(format!("imports that run up or sideways:\n{}", upward.into_iter().collect::<Vec<_>>().join("\n")));
+    }
     for (top, graph) in &inner {
         if let Some(cycle) = find_loop(graph) {
-            panic!("files of src/{top} import each other in a loop: {}", cycle.join(" -> "));
+            return Err(format!("files of src/{top} import each other in a loop: {}", cycle.join(" -> ")));
         }
     }
+    Ok(())
 }
 
 #[test]
@@ -308,4 +316,37 @@ fn the_checker_sees_groups_and_loops() {
     assert_eq!(r.get("all").map(String::as_str), Some("plan"));
     let files: BTreeSet<String> = ["scan", "error", "plan"].iter().map(|s| s.to_string()).collect();
     assert_eq!(mod_imports(m, "cli", &files), BTreeSet::from(["scan".to_string()]));
+}
+
+/// The checker on source trees of its own: a mod.rs that imports a file which imports mod.rs's
+/// items is a loop, and so is one through a re-export; dispatching from mod.rs's bodies is not.
+#[test]
+fn the_checker_fails_on_mod_rs_loops() {
+    let tree = |files: &[(&str, &str)]| {
+        let d = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = d.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        d
+    };
+    let looped = tree(&[
+        ("cli/mod.rs", "pub mod scan;\nuse scan::Color;\npub struct OutputArgs { pub color: Color }\n"),
+        ("cli/scan.rs", "use super::OutputArgs;\npub enum Color { Auto }\n"),
+    ]);
+    let e = check(looped.path()).unwrap_err();
+    assert!(e.contains("files of src/cli import each other in a loop"), "{e}");
+    let reexported = tree(&[
+        ("device/mod.rs", "mod driver;\nmod error;\npub use error::DeviceError;\n"),
+        ("device/driver.rs", "use super::DeviceError;\npub fn error_name() {}\n"),
+        ("device/error.rs", "use super::driver::error_name;\npub enum DeviceError {}\n"),
+    ]);
+    let e = check(reexported.path()).unwrap_err();
+    assert!(e.contains("driver -> error -> driver") || e.contains("error -> driver -> error"), "{e}");
+    let hub = tree(&[
+        ("cli/mod.rs", "pub mod scan;\npub struct OutputArgs;\npub fn main() { scan::run() }\n"),
+        ("cli/scan.rs", "use super::OutputArgs;\npub fn run() {}\n"),
+    ]);
+    assert_eq!(check(hub.path()), Ok(()));
 }
