@@ -9,30 +9,14 @@ use serde::{Deserialize, Serialize};
 /// Metadata files larger than this are not read (a RECORD of 200k lines is ~20 MiB).
 pub const MAX_METADATA: u64 = 32 << 20;
 
-/// The package managers whose records are read, serialized as the words of package URLs.
-/// Declared in the order of those words, so packages sort as they did when the manager was a
-/// string (the order of `cuda_packages` in reports).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PackageManager {
-    Conda,
-    Deb,
-    Pypi,
-}
-
-impl PackageManager {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PackageManager::Conda => "conda",
-            PackageManager::Deb => "deb",
-            PackageManager::Pypi => "pypi",
-        }
-    }
-}
-
-impl std::fmt::Display for PackageManager {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+crate::schema::words! {
+    /// The package managers whose records are read, as the words of package URLs. Declared in
+    /// the order of those words, so packages sort as they did when the manager was a string (the
+    /// order of `cuda_packages` in reports).
+    pub enum PackageManager {
+        Conda = "conda",
+        Deb = "deb",
+        Pypi = "pypi",
     }
 }
 
