@@ -17,6 +17,7 @@ use crate::image::ImageReport;
 use crate::inspect::Linkage;
 use crate::inspect::fatbin::Suffix;
 use crate::inspect::libraries::cuda_major_of_soname;
+use crate::inspect::toolchain::CompilerKind;
 use crate::layer::path::{file_name, parent};
 use crate::schema::documented;
 
@@ -605,11 +606,12 @@ pub fn headline(
             .collect();
         if !lazy.is_empty() {
             // torch's eager path runs, unless its eager jiterator ops are among what fails.
-            let said_torch =
-                |kind: &str| compiled.iter().any(|c| c.consumer == "torch" && c.kind == kind && said(c, warned));
-            let head = if said_torch("nvrtc") {
+            let said_torch = |kind: CompilerKind| {
+                compiled.iter().any(|c| c.consumer == "torch" && c.kind == kind.as_str() && said(c, warned))
+            };
+            let head = if said_torch(CompilerKind::Nvrtc) {
                 s.replacen("runs", "runs its ahead-of-time kernels", 1).replacen(" kernels (native)", " kernels", 1)
-            } else if said_torch("ptxas") {
+            } else if said_torch(CompilerKind::Ptxas) {
                 s.replacen("runs", "runs eager", 1).replacen("runs eager (native)", "runs eager", 1)
             } else {
                 s
