@@ -80,8 +80,8 @@ impl PolicyArgs {
 /// `--fail-on`'s values: the severities by name (the library type carries no clap derive).
 fn severity_parser() -> impl clap::builder::TypedValueParser<Value = Severity> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(Severity::ALL.map(Severity::as_str))
-        .map(|s| Severity::parse(&s).expect("a possible value"))
+    clap::builder::PossibleValuesParser::new(Severity::ALL.iter().map(|s| s.as_str()))
+        .map(|s| s.parse::<Severity>().expect("a possible value"))
 }
 
 /// `--verify`: the command line's spelling of [`crate::image::Verify`] (the library has no clap).

@@ -11,18 +11,26 @@ use serde::Serialize;
 use super::DeviceError;
 use super::error::error_name;
 use crate::cuda::{Cc, CudaVersion};
+use crate::schema::documented;
 
 pub struct Driver {
     /// `cuDriverGetVersion`: 12080 for CUDA 12.8.
     pub version: i32,
 }
 
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct DeviceInfo {
-    pub index: u32,
-    pub name: String,
-    pub cc: String,
-    pub driver_cuda: String,
+documented! {
+    /// A GPU as the driver reports it (the `device` of rules in scope `device-module`).
+    #[derive(Debug, Clone, Serialize, serde::Deserialize)]
+    pub struct DeviceInfo {
+        /// ordinal
+        pub index: u32,
+        /// `NVIDIA H100 80GB HBM3`
+        pub name: String,
+        /// compute capability
+        pub cc: String,
+        /// the driver's CUDA version
+        pub driver_cuda: String,
+    }
 }
 
 fn code(r: sys::CUresult) -> u32 {

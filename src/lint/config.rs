@@ -202,8 +202,9 @@ impl RawConfig {
         let mut cfg = Config { path: Some(self.path.clone()), rule_dirs: self.rule_dirs(), ..Default::default() };
         if let Some(f) = &self.file.fail_on {
             cfg.fail_on = Some(
-                Severity::parse(f.get_ref())
-                    .ok_or_else(|| at(f.span(), "fail-on must be error, warning or info".into()))?,
+                f.get_ref()
+                    .parse::<Severity>()
+                    .map_err(|_| at(f.span(), "fail-on must be error, warning or info".into()))?,
             );
         }
         for d in &self.file.rules.disable {
@@ -216,8 +217,10 @@ impl RawConfig {
             if !known(k) {
                 return Err(at(v.span(), format!("unknown rule {k:?} in [rules.severity]")));
             }
-            let s = Severity::parse(v.get_ref())
-                .ok_or_else(|| at(v.span(), "severity must be error, warning or info".into()))?;
+            let s = v
+                .get_ref()
+                .parse::<Severity>()
+                .map_err(|_| at(v.span(), "severity must be error, warning or info".into()))?;
             cfg.severity.insert(k.clone(), s);
         }
         let base = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();

@@ -26,52 +26,32 @@ pub fn context() -> cel::Context<'static, 'static> {
     cel::Context::with_env(CEL_ENV.clone())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-impl Severity {
-    /// Every severity, weakest first (the CLI's `--fail-on` values).
-    pub const ALL: [Severity; 3] = [Severity::Info, Severity::Warning, Severity::Error];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Severity> {
-        match s {
-            "info" => Some(Severity::Info),
-            "warning" => Some(Severity::Warning),
-            "error" => Some(Severity::Error),
-            _ => None,
-        }
+crate::schema::words! {
+    /// How bad a finding is; `ALL` is weakest first (the CLI's `--fail-on` values).
+    pub enum Severity {
+        Info = "info",
+        Warning = "warning",
+        Error = "error",
     }
 }
 
-/// What a rule is evaluated over, and so which facts it sees (`Scope::variables`, in
-/// lint/variables.rs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Scope {
-    /// Once.
-    Image,
-    /// Per file with CUDA content.
-    Binary,
-    /// Per file and target GPU.
-    BinaryTarget,
-    /// Per target GPU, for the image as a whole.
-    ImageTarget,
-    /// Per module loaded on a GPU (`--on-device`).
-    DeviceModule,
-    /// Per run-time compiler a consumer resolves (Triton's ptxas, NVRTC) and target GPU.
-    CompilerTarget,
+crate::schema::words! {
+    /// What a rule is evaluated over, and so which facts it sees (`Scope::variables`, in
+    /// lint/variables.rs), by its spelling in rule files.
+    pub enum Scope {
+        /// Once.
+        Image = "image",
+        /// Per file with CUDA content.
+        Binary = "binary",
+        /// Per file and target GPU.
+        BinaryTarget = "binary-target",
+        /// Per target GPU, for the image as a whole.
+        ImageTarget = "image-target",
+        /// Per module loaded on a GPU (`--on-device`).
+        DeviceModule = "device-module",
+        /// Per run-time compiler a consumer resolves (Triton's ptxas, NVRTC) and target GPU.
+        CompilerTarget = "compiler-target",
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -9,12 +9,8 @@ use super::facts::{BinaryFacts, FixFacts, ImageFacts, RuntimeFacts, TargetFacts}
 use super::rules::Scope;
 use super::verdict::Deploy;
 use crate::device::ModuleResult;
+use crate::device::driver::DeviceInfo;
 use crate::schema::Field;
-
-/// A field written here, for objects whose struct is not documented with `documented!`.
-const fn field(name: &'static str, doc: &'static [&'static str]) -> Field {
-    Field { name, doc, skip: false }
-}
 
 /// A variable a rule's `when`, `message` and `fix` can read.
 #[derive(Debug)]
@@ -100,12 +96,7 @@ pub const DEVICE: Variable = Variable {
     name: "device",
     note: "device-module scope",
     about: "The GPU.",
-    fields: &[
-        field("index", &["ordinal"]),
-        field("name", &["`NVIDIA H100 80GB HBM3`"]),
-        field("cc", &["compute capability"]),
-        field("driver_cuda", &["the driver's CUDA version"]),
-    ],
+    fields: DeviceInfo::FIELDS,
     list_of: None,
 };
 
@@ -122,27 +113,6 @@ pub static ALL: [&Variable; 11] =
     [&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX, &TARGETS, &DEPLOY, &MODULE, &DEVICE, &COMPILER];
 
 impl Scope {
-    pub const ALL: [Scope; 6] = [
-        Scope::Image,
-        Scope::Binary,
-        Scope::BinaryTarget,
-        Scope::ImageTarget,
-        Scope::DeviceModule,
-        Scope::CompilerTarget,
-    ];
-
-    /// Its spelling in rule files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Image => "image",
-            Scope::Binary => "binary",
-            Scope::BinaryTarget => "binary-target",
-            Scope::ImageTarget => "image-target",
-            Scope::DeviceModule => "device-module",
-            Scope::CompilerTarget => "compiler-target",
-        }
-    }
-
     /// When rules of the scope are evaluated.
     pub fn evaluated(self) -> &'static str {
         match self {
@@ -228,7 +198,7 @@ pub fn markdown() -> String {
          library plus the `strings` (`join`, `lowerAscii` ...), `lists` and `math` extensions.\n\n\
          | scope | evaluated | variables |\n|---|---|---|\n",
     );
-    for scope in Scope::ALL {
+    for &scope in Scope::ALL {
         let vars: Vec<String> = scope.variables().iter().map(|v| format!("`{}`", v.name)).collect();
         s.push_str(&format!("| `{}` | {} | {} |\n", scope.as_str(), scope.evaluated(), vars.join(", ")));
     }

@@ -243,7 +243,7 @@ fn every_fact_field_is_documented() {
         seen.push(v.name);
     }
     // Every variable a scope binds is among those described.
-    for scope in rules::Scope::ALL {
+    for &scope in rules::Scope::ALL {
         for v in scope.variables() {
             assert!(seen.contains(&v.name), "{} is not in variables::ALL", v.name);
         }
