@@ -51,6 +51,24 @@ fn tag(k: &LayerKey) -> String {
     format!("cudalint-layer-{}", k.hex())
 }
 
+/// Asks `check` until it answers or `deadline` passes (a last ask at the deadline), pausing
+/// 100 ms at first and doubling up to `cap`: the store's waits are polls of the registry, which
+/// cannot notify.
+fn poll<T>(deadline: Instant, cap: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let mut pause = Duration::from_millis(100);
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(cap);
+    }
+}
+
 fn claim_tag(k: &LayerKey) -> String {
     format!("cudalint-claim-{}", k.hex())
 }
@@ -147,16 +165,10 @@ impl AnalysisStore {
             return Claim::Mine;
         }
         // Paid in full only by the shard that wins, which found no analysis and no live claim.
-        let settled = Instant::now() + self.claim_settle;
-        let mut pause = Duration::from_millis(100);
-        loop {
-            std::thread::sleep(pause.min(settled.saturating_duration_since(Instant::now())));
-            match self.read_claim(&t) {
-                Some((other, at)) if other != id && live(at) => return Claim::Theirs,
-                _ if Instant::now() >= settled => return Claim::Mine,
-                _ => pause = (pause * 2).min(SETTLE_POLL),
-            }
-        }
+        let overwritten = poll(Instant::now() + self.claim_settle, SETTLE_POLL, || {
+            self.read_claim(&t).filter(|(other, at)| *other != id && live(*at))
+        });
+        if overwritten.is_some() { Claim::Theirs } else { Claim::Mine }
     }
 
     /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
@@ -181,18 +193,7 @@ impl AnalysisStore {
     /// Waits for another shard's analysis of a layer, at most the claim timeout.
     pub fn wait_for(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
         self.claim_waits.fetch_add(1, Ordering::Relaxed);
-        let start = Instant::now();
-        let mut pause = Duration::from_millis(100);
-        loop {
-            if let Some(h) = self.get(k) {
-                return Some(h);
-            }
-            if start.elapsed() >= self.claim_timeout {
-                return None;
-            }
-            std::thread::sleep(pause.min(self.claim_timeout.saturating_sub(start.elapsed())));
-            pause = (pause * 2).min(Duration::from_millis(500));
-        }
+        poll(Instant::now() + self.claim_timeout, Duration::from_millis(500), || self.get(k))
     }
 
     pub fn repository(&self) -> String {
