@@ -66,8 +66,9 @@ pub enum LayerError {
 /// What the analysis wants of a file, decided from its path and size before any byte is read.
 #[derive(Debug, Clone, Copy)]
 pub enum Want {
-    /// A package manager's record: read whole, or noted when larger than
-    /// [`crate::packages::MAX_METADATA`] (records only name packages, never device code).
+    /// A package manager's record, by its path: read whole. One larger than
+    /// [`crate::packages::MAX_METADATA`] is no record; it is noted and inspected like any file
+    /// (whatever a path is called, what it holds may be loaded by that path).
     Record(&'static Record),
     /// May carry device code: sniffed, and inspected if it looks like ELF, a fatbin, an archive
     /// or PTX.
@@ -110,19 +111,29 @@ impl<'o> FileVisitor<'o> {
     pub fn take(&mut self, path: &str, want: Want, input: &mut dyn Input) -> io::Result<Option<usize>> {
         match want {
             Want::Skip => Ok(None),
-            Want::Record(record) => {
-                self.read_record(path, record, input)?;
+            Want::Record(record) if input.len() <= crate::packages::MAX_METADATA => {
+                let mut buf = vec![0u8; input.len() as usize];
+                let n = read_full(input, &mut buf)?;
+                self.summary.packages.read(record, path, &String::from_utf8_lossy(&buf[..n]));
                 Ok(None)
             }
-            Want::Inspect => {
-                let report = self.inspect(path, input)?;
-                if !report.cuda_relevant() && !is_cuda_library(file_name(path)) {
-                    return Ok(None);
-                }
-                self.summary.files.push(LayerFile { paths: vec![path.to_string()], report });
-                Ok(Some(self.summary.files.len() - 1))
+            Want::Record(_) => {
+                let len = input.len();
+                self.summary.notes.push(format!("{path}: package record of {len} bytes not read"));
+                self.keep_if_cuda(path, input)
             }
+            Want::Inspect => self.keep_if_cuda(path, input),
         }
+    }
+
+    /// Inspects a file and keeps it if it carries CUDA content or is named as a CUDA library.
+    fn keep_if_cuda(&mut self, path: &str, input: &mut dyn Input) -> io::Result<Option<usize>> {
+        let report = self.inspect(path, input)?;
+        if !report.cuda_relevant() && !is_cuda_library(file_name(path)) {
+            return Ok(None);
+        }
+        self.summary.files.push(LayerFile { paths: vec![path.to_string()], report });
+        Ok(Some(self.summary.files.len() - 1))
     }
 
     /// The layer's summary: files whose every path a later entry replaced are dropped, each
@@ -135,18 +146,6 @@ impl<'o> FileVisitor<'o> {
         }
         s.finish();
         s
-    }
-
-    fn read_record(&mut self, path: &str, record: &Record, input: &mut dyn Input) -> io::Result<()> {
-        let len = input.len();
-        if len > crate::packages::MAX_METADATA {
-            self.summary.notes.push(format!("{path}: package record of {len} bytes not read"));
-            return Ok(());
-        }
-        let mut buf = vec![0u8; len as usize];
-        let n = read_full(input, &mut buf)?;
-        self.summary.packages.read(record, path, &String::from_utf8_lossy(&buf[..n]));
-        Ok(())
     }
 
     fn inspect(&mut self, path: &str, input: &mut dyn Input) -> io::Result<FileReport> {

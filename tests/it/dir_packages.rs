@@ -82,3 +82,29 @@ fn a_dpkg_root_names_the_deb_that_installed_a_library() {
     assert_eq!(f["package"]["version"], "12.9.79-1");
     assert_eq!(f["package"]["purl"], "pkg:deb/cuda-cudart-12-9@12.9.79-1");
 }
+
+/// A file at a package record's path that is too large to be one is still inspected: named
+/// `RECORD` or not, what it holds may be loaded by its path, so its device code is judged (here an
+/// sm_90a-only library, which fails on an L4 naming that path).
+#[test]
+fn an_oversized_record_is_inspected_not_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = dir.path().join("usr/lib/python3/site-packages/hidden-1.0.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    let mut bytes = read_fixture("libsm90a.so");
+    bytes.resize(33 << 20, 0);
+    std::fs::write(info.join("RECORD"), &bytes).unwrap();
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &format!("dir:{}", dir.path().display()), "--quiet", "--gpu", "L4", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = "/usr/lib/python3/site-packages/hidden-1.0.dist-info/RECORD";
+    assert!(
+        r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == path),
+        "{:#}",
+        r["findings"]
+    );
+}
