@@ -16,6 +16,7 @@ pub mod args;
 pub mod audit;
 pub mod registry;
 pub mod scan;
+pub mod support;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,6 +42,19 @@ pub enum Command {
     /// `docker://...`); prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force
     /// the kind.
     Scan(Box<scan::ScanArgs>),
+    /// On which GPUs and drivers does an image run? The support matrix over every GPU cudalint
+    /// knows (`cudalint gpus`), grouped by architecture: native, PTX JIT, arch-gated (optional
+    /// code for other chips), run-time compilers fall short, fails (naming the binaries), or n/a
+    /// (another platform), with the minimum driver per GPU and one summary line; `--emit require`
+    /// prints the NVIDIA_REQUIRE_CUDA constraint that enforces it. Exit 2 when the scan fails or
+    /// finds nothing to judge.
+    Support(Box<support::SupportArgs>),
+    /// What an upgrade changes in where an image runs: GPUs lost and gained, the driver floor,
+    /// binaries that lost or gained architectures or PTX, run-time compilers and packages whose
+    /// build changed. OLD and NEW take any form `scan` does; registry references share the layer
+    /// cache. Exit 1 when NEW drops a GPU OLD ran on (or does not run on one of --gpu), or needs
+    /// a driver above --driver.
+    Diff(Box<support::DiffArgs>),
     /// List the GPUs cudalint knows and their compute capabilities.
     Gpus,
     /// List the rules (built-in and from --rules).
@@ -171,6 +185,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     Ok(match cli.command {
         Command::Inspect(a) => inspect(a)?,
         Command::Scan(a) => scan::run(*a)?,
+        Command::Support(a) => support::run(*a)?,
+        Command::Diff(a) => support::diff(*a)?,
         Command::Gpus => gpus()?,
         Command::Rules(a) => list_rules(a)?,
         Command::Explain(a) => explain(a)?,

@@ -15,19 +15,49 @@ pub struct Gpu {
     /// The product's own first driver where it differs from its compute capability's
     /// (`arches.rs`): NVIDIA documents one, or the product came later than its architecture.
     pub first_driver: Option<FirstDriver>,
+    /// The hosts it comes in: any CPU, or arm64 only (Grace superchips, Jetson modules).
+    pub host: Host,
+}
+
+crate::schema::words! {
+    /// The hosts a GPU comes in, for matching an image's platform.
+    pub enum Host {
+        /// Discrete GPUs: x86_64 and arm64 servers and workstations.
+        Any = "any",
+        /// Built with an arm64 CPU (Grace superchips, DGX Spark): arm64 images only.
+        Arm64 = "arm64",
+        /// A Jetson module: arm64 images only, and its driver comes with Jetson Linux (JetPack).
+        Jetson = "jetson",
+    }
+}
+
+impl Host {
+    /// Whether an image of `platform` (`linux/amd64`, `linux/arm64/v8`; unknown: yes) runs on
+    /// such a host at all.
+    pub fn runs(self, platform: Option<&str>) -> bool {
+        let Some(p) = platform else { return true };
+        let arch = p.split('/').nth(1).unwrap_or(p);
+        self == Host::Any || matches!(arch, "arm64" | "aarch64")
+    }
 }
 
 const fn g(name: &'static str, major: u8, minor: u8, aliases: &'static [&'static str]) -> Gpu {
-    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: false, first_driver: None }
+    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: false, first_driver: None, host: Host::Any }
 }
 impl Gpu {
     const fn first_driver(self, d: FirstDriver) -> Gpu {
         Gpu { first_driver: Some(d), ..self }
     }
+    const fn arm64(self) -> Gpu {
+        Gpu { host: Host::Arm64, ..self }
+    }
+    const fn jetson(self) -> Gpu {
+        Gpu { host: Host::Jetson, ..self }
+    }
 }
 
 const fn u(name: &'static str, major: u8, minor: u8, aliases: &'static [&'static str]) -> Gpu {
-    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: true, first_driver: None }
+    Gpu { name, cc: Cc { major, minor }, aliases, unconfirmed: true, first_driver: None, host: Host::Any }
 }
 
 /// The architecture a compute capability belongs to, by NVIDIA's names (docs/cuda-binaries.md §5d).
@@ -52,14 +82,14 @@ pub static GPUS: &[Gpu] = &[
     u("K40", 3, 5, &["Tesla K40", "K20"]),
     g("M60", 5, 2, &["Tesla M60"]),
     g("M40", 5, 2, &["Tesla M40"]),
-    g("Jetson Nano", 5, 3, &["Jetson TX1"]),
+    g("Jetson Nano", 5, 3, &["Jetson TX1"]).jetson(),
     g("P100", 6, 0, &["Tesla P100"]),
     g("P40", 6, 1, &["Tesla P40"]),
     g("P4", 6, 1, &["Tesla P4"]),
     g("GTX 1080 Ti", 6, 1, &["GTX 1080", "GTX 1070", "GTX 1060", "TITAN Xp"]),
-    g("Jetson TX2", 6, 2, &[]),
+    g("Jetson TX2", 6, 2, &[]).jetson(),
     g("V100", 7, 0, &["Tesla V100", "TITAN V", "Quadro GV100"]),
-    g("Jetson AGX Xavier", 7, 2, &["Xavier NX", "Jetson Xavier NX"]),
+    g("Jetson AGX Xavier", 7, 2, &["Xavier NX", "Jetson Xavier NX"]).jetson(),
     u("T4", 7, 5, &["Tesla T4"]),
     u("RTX 2080 Ti", 7, 5, &["RTX 2080", "RTX 2070", "RTX 2060", "Quadro RTX 8000", "Quadro RTX 6000", "TITAN RTX"]),
     u("A100", 8, 0, &["A100 SXM4", "A100 PCIe", "A100 80GB", "A100 40GB"]),
@@ -72,7 +102,7 @@ pub static GPUS: &[Gpu] = &[
     g("A2", 8, 6, &[]),
     g("RTX A6000", 8, 6, &["RTX A5000", "RTX A4000", "RTX A3000", "RTX A2000"]).first_driver(branch("460.27.04")),
     g("RTX 3090", 8, 6, &["RTX 3090 Ti", "RTX 3080", "RTX 3080 Ti", "RTX 3070", "RTX 3060"]),
-    g("Jetson AGX Orin", 8, 7, &["Orin", "Orin NX", "Orin Nano", "Jetson Orin"]),
+    g("Jetson AGX Orin", 8, 7, &["Orin", "Orin NX", "Orin Nano", "Jetson Orin"]).jetson(),
     g("L4", 8, 9, &[]).first_driver(branch("530.41.03")),
     g("L40", 8, 9, &[]),
     g("L40S", 8, 9, &[]).first_driver(branch("535.104.05")),
@@ -80,16 +110,16 @@ pub static GPUS: &[Gpu] = &[
     g("RTX 4090", 8, 9, &["RTX 4080", "RTX 4070 Ti", "RTX 4070", "RTX 4060 Ti", "RTX 4060", "RTX 4050"]),
     g("H100", 9, 0, &["H100 SXM", "H100 PCIe", "H100 NVL", "H100 80GB HBM3"]),
     g("H200", 9, 0, &["H200 NVL"]).first_driver(branch("550.90.07")),
-    g("GH200", 9, 0, &["GH200 480GB"]).first_driver(branch("535.129.03")),
+    g("GH200", 9, 0, &["GH200 480GB"]).first_driver(branch("535.129.03")).arm64(),
     u("H800", 9, 0, &[]),
     u("H20", 9, 0, &[]),
     g("B200", 10, 0, &[]).first_driver(exact("570.133.20")),
-    g("GB200", 10, 0, &[]).first_driver(exact("570.133.20")),
+    g("GB200", 10, 0, &[]).first_driver(exact("570.133.20")).arm64(),
     u("B100", 10, 0, &[]).first_driver(exact("570.133.20")),
     g("B300", 10, 3, &[]),
-    g("GB300", 10, 3, &[]),
+    g("GB300", 10, 3, &[]).arm64(),
     u("Rubin", 10, 7, &["VR200"]),
-    g("Jetson Thor", 11, 0, &["Jetson T5000", "Jetson T4000", "Thor"]),
+    g("Jetson Thor", 11, 0, &["Jetson T5000", "Jetson T4000", "Thor"]).jetson(),
     g(
         "RTX PRO 6000 Blackwell",
         12,
@@ -105,7 +135,7 @@ pub static GPUS: &[Gpu] = &[
         ],
     ),
     g("RTX 5090", 12, 0, &["RTX 5080", "RTX 5070 Ti", "RTX 5070", "RTX 5060 Ti", "RTX 5060", "RTX 5050"]),
-    g("GB10", 12, 1, &["DGX Spark"]),
+    g("GB10", 12, 1, &["DGX Spark"]).arm64(),
 ];
 
 /// Lowercase alphanumerics only, vendor words dropped: "NVIDIA GeForce RTX 4090" -> "rtx4090".

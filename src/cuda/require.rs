@@ -65,3 +65,11 @@ mod tests {
         assert!(!ccs.contains(&Cc::parse("8.9").unwrap()));
     }
 }
+
+// TEMP until a-req merges (replaced by its emitter).
+pub fn constraint(cuda: CudaVersion, runs: &BTreeSet<Cc>) -> String {
+    match runs.first() {
+        Some(lo) => format!("cuda>={cuda},arch>={lo}"),
+        None => format!("cuda>={cuda}"),
+    }
+}

@@ -5,12 +5,14 @@
 pub mod compilers;
 pub mod config;
 pub mod coverage;
+pub mod diff;
 mod error;
 pub mod facts;
 pub mod policy;
 mod report;
 pub mod rules;
 mod run;
+pub mod support;
 pub mod targets;
 pub mod variables;
 pub mod verdict;

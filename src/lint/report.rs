@@ -87,6 +87,36 @@ pub struct Headline {
     pub target: String,
     pub verdict: HeadlineVerdict,
     pub text: String,
+    /// What the text says, as values (`support` reads it; not part of the scan's JSON).
+    #[serde(skip)]
+    pub detail: HeadlineDetail,
+}
+
+/// The parts of a headline as values, from the same evaluation as its text.
+#[derive(Debug, Clone, Default)]
+pub struct HeadlineDetail {
+    /// Binaries (paths) without code that runs here that an error still names, or all of them
+    /// when every such error was suppressed.
+    pub failing: Vec<String>,
+    /// One cause behind every failing binary, as the text says it: `CUDA 13 builds cannot
+    /// target Volta (4 binaries: torch, vllm, nvidia-cublas and 1 more)`.
+    pub root_cause: Option<String>,
+    /// That cause's CUDA major and packages (0, empty: none).
+    pub unbuildable_major: u64,
+    pub unbuildable_packages: String,
+    /// The driver blocks the target before any kernel (floor not met, GPU not driven).
+    pub blocked: bool,
+    /// Errors no coverage verdict or run-time compiler explains (a shipped driver library).
+    pub other_errors: Vec<String>,
+    /// Run-time compilers that cannot serve the target, where a finding says so: `what`.
+    pub compilers: Vec<String>,
+    /// Binaries (paths) whose code here is for other chips only, with what it is for.
+    pub gated: Vec<(String, String)>,
+    /// Binaries that compile PTX here, and how much.
+    pub jit_binaries: u64,
+    pub jit_bytes: u64,
+    /// The newest CUDA version that PTX needs from the driver.
+    pub jit_needs_cuda: Option<crate::cuda::CudaVersion>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -134,6 +164,12 @@ pub struct LintReport {
     /// members, driver libraries): detail, never a finding.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub detail: Vec<Detail>,
+    /// The image's driver floor (`support` reads it; the JSON says it in findings and headlines).
+    #[serde(skip)]
+    pub floor: super::verdict::Floor,
+    /// The forward-compatibility libraries the loader finds (directory, their driver).
+    #[serde(skip)]
+    pub compat: Option<(String, crate::cuda::DriverVersion)>,
 }
 
 /// Problems in a file's detail (`binary.detail_problems`), counted, with a few examples.

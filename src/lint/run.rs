@@ -530,6 +530,8 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
         compilers: found,
         compiler_checks,
         detail,
+        compat: verdict::compat_on_path(scan, &f.binaries),
+        floor: f.floor,
         targets: opts.targets,
     })
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::coverage::{Class, Coverage};
 use super::facts::{Binary, DriverLibrary};
-use super::report::{Finding, Headline, HeadlineVerdict};
+use super::report::{Finding, Headline, HeadlineDetail, HeadlineVerdict};
 use super::targets::Target;
 use crate::cuda::fix::arch_fix_keeping;
 use crate::cuda::{Cc, CudaVersion, DriverVersion, drivers, tables};
@@ -194,7 +194,7 @@ pub fn floor(report: &ImageReport, binaries: &[Binary], skip: &BTreeMap<usize, S
 
 /// Forward-compatibility libraries in the image (`.../compat/libcuda.so.<driver>`) that the
 /// loader finds through `LD_LIBRARY_PATH`: (directory, driver version).
-fn compat_on_path(report: &ImageReport, binaries: &[Binary]) -> Option<(String, DriverVersion)> {
+pub fn compat_on_path(report: &ImageReport, binaries: &[Binary]) -> Option<(String, DriverVersion)> {
     let ld = report.image.env.get("LD_LIBRARY_PATH")?;
     let dirs: Vec<&str> = ld.split(':').map(|d| d.trim_end_matches('/')).collect();
     binaries.iter().filter(|b| b.facts.driver_library == DriverLibrary::CudaCompat).find_map(|b| {
@@ -521,17 +521,25 @@ pub fn headline(
         let first = d.why.split("; ").next().unwrap_or_default();
         causes.push(format!("the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda));
     }
+    let mut detail = HeadlineDetail { blocked: d.blocked, ..Default::default() };
     let none: Vec<String> = judged
         .iter()
         .filter(|(b, c)| c.class == Class::None && (errors.is_empty() || flagged(b)))
-        .map(|(b, c)| format!("{} {}", name(b), has(b, c, t)))
+        .map(|(b, c)| {
+            detail.failing.push(b.facts.path.clone());
+            format!("{} {}", name(b), has(b, c, t))
+        })
         .collect();
     if !none.is_empty() {
         let arch = if d.unbuildable_major > 0 && d.unbuildable_count as usize == none.len() {
-            format!(
+            let root = format!(
                 "CUDA {} builds cannot target {} ({} binaries: {})",
                 d.unbuildable_major, d.unbuildable_architecture, d.unbuildable_count, d.unbuildable_packages
-            )
+            );
+            detail.root_cause = Some(root.clone());
+            detail.unbuildable_major = d.unbuildable_major;
+            detail.unbuildable_packages = d.unbuildable_packages.clone();
+            root
         } else {
             list(none)
         };
@@ -540,6 +548,7 @@ pub fn headline(
     let failing_compilers: Vec<&&super::compilers::CompilerFacts> =
         compiled.iter().filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, errors)).collect();
     causes.extend(failing_compilers.iter().map(|c| compile_fail(c)));
+    detail.compilers.extend(failing_compilers.iter().map(|c| c.what.clone()));
     // Errors no coverage verdict explains (a shipped driver library, an analysis that did not
     // finish): named by rule and file.
     let explained = |f: &Finding| {
@@ -560,19 +569,28 @@ pub fn headline(
             }
             v
         });
+    detail.other_errors = other.clone();
     causes.extend(other);
     let gated: Vec<String> = judged
         .iter()
         .filter(|(_, c)| c.class == Class::ArchGated)
-        .map(|(b, c)| format!("{} (for {}) unavailable", name(b), c.gated_for))
+        .map(|(b, c)| {
+            detail.gated.push((b.facts.path.clone(), c.gated_for.clone()));
+            format!("{} (for {}) unavailable", name(b), c.gated_for)
+        })
         .collect();
     // Binaries that JIT here, and how much PTX: under 1 MiB (a 10 KiB module) it takes
     // milliseconds, said in the text but no `runs-jit` (no cold start worth a warning).
     let jitting: Vec<u64> = judged
         .iter()
         .filter(|(_, c)| c.class == Class::Jit || (c.class == Class::Native && c.jit > 0))
-        .map(|(_, c)| c.jit_ptx_bytes)
+        .map(|(_, c)| {
+            detail.jit_needs_cuda = detail.jit_needs_cuda.max(CudaVersion::parse(&c.needs_cuda));
+            c.jit_ptx_bytes
+        })
         .collect();
+    detail.jit_binaries = jitting.len() as u64;
+    detail.jit_bytes = jitting.iter().sum();
     let jit = jitting.len();
     let jit_bytes: u64 = jitting.iter().sum();
     let noticeable = jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES);
@@ -604,6 +622,12 @@ pub fn headline(
             .filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, warned))
             .map(|c| compile_fail(c))
             .collect();
+        detail.compilers.extend(
+            compiled
+                .iter()
+                .filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, warned))
+                .map(|c| c.what.clone()),
+        );
         if !lazy.is_empty() {
             // torch's eager path runs, unless its eager jiterator ops are among what fails.
             let said_torch = |kind: CompilerKind| {
@@ -620,5 +644,5 @@ pub fn headline(
         }
         (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
     };
-    Headline { target: t.name.clone(), verdict, text: format!("{who}: {text}") }
+    Headline { target: t.name.clone(), verdict, text: format!("{who}: {text}"), detail }
 }

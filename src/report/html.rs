@@ -31,7 +31,7 @@ pub fn css_class(class: Class) -> String {
     format!("v-{}", class.as_str().replace('/', ""))
 }
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -71,29 +71,36 @@ pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError
     Ok(html(r))
 }
 
-fn html(r: &LintReport) -> String {
-    let css = style();
+/// The page's head (one hashed `<style>`, no other source allowed), its title and the image's
+/// identity line: `title` is `cudalint` or `cudalint support`.
+pub fn head(o: &mut String, title: &str, image: &crate::lint::LintImage, tool: &crate::schema::Tool, extra_css: &str) {
+    let css = format!("{}{extra_css}", style());
     let hash = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(css.as_bytes()));
-    let name = r.image.name.clone().unwrap_or_else(|| "image".into());
-    let mut o = String::new();
+    let name = image.name.clone().unwrap_or_else(|| "image".into());
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'sha256-{hash}'\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>cudalint: {}</title>\n<style>{css}</style>\n</head>\n<body>\n",
+         <title>{}: {}</title>\n<style>{css}</style>\n</head>\n<body>\n",
+        esc(title),
         esc(&name)
     );
-    let _ = writeln!(o, "<h1>cudalint: <code>{}</code></h1>", esc(&name));
-    let mut meta = vec![format!("source {}", r.image.source)];
+    let _ = writeln!(o, "<h1>{}: <code>{}</code></h1>", esc(title), esc(&name));
+    let mut meta = vec![format!("source {}", image.source)];
     for (k, v) in
-        [("platform", &r.image.platform), ("manifest", &r.image.manifest_digest), ("config", &r.image.config_digest)]
+        [("platform", &image.platform), ("manifest", &image.manifest_digest), ("config", &image.config_digest)]
     {
         if let Some(v) = v {
             meta.push(format!("{k} <code>{}</code>", esc(v)));
         }
     }
-    let _ = writeln!(o, "<p class=\"muted\">{} · cudalint {}</p>", meta.join(" · "), esc(r.tool.version));
+    let _ = writeln!(o, "<p class=\"muted\">{} · cudalint {}</p>", meta.join(" · "), esc(tool.version));
+}
+
+fn html(r: &LintReport) -> String {
+    let mut o = String::new();
+    head(&mut o, "cudalint", &r.image, &r.tool, "");
     let errors = r.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let _ = writeln!(
         o,
@@ -120,61 +127,7 @@ fn html(r: &LintReport) -> String {
         o.push_str("</ul>\n");
     }
 
-    o.push_str("<h2>Coverage</h2>\n<p class=\"legend\">");
-    for &class in Class::ALL {
-        let _ = write!(o, "<span class=\"{}\">{}</span>", css_class(class), esc(class.as_str()));
-    }
-    o.push_str("</p>\n");
-    if r.matrix.is_empty() {
-        o.push_str("<p id=\"no-matrix\">No binary with device code that is loaded at run time.</p>\n");
-    } else {
-        o.push_str("<table id=\"matrix\">\n<thead><tr><th>binary</th><th>layer</th><th>package</th>");
-        for t in &r.targets {
-            let _ = write!(
-                o,
-                "<th data-target=\"{}\">{} <span class=\"muted\">({})</span></th>",
-                esc(&t.name),
-                esc(&t.name),
-                t.cc
-            );
-        }
-        o.push_str("</tr></thead>\n<tbody>\n");
-        for m in &r.matrix {
-            let _ = write!(o, "<tr data-path=\"{}\"><td><code>{}</code></td>", esc(&m.path), esc(&m.path));
-            let layer = if m.layer.is_empty() { "—".to_string() } else { m.layer.clone() };
-            let _ = write!(o, "<td><code title=\"{}\">{}</code></td>", esc(&layer), esc(&short(&layer)));
-            match &m.package {
-                Some(p) => {
-                    let _ = write!(
-                        o,
-                        "<td title=\"{}\">{} {} ({})</td>",
-                        esc(&p.purl),
-                        esc(&p.name),
-                        esc(&p.version),
-                        esc(p.manager.as_str())
-                    );
-                }
-                None => o.push_str("<td class=\"muted\">—</td>"),
-            }
-            for c in &m.cells {
-                let _ = write!(
-                    o,
-                    "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
-                    css_class(c.class),
-                    // Some modules run there, some do not: marked whatever the class.
-                    if c.result == Share::Some { " some" } else { "" },
-                    esc(&c.target),
-                    esc(c.class.as_str()),
-                    m.modules,
-                    esc(c.result.as_str()),
-                    esc(&c.target),
-                    esc(&c.text)
-                );
-            }
-            o.push_str("</tr>\n");
-        }
-        o.push_str("</tbody>\n</table>\n");
-    }
+    matrix(&mut o, r);
 
     if !r.compilers.is_empty() {
         o.push_str("<h2>Run-time compilers</h2>\n<table id=\"compilers\">\n<thead><tr><th>compiler</th><th>version</th><th>file</th><th>package</th></tr></thead>\n<tbody>\n");
@@ -260,6 +213,65 @@ fn html(r: &LintReport) -> String {
     }
     o.push_str("</body>\n</html>\n");
     o
+}
+
+/// The coverage grid: a row per binary, a column per target, a cell per verdict class.
+pub fn matrix(o: &mut String, r: &LintReport) {
+    o.push_str("<h2>Coverage</h2>\n<p class=\"legend\">");
+    for &class in Class::ALL {
+        let _ = write!(o, "<span class=\"{}\">{}</span>", css_class(class), esc(class.as_str()));
+    }
+    o.push_str("</p>\n");
+    if r.matrix.is_empty() {
+        o.push_str("<p id=\"no-matrix\">No binary with device code that is loaded at run time.</p>\n");
+    } else {
+        o.push_str("<table id=\"matrix\">\n<thead><tr><th>binary</th><th>layer</th><th>package</th>");
+        for t in &r.targets {
+            let _ = write!(
+                o,
+                "<th data-target=\"{}\">{} <span class=\"muted\">({})</span></th>",
+                esc(&t.name),
+                esc(&t.name),
+                t.cc
+            );
+        }
+        o.push_str("</tr></thead>\n<tbody>\n");
+        for m in &r.matrix {
+            let _ = write!(o, "<tr data-path=\"{}\"><td><code>{}</code></td>", esc(&m.path), esc(&m.path));
+            let layer = if m.layer.is_empty() { "—".to_string() } else { m.layer.clone() };
+            let _ = write!(o, "<td><code title=\"{}\">{}</code></td>", esc(&layer), esc(&short(&layer)));
+            match &m.package {
+                Some(p) => {
+                    let _ = write!(
+                        o,
+                        "<td title=\"{}\">{} {} ({})</td>",
+                        esc(&p.purl),
+                        esc(&p.name),
+                        esc(&p.version),
+                        esc(p.manager.as_str())
+                    );
+                }
+                None => o.push_str("<td class=\"muted\">—</td>"),
+            }
+            for c in &m.cells {
+                let _ = write!(
+                    o,
+                    "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
+                    css_class(c.class),
+                    // Some modules run there, some do not: marked whatever the class.
+                    if c.result == Share::Some { " some" } else { "" },
+                    esc(&c.target),
+                    esc(c.class.as_str()),
+                    m.modules,
+                    esc(c.result.as_str()),
+                    esc(&c.target),
+                    esc(&c.text)
+                );
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</tbody>\n</table>\n");
+    }
 }
 
 /// `sha256:0123456789ab…` for a table cell (the whole digest is in the hover text).

@@ -21,6 +21,7 @@ pub mod markdown;
 pub mod registry;
 pub mod sarif;
 pub mod scan;
+pub mod support;
 pub mod text;
 
 pub use error::ReportError;

@@ -30,6 +30,7 @@ mod rules;
 mod scan;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
+mod support;
 #[cfg(feature = "slow-tests")]
 mod toolchains;
 mod util;

@@ -1,0 +1,181 @@
+//! `cudalint support` and `cudalint diff` on images built here from real nvcc binaries: every
+//! GPU of the table is one row, each row says what a one-target `scan` of that GPU says, and
+//! `diff` fails when an upgrade drops a GPU or raises the floor above the fleet's driver.
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::util::read_fixture;
+
+/// An OCI layout with `files` (image path, fixture) in one layer.
+fn image(dir: &Path, files: &[(&'static str, &str)]) -> String {
+    let entries: Vec<Ent> = files.iter().map(|(p, f)| Ent::File(p, read_fixture(f))).collect();
+    let img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
+    oci_layout(dir, &[&img]);
+    format!("oci:{}", dir.display())
+}
+
+fn cudalint(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cudalint").unwrap().args(args).arg("--quiet").output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn support_json(image: &str) -> Value {
+    let (code, out, err) = cudalint(&["support", image, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn row<'a>(s: &'a Value, gpu: &str) -> &'a Value {
+    s["gpus"].as_array().unwrap().iter().find(|g| g["name"] == gpu).unwrap_or_else(|| panic!("no row for {gpu}"))
+}
+
+/// libstale.so (nvcc 13.5): SASS for sm_75, sm_80, sm_86 and sm_90, no PTX.
+fn stale(dir: &Path) -> String {
+    image(dir, &[("usr/lib/libstale.so", "../verdict/libstale.so")])
+}
+
+#[test]
+fn every_gpu_is_one_row_and_the_summary_names_the_range() {
+    let d = tempfile::tempdir().unwrap();
+    let s = support_json(&stale(d.path()));
+    assert_eq!(s["schema"], "cudalint.support/v1");
+    // The rows are exactly the GPUs `cudalint gpus` lists.
+    let names: Vec<&str> = s["gpus"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    let known: Vec<&str> = cudalint::cuda::gpus::GPUS.iter().map(|g| g.name).collect();
+    assert_eq!(names.len(), known.len());
+    for k in &known {
+        assert_eq!(names.iter().filter(|n| *n == k).count(), 1, "{k}");
+    }
+    for gpu in ["T4", "A100", "L4", "H100"] {
+        assert_eq!(row(&s, gpu)["result"], "native", "{gpu}");
+        assert_eq!(row(&s, gpu)["min_driver"], "580.65.06", "{gpu}: the image's CUDA 13 floor");
+    }
+    // H200's own first driver is older than the floor; B200's is not known to be newer.
+    for gpu in ["V100", "GTX 1080 Ti", "B200", "RTX 5090"] {
+        let r = row(&s, gpu);
+        assert_eq!(r["result"], "fails", "{gpu}");
+        assert_eq!(r["binaries"][0], "/usr/lib/libstale.so", "{gpu}");
+        assert!(r.get("min_driver").is_none(), "{gpu}: a failing GPU has no minimum driver");
+    }
+    // CUDA 13 cannot build for Volta: said as the cause, once.
+    assert!(row(&s, "V100")["detail"].as_str().unwrap().starts_with("CUDA 13 builds cannot target Volta"));
+    // An amd64 image on a Jetson or a Grace superchip.
+    for gpu in ["Jetson AGX Orin", "GH200", "GB10"] {
+        assert_eq!(row(&s, gpu)["result"], "n/a", "{gpu}");
+    }
+    let summary = s["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("runs on compute capability 7.5–9.0 (Turing → Hopper) with driver ≥ 580.65.06"),
+        "{summary}"
+    );
+    assert!(summary.contains("fails on Volta and older (CUDA 13 builds: libstale.so)"), "{summary}");
+    assert!(summary.contains("fails on Blackwell"), "{summary}");
+}
+
+#[test]
+fn every_cell_says_what_a_one_target_scan_says() {
+    let d = tempfile::tempdir().unwrap();
+    let img = stale(d.path());
+    let s = support_json(&img);
+    for g in s["gpus"].as_array().unwrap().iter().filter(|g| g["result"] != "n/a") {
+        let name = g["name"].as_str().unwrap();
+        let (code, out, err) = cudalint(&["scan", &img, "--gpu", name, "--format", "json"]);
+        assert_ne!(code, 2, "{err}");
+        let scan: Value = serde_json::from_str(&out).unwrap();
+        let h = &scan["headlines"][0];
+        assert_eq!(h["text"], g["headline"], "{name}");
+        let fails = matches!(h["verdict"].as_str().unwrap(), "fails" | "accepted");
+        assert_eq!(fails, g["result"] == "fails", "{name}: {} vs {}", h["verdict"], g["result"]);
+        assert_eq!(code == 1, g["result"] == "fails", "{name}: exit {code}");
+        // The binaries a `fails` names are those the scan's errors name.
+        let mut errs: Vec<&str> = scan["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["severity"] == "error")
+            .filter_map(|f| f["path"].as_str())
+            .collect();
+        errs.sort();
+        errs.dedup();
+        let named: Vec<&str> = g["binaries"].as_array().unwrap().iter().map(|b| b.as_str().unwrap()).collect();
+        assert_eq!(named, errs, "{name}");
+    }
+}
+
+#[test]
+fn markdown_and_html_have_a_row_per_gpu() {
+    let d = tempfile::tempdir().unwrap();
+    let img = stale(d.path());
+    let (code, md, err) = cudalint(&["support", &img, "--format", "markdown"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = md.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| Architecture")).count();
+    assert_eq!(rows, cudalint::cuda::gpus::GPUS.len(), "{md}");
+    assert!(md.contains("| Volta | V100 | 7.0 | fails |"), "{md}");
+    let (code, html, err) = cudalint(&["support", &img, "--format", "html"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(html.matches("<tr data-gpu=").count(), cudalint::cuda::gpus::GPUS.len());
+    assert!(html.contains("data-gpu=\"H100\" data-result=\"native\""), "{html}");
+    // The scan report's grid, with every judged GPU as a column.
+    assert!(html.contains("<table id=\"matrix\">") && html.contains("<th data-target=\"RTX 5090\">"));
+}
+
+#[test]
+fn an_image_without_cuda_is_nothing_to_judge() {
+    let d = tempfile::tempdir().unwrap();
+    let entries = vec![Ent::File("etc/hostname", b"x\n".to_vec())];
+    let img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
+    oci_layout(d.path(), &[&img]);
+    let (code, out, err) = cudalint(&["support", &format!("oci:{}", d.path().display())]);
+    assert_eq!(code, 2, "{out}");
+    assert!(err.contains("nothing to judge"), "{err}");
+}
+
+#[test]
+fn diff_names_what_an_upgrade_drops() {
+    let d = tempfile::tempdir().unwrap();
+    let old = stale(&d.path().join("old"));
+    // sm_90a only: Turing, Ampere and Ada are lost.
+    let new = image(&d.path().join("new"), &[("usr/lib/libsm90a.so", "libsm90a.so")]);
+    let (code, out, err) = cudalint(&["diff", &old, &new, "--format", "json"]);
+    assert_eq!(code, 1, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let lost: Vec<&str> = j["lost"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for gpu in ["T4", "A100", "L4"] {
+        assert!(lost.contains(&gpu), "{lost:?}");
+    }
+    assert!(!lost.contains(&"H100"), "{lost:?}");
+    assert!(j["gained"].as_array().unwrap().is_empty());
+    assert!(j["floor"]["old"].is_string() && j["floor"]["new"].is_string());
+    let bins: Vec<&str> = j["binaries"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+    assert_eq!(bins, ["libsm90a.so", "libstale.so"]);
+    // Only H100 matters to this fleet, and it still runs.
+    let (code, _, err) = cudalint(&["diff", &old, &new, "--gpu", "H100"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, md, _) = cudalint(&["diff", &old, &new, "--format", "markdown"]);
+    assert_eq!(code, 1);
+    assert!(md.contains("- lost: T4, RTX 2080 Ti, A100"), "{md}");
+}
+
+#[test]
+fn diff_of_an_image_with_itself_is_empty_and_passes() {
+    let d = tempfile::tempdir().unwrap();
+    let img = stale(d.path());
+    let (code, out, err) = cudalint(&["diff", &img, &img, "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    for k in ["lost", "gained", "gpus", "binaries", "compilers", "packages", "failures"] {
+        assert!(j[k].as_array().unwrap().is_empty(), "{k}: {}", j[k]);
+    }
+    assert_eq!(j["floor"]["old"], j["floor"]["new"]);
+    // The floor was not raised: a fleet driver below it is no news of this change.
+    let (code, out, _) = cudalint(&["diff", &img, &img, "--driver", "550.54.15"]);
+    assert_eq!(code, 0, "{out}");
+}
