@@ -125,9 +125,16 @@ pub fn closed_source(name: &str) -> bool {
     matching(name).any(|l| l.closed)
 }
 
-/// One of NVIDIA's optional libraries (see `Library::optional`), by file name.
+/// Kernel libraries of other projects whose callers check the compute capability before using
+/// them, by file-name prefix: FlashAttention 2 needs 8.0 and FlashAttention 3 and FlashMLA 9.0,
+/// and vLLM picks another attention backend below that.
+pub static OPTIONAL_KERNELS: &[&str] =
+    &["_vllm_fa2_C", "_vllm_fa3_C", "_flashmla_C", "_flashmla_extension_C", "flash_attn_2_cuda", "flash_attn_3"];
+
+/// A library its callers treat as optional (NVIDIA's, see `Library::optional`, or one of
+/// [`OPTIONAL_KERNELS`]), by file name.
 pub fn optional(name: &str) -> bool {
-    matching(name).any(|l| l.optional)
+    matching(name).any(|l| l.optional) || OPTIONAL_KERNELS.iter().any(|p| name.starts_with(p))
 }
 
 /// The host driver's library this file name belongs to, if any.

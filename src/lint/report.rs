@@ -95,13 +95,16 @@ pub struct Headline {
 /// The parts of a headline as values, from the same evaluation as its text.
 #[derive(Debug, Clone, Default)]
 pub struct HeadlineDetail {
+    /// The text after the target's name: `runs (native)`.
+    pub body: String,
     /// Binaries (paths) without code that runs here that an error still names, or all of them
     /// when every such error was suppressed.
     pub failing: Vec<String>,
     /// One cause behind every failing binary, as the text says it: `CUDA 13 builds cannot
     /// target Volta (4 binaries: torch, vllm, nvidia-cublas and 1 more)`.
     pub root_cause: Option<String>,
-    /// That cause's CUDA major and packages (0, empty: none).
+    /// The newest CUDA major among failing binaries that cannot target this GPU at all, and
+    /// their packages (0, empty: none), whether or not it explains every failure.
     pub unbuildable_major: u64,
     pub unbuildable_packages: String,
     /// The driver blocks the target before any kernel (floor not met, GPU not driven).

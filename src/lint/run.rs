@@ -95,6 +95,7 @@ struct Facts {
 /// runtimes need from the driver: `NVIDIA_REQUIRE_CUDA` is checked against it too).
 fn gather(scan: &ImageReport) -> Facts {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
+    dispatch_sets(&mut binaries);
     let mut image = facts::image(scan, &binaries);
     image.require_arch_uncovered = coverage::arch_uncovered(&image, &binaries);
     let unselected = verdict::unselected_siblings(scan, &binaries);
@@ -107,6 +108,34 @@ fn gather(scan: &ImageReport) -> Facts {
         image.needs_cuda = floor.needs_cuda.clone();
     }
     Facts { binaries, image, unselected, floor }
+}
+
+/// Loose cubin, fatbin and PTX files of one package that together carry more than one
+/// architecture (flashinfer-cubin's 10,000 per-GPU kernels, a `kernels_sm80.cubin` beside a
+/// `kernels_sm90.cubin`) are a per-GPU kernel set its library loads by file, picking the one for
+/// the GPU: data the library manages, as bare cubins inside a library are. A package's single
+/// file, or a file of no package, is still judged as whoever loads it would load it.
+fn dispatch_sets(binaries: &mut [Binary]) {
+    use crate::module::{FileKind, Loading};
+    let loose = |b: &Binary| {
+        matches!(b.facts.kind, FileKind::Cubin | FileKind::Fatbin | FileKind::Ptx) && !b.facts.package.is_empty()
+    };
+    let mut archs: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for b in binaries.iter().filter(|b| loose(b)) {
+        archs.entry(&b.facts.group).or_default().extend(b.facts.sass.iter().chain(&b.facts.ptx).map(String::as_str));
+    }
+    let sets: BTreeSet<String> = archs.into_iter().filter(|(_, a)| a.len() > 1).map(|(g, _)| g.to_string()).collect();
+    for b in binaries.iter_mut().filter(|b| loose(b) && sets.contains(&b.facts.group)) {
+        for m in b.modules.iter_mut().filter(|m| m.loading == Loading::Standalone) {
+            m.loading = Loading::LibraryManaged;
+        }
+        let managed = b.modules.iter().filter(|m| m.loading == Loading::LibraryManaged).count() as u64;
+        b.facts.library_managed_modules = managed;
+        b.facts.modules = b.counted().count() as u64;
+        if b.facts.managed_archs.is_empty() {
+            b.facts.managed_archs = b.facts.sass.iter().chain(&b.facts.ptx).cloned().collect::<Vec<_>>().join(", ");
+        }
+    }
 }
 
 /// Phase 3: every binary on every target (`covs[binary][target]`), then judged together:
@@ -141,10 +170,11 @@ fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
                 c.class = Class::ArchGated;
                 c.gated_for = coverage::chips_for(b);
             } else if let Some(from) = c.newer_from.filter(|_| {
-                // One of NVIDIA's optional libraries (cuSPARSELt: 2:4 sparsity, 8.0 and newer)
-                // whose code is mostly for newer GPUs and runs here at best through a JIT
-                // fallback: it does not support this GPU, and its callers (torch) check the
-                // compute capability first. cuBLAS or cuDNN without code here are no option.
+                // An optional library (NVIDIA's cuSPARSELt: 2:4 sparsity, 8.0 and newer; vLLM's
+                // FlashAttention 2 build, 8.0 and newer) whose code is mostly for newer GPUs and
+                // runs here at best through a JIT fallback: it does not support this GPU, and its
+                // callers (torch, vLLM) check the compute capability first. cuBLAS or cuDNN
+                // without code here are no option.
                 crate::inspect::libraries::optional(crate::layer::path::file_name(&b.facts.path))
                     && !verdict::cannot_build(b, target)
                     && consumer_runs

@@ -126,11 +126,14 @@ pub fn support(
     inventory: &ImageReport,
 ) -> Result<(SupportReport, LintReport), SupportError> {
     let platform = inventory.image.platform.as_deref();
-    let applicable: Vec<&'static Gpu> = gpus::GPUS.iter().filter(|g| g.host.runs(platform)).collect();
-    let targets: Vec<Target> = applicable
-        .iter()
-        .map(|g| Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None })
-        .collect();
+    // With no driver named, a target's evaluation depends on its compute capability alone: one
+    // target per compute capability, named by its first GPU, stands for all of them.
+    let mut targets: Vec<Target> = Vec::new();
+    for g in gpus::GPUS.iter().filter(|g| g.host.runs(platform)) {
+        if !targets.iter().any(|t| t.cc == g.cc) {
+            targets.push(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None });
+        }
+    }
     let report = policy.judge(inventory, &targets, None)?;
     let modules: u64 = report.matrix.iter().map(|r| r.modules).sum();
     if modules == 0 && report.floor.major == 0 {
@@ -144,7 +147,8 @@ pub fn support(
 pub fn from_report(reference: &str, report: &LintReport, platform: Option<&str>) -> SupportReport {
     let mut rows: Vec<GpuSupport> = Vec::new();
     for g in gpus::GPUS {
-        let headline = report.headlines.iter().find(|h| h.target == g.name);
+        let judged = report.targets.iter().position(|t| t.cc == g.cc && g.host.runs(platform));
+        let headline = judged.and_then(|i| report.headlines.get(i));
         rows.push(match headline {
             Some(h) => row(g, h, report),
             None => GpuSupport {
@@ -281,7 +285,7 @@ fn row(g: &Gpu, h: &Headline, report: &LintReport) -> GpuSupport {
         forward_compat_driver: forward,
         binaries,
         detail,
-        headline: h.text.clone(),
+        headline: format!("{}: {}", g.name, d.body),
         accepted: h.verdict == HeadlineVerdict::Accepted,
     }
 }
@@ -370,7 +374,7 @@ fn summary(rows: &[GpuSupport], floor: &Floor, report: &LintReport) -> String {
     let cause = |set: &[&GpuSupport]| -> String {
         // The newest failing GPU of the set speaks for it: its root cause, else its binaries.
         let Some(r) = set.iter().max_by_key(|r| cc(r)) else { return String::new() };
-        let d = report.headlines.iter().find(|h| h.target == r.name).map(|h| &h.detail);
+        let d = report.targets.iter().position(|t| t.cc.to_string() == r.compute_capability).map(|i| &report.headlines[i].detail);
         if let Some(d) = d.filter(|d| d.unbuildable_major > 0) {
             return format!(" (CUDA {} builds: {})", d.unbuildable_major, d.unbuildable_packages);
         }
@@ -392,22 +396,33 @@ fn summary(rows: &[GpuSupport], floor: &Floor, report: &LintReport) -> String {
         v
     };
     if !below.is_empty() {
-        let mut a = archs(&below);
-        let newest = a.pop().unwrap_or_default();
-        let what = if running.contains(&newest) {
-            let c = ccs(&below);
-            let top = c.last().cloned().unwrap_or_default();
-            if c.len() > 1 {
-                format!("compute capability {top} and older")
+        // The newest failing architecture, and the older ones where their cause differs
+        // (Turing: one library without sm_75; Volta and older: CUDA 13 builds).
+        let a = archs(&below);
+        let newest = a.last().cloned().unwrap_or_default();
+        let of = |arch: &str| below.iter().copied().filter(|r| r.architecture == arch).collect::<Vec<_>>();
+        let older: Vec<&GpuSupport> = below.iter().copied().filter(|r| r.architecture != newest).collect();
+        // Split only where the older ones have a cause of their own: a CUDA major that cannot
+        // build for them.
+        let builds = |c: &str| c.starts_with(" (CUDA ");
+        let split = !older.is_empty() && builds(&cause(&older)) && !builds(&cause(&of(&newest)));
+        let name = |arch: &str, more: bool| {
+            let and_older = if more { " and older" } else { "" };
+            if running.iter().any(|r| r == arch) {
+                let c = ccs(&of(arch));
+                format!("compute capability {}{and_older}", c.last().cloned().unwrap_or_default())
             } else {
-                format!("compute capability {top}")
+                format!("{arch}{and_older}")
             }
-        } else if a.is_empty() {
-            newest
-        } else {
-            format!("{newest} and older")
         };
-        parts.push(format!("fails on {what}{}", cause(&below)));
+        if split {
+            parts.push(format!("fails on {}{}", name(&newest, false), cause(&of(&newest))));
+            let rest = archs(&older);
+            let next = rest.last().cloned().unwrap_or_default();
+            parts.push(format!("fails on {}{}", name(&next, rest.len() > 1), cause(&older)));
+        } else {
+            parts.push(format!("fails on {}{}", name(&newest, a.len() > 1), cause(&below)));
+        }
     }
     if !within.is_empty() {
         let names: Vec<String> = within.iter().map(|r| r.name.clone()).collect();

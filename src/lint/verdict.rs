@@ -521,7 +521,12 @@ pub fn headline(
         let first = d.why.split("; ").next().unwrap_or_default();
         causes.push(format!("the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda));
     }
-    let mut detail = HeadlineDetail { blocked: d.blocked, ..Default::default() };
+    let mut detail = HeadlineDetail {
+        blocked: d.blocked,
+        unbuildable_major: d.unbuildable_major,
+        unbuildable_packages: d.unbuildable_packages.clone(),
+        ..Default::default()
+    };
     let none: Vec<String> = judged
         .iter()
         .filter(|(b, c)| c.class == Class::None && (errors.is_empty() || flagged(b)))
@@ -537,8 +542,6 @@ pub fn headline(
                 d.unbuildable_major, d.unbuildable_architecture, d.unbuildable_count, d.unbuildable_packages
             );
             detail.root_cause = Some(root.clone());
-            detail.unbuildable_major = d.unbuildable_major;
-            detail.unbuildable_packages = d.unbuildable_packages.clone();
             root
         } else {
             list(none)
@@ -644,5 +647,6 @@ pub fn headline(
         }
         (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
     };
+    detail.body = text.clone();
     Headline { target: t.name.clone(), verdict, text: format!("{who}: {text}"), detail }
 }
