@@ -47,7 +47,7 @@ def sha(b):
     return "sha256:" + hashlib.sha256(b).hexdigest()
 
 
-def fetch(closure, wheels):
+def fetch(closure, wheels, python="3.11"):
     """The closure's wheels in `wheels` (pip verifies each hash), as paths."""
     os.makedirs(wheels, exist_ok=True)
     reqs = [l.split()[0] for l in open(closure) if l.strip() and not l.startswith("#")]
@@ -58,10 +58,12 @@ def fetch(closure, wheels):
     missing = [r for r in reqs if not present(r)]
     if missing:
         cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-               "--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+               "--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+               "--abi", "cp" + python.replace(".", ""),
                "--require-hashes", "-r", closure, "-d", wheels]
         # pip takes the tags it is given literally: every glibc level a wheel may be tagged with.
-        for n in range(28, 4, -1):
+        # (vLLM 0.20 ships manylinux_2_35 only; cryptography 50 manylinux_2_34.)
+        for n in range(35, 4, -1):
             cmd += ["--platform", f"manylinux_2_{n}_x86_64"]
         for legacy in ("manylinux2014", "manylinux2010", "manylinux1"):
             cmd += ["--platform", f"{legacy}_x86_64"]
@@ -147,7 +149,7 @@ def main():
     if os.path.exists(stamp_file) and open(stamp_file).read() == stamp:
         print(a.out)
         return
-    wheels = fetch(a.closure, wheels_dir)
+    wheels = fetch(a.closure, wheels_dir, a.python)
     shutil.rmtree(a.out, ignore_errors=True)
     blobs = os.path.join(a.out, "blobs", "sha256")
     os.makedirs(blobs)

@@ -374,7 +374,11 @@ fn summary(rows: &[GpuSupport], floor: &Floor, report: &LintReport) -> String {
     let cause = |set: &[&GpuSupport]| -> String {
         // The newest failing GPU of the set speaks for it: its root cause, else its binaries.
         let Some(r) = set.iter().max_by_key(|r| cc(r)) else { return String::new() };
-        let d = report.targets.iter().position(|t| t.cc.to_string() == r.compute_capability).map(|i| &report.headlines[i].detail);
+        let d = report
+            .targets
+            .iter()
+            .position(|t| t.cc.to_string() == r.compute_capability)
+            .map(|i| &report.headlines[i].detail);
         if let Some(d) = d.filter(|d| d.unbuildable_major > 0) {
             return format!(" (CUDA {} builds: {})", d.unbuildable_major, d.unbuildable_packages);
         }

@@ -93,7 +93,8 @@ pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -
             names.push(n);
         }
     }
-    names.sort();
+    // The stack's own packages first: NVIDIA's libraries follow from them.
+    names.sort_by(|a, b| (a.starts_with("nvidia-"), a).cmp(&(b.starts_with("nvidia-"), b)));
     let shown = |v: &[String]| {
         let more = v.len().saturating_sub(3);
         let head = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");

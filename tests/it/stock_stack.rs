@@ -52,6 +52,12 @@ pub(crate) fn torch_image() -> &'static str {
     IMAGE.get_or_init(|| build("torch-2.8.0-cu128"))
 }
 
+/// The stock `pip install vllm==0.20.0` closure: vLLM and torch 2.11, both CUDA 13.
+pub(crate) fn vllm_cu13_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| build("torch-2.11.0-vllm-0.20.0-cu13"))
+}
+
 /// The scan's JSON report and exit code (never 2: the scan must finish).
 fn scan(gpus: &str, driver: &str) -> (i32, Value) {
     scan_image(torch_image(), gpus, driver)
@@ -374,4 +380,113 @@ fn the_image_compilers_themselves_agree_with_the_static_verdicts() {
         // Something was run and compared: a row per compiler check.
         assert!(table.lines().count() >= 2, "{image} on {arch}: {table}");
     }
+}
+
+fn cli(args: &[&str]) -> (i32, String) {
+    let out = Command::cargo_bin("cudalint").unwrap().args(args).arg("--quiet").output().unwrap();
+    let code = out.status.code().unwrap();
+    assert_ne!(code, 2, "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    (code, String::from_utf8(out.stdout).unwrap())
+}
+
+fn support(image: &str) -> Value {
+    let (code, out) = cli(&["support", image, "--format", "json"]);
+    assert_eq!(code, 0);
+    serde_json::from_str(&out).unwrap()
+}
+
+fn result<'a>(s: &'a Value, gpu: &str) -> &'a str {
+    s["gpus"].as_array().unwrap().iter().find(|g| g["name"] == gpu).unwrap()["result"].as_str().unwrap()
+}
+
+/// torch 2.8 (CUDA 12.8) runs from Volta to Blackwell on a CUDA 12 driver and fails on Pascal.
+#[test]
+fn the_cuda_12_torch_stack_runs_from_volta_to_blackwell() {
+    let s = support(torch_image());
+    let summary = s["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("runs on compute capability 7.0–12.0 (Volta → Blackwell) with driver ≥ 525.60.13"),
+        "{summary}"
+    );
+    assert!(summary.contains("fails on Pascal and older (no code for it in libtorch_cuda.so)"), "{summary}");
+    assert_eq!(s["floor"]["cuda"], "12.0");
+    for gpu in ["V100", "T4", "A100", "L4", "H100", "B200", "RTX 5090"] {
+        assert!(["native", "jit", "arch-gated"].contains(&result(&s, gpu)), "{gpu}: {}", result(&s, gpu));
+    }
+    assert_eq!(result(&s, "GTX 1080 Ti"), "fails");
+    // torch.compile's bundled ptxas 12.8 knows no sm_103: the eager path runs, the compiler falls short.
+    assert_eq!(result(&s, "B300"), "runtime-compiler");
+}
+
+/// vLLM 0.20 with torch 2.11 (CUDA 13.0): Ampere to Blackwell with a 580 driver; CUDA 13 cannot
+/// build for Volta; on Turing, torch 2.11's own libtorch_cuda_linalg.so carries no sm_75
+/// (cuobjdump 13.5 lists sm_80, 86, 90, 100 and 120 only).
+#[test]
+fn the_cuda_13_vllm_stack_needs_580_and_fails_on_volta() {
+    let s = support(vllm_cu13_image());
+    let summary = s["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("runs on compute capability 8.0–12.0 (Ampere → Blackwell) with driver ≥ 580.65.06"),
+        "{summary}"
+    );
+    assert!(summary.contains("fails on Volta and older (CUDA 13 builds: torch, torchaudio, torchvision"), "{summary}");
+    assert!(summary.contains("fails on Turing (no code for it in libtorch_cuda_linalg.so)"), "{summary}");
+    assert_eq!(s["floor"]["driver"], "580.65.06");
+    for gpu in ["A100", "L4", "H100", "B200", "B300", "RTX 5090"] {
+        assert!(
+            s["gpus"].as_array().unwrap().iter().any(|g| g["name"] == gpu && g["min_driver"] == "580.65.06"
+                || g["name"] == gpu && g["min_driver"] == "580.82.07"),
+            "{gpu}"
+        );
+        assert!(["native", "jit", "arch-gated"].contains(&result(&s, gpu)), "{gpu}: {}", result(&s, gpu));
+    }
+    // flashinfer-cubin's 10,560 Blackwell cubins are what flashinfer loads per GPU: no failure on H100.
+    assert!(!s.to_string().contains("flashinfer_cubin/cubins"), "a loose cubin decides a verdict");
+}
+
+/// The upgrade from the CUDA 12 stack to the CUDA 13 one drops Volta and Turing and raises the
+/// floor; back the other way nothing is lost; an image against itself changes nothing.
+#[test]
+fn diff_of_the_cuda_12_and_13_stacks_names_volta_and_the_floor() {
+    let (old, new) = (torch_image(), vllm_cu13_image());
+    let dir = tempfile::tempdir().unwrap();
+    let md_path = dir.path().join("diff.md");
+    let md_arg = md_path.display().to_string();
+    // One run, two views: Markdown to a file, JSON on standard output.
+    let (code, out) = cli(&[
+        "diff",
+        old,
+        new,
+        "--format",
+        "markdown",
+        "--output",
+        &md_arg,
+        "--format",
+        "json",
+        "--driver",
+        "550.54.15",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let d: Value = serde_json::from_str(&out).unwrap();
+    let lost: Vec<&str> = d["lost"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(lost.contains(&"V100") && lost.contains(&"T4"), "{lost:?}");
+    assert!(!lost.contains(&"H100"), "{lost:?}");
+    assert_eq!(d["floor"]["old"], "525.60.13");
+    assert_eq!(d["floor"]["new"], "580.65.06");
+    let failures = d["failures"].to_string();
+    assert!(failures.contains("V100") && failures.contains("above the fleet's 550.54.15"), "{failures}");
+    // torch's own build changed: cu12 -> cu13 NVIDIA packages, torch 2.8 -> 2.11.
+    let pkgs = d["packages"].to_string();
+    assert!(pkgs.contains("nvidia-cublas-cu12 12.8.4.1") && pkgs.contains("torch 2.11.0"), "{pkgs}");
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    assert!(md.contains("driver floor raised: 525.60.13 (CUDA 12.0) → 580.65.06 (CUDA 13.0)"), "{md}");
+    assert!(md.contains("- lost: ") && md.contains("V100"), "{md}");
+    let (code, out) = cli(&["diff", new, old, "--format", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let back: Value = serde_json::from_str(&out).unwrap();
+    assert!(back["lost"].as_array().unwrap().is_empty() && back["gained"].to_string().contains("V100"));
+    let (code, out) = cli(&["diff", old, old, "--format", "json"]);
+    assert_eq!(code, 0);
+    let same: Value = serde_json::from_str(&out).unwrap();
+    assert!(same["gpus"].as_array().unwrap().is_empty() && same["binaries"].as_array().unwrap().is_empty());
 }

@@ -124,7 +124,11 @@ fn markdown_and_html_have_a_row_per_gpu() {
     assert_eq!(html.matches("<tr data-gpu=").count(), cudalint::cuda::gpus::GPUS.len());
     assert!(html.contains("data-gpu=\"H100\" data-result=\"native\""), "{html}");
     // The scan report's grid, a column per compute capability (named by its first GPU).
-    assert!(html.contains("<table id=\"matrix\">") && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\">") && !html.contains("<th data-target=\"RTX 5090\">"));
+    assert!(
+        html.contains("<table id=\"matrix\">")
+            && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\">")
+            && !html.contains("<th data-target=\"RTX 5090\">")
+    );
 }
 
 #[test]
