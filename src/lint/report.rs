@@ -169,7 +169,7 @@ pub struct LintReport {
     pub detail: Vec<Detail>,
     /// The image's driver floor (`support` reads it; the JSON says it in findings and headlines).
     #[serde(skip)]
-    pub floor: super::verdict::Floor,
+    pub floor: Floor,
     /// The forward-compatibility libraries the loader finds (directory, their driver).
     #[serde(skip)]
     pub compat: Option<(String, crate::cuda::DriverVersion)>,
@@ -194,3 +194,17 @@ pub struct CompilerCheck {
 /// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot
 /// target the GPU); those findings name it as their `cause`.
 pub const ROOT_CAUSE_RULE: &str = "CL019";
+
+/// The oldest driver the image's CUDA runtimes run on, and why (docs/cuda-binaries.md §5i "composing an
+/// image-level driver floor"); computed in `verdict.rs`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Floor {
+    /// CUDA major the image needs from the driver (0: nothing found).
+    pub major: u64,
+    pub needs_cuda: String,
+    /// The minor-version-compatibility floor of that major (`580.65.06`).
+    pub needs_driver: String,
+    /// `libcudart.so.13 needed by torch, vllm; CUDA runtime 13.0 (/usr/.../libcudart.so.13.0.96)`.
+    pub why: String,
+}
+

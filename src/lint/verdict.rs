@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::coverage::{Class, Coverage};
 use super::facts::{Binary, DriverLibrary};
+pub use super::report::Floor;
 use super::report::{Finding, Headline, HeadlineDetail, HeadlineVerdict};
 use super::targets::Target;
 use crate::cuda::fix::arch_fix_keeping;
@@ -20,19 +21,6 @@ use crate::inspect::libraries::cuda_major_of_soname;
 use crate::inspect::toolchain::CompilerKind;
 use crate::layer::path::{file_name, parent};
 use crate::schema::documented;
-
-/// The oldest driver the image's CUDA runtimes run on, and why (docs/cuda-binaries.md §5i "composing an
-/// image-level driver floor").
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Floor {
-    /// CUDA major the image needs from the driver (0: nothing found).
-    pub major: u64,
-    pub needs_cuda: String,
-    /// The minor-version-compatibility floor of that major (`580.65.06`).
-    pub needs_driver: String,
-    /// `libcudart.so.13 needed by torch, vllm; CUDA runtime 13.0 (/usr/.../libcudart.so.13.0.96)`.
-    pub why: String,
-}
 
 documented! {
     /// What decides a target before any kernel: the image's driver floor and the GPU's own driver
