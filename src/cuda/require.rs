@@ -631,8 +631,13 @@ mod tests {
         assert_eq!(got, pairs(&[("NVIDIA_REQUIRE_ARCH", "arch>=8.0"), ("NVIDIA_REQUIRE_CUDA", "cuda>=12.4")]));
         let legacy = from_env(&env(&[("CUDA_VERSION", "12.4.1"), ("NVIDIA_REQUIRE_CUDA", "")]));
         assert_eq!(legacy, pairs(&[("NVIDIA_REQUIRE_CUDA", ""), ("CUDA_VERSION", "cuda>=12.4")]));
-        assert!(from_env(&env(&[("NVIDIA_REQUIRE_CUDA", "cuda>=12.4"), ("NVIDIA_DISABLE_REQUIRE", "true")])).is_empty());
-        assert_eq!(from_env(&env(&[("NVIDIA_REQUIRE_CUDA", "cuda>=12.4"), ("NVIDIA_DISABLE_REQUIRE", "yes")])).len(), 1);
+        assert!(
+            from_env(&env(&[("NVIDIA_REQUIRE_CUDA", "cuda>=12.4"), ("NVIDIA_DISABLE_REQUIRE", "true")])).is_empty()
+        );
+        assert_eq!(
+            from_env(&env(&[("NVIDIA_REQUIRE_CUDA", "cuda>=12.4"), ("NVIDIA_DISABLE_REQUIRE", "yes")])).len(),
+            1
+        );
     }
 
     #[test]
@@ -673,15 +678,15 @@ mod tests {
             x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             sets.push(known.iter().enumerate().filter(|(i, _)| (x >> (i + 11)) & 1 == 1).map(|(_, c)| *c).collect());
         }
-        let cudas = [CudaVersion::new(11, 8), CudaVersion::new(12, 0), CudaVersion::new(12, 9), CudaVersion::new(13, 0)];
+        let cudas =
+            [CudaVersion::new(11, 8), CudaVersion::new(12, 0), CudaVersion::new(12, 9), CudaVersion::new(13, 0)];
         let drivers = [(11, 4), (11, 8), (12, 0), (12, 2), (12, 9), (13, 0), (13, 1), (14, 0)];
         for runs in &sets {
             for cuda in cudas {
                 let text = constraint(cuda, runs);
                 let req = parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-                let stretches =
-                    known.windows(2).filter(|w| !runs.contains(&w[0]) && runs.contains(&w[1])).count()
-                        + usize::from(runs.contains(&known[0]));
+                let stretches = known.windows(2).filter(|w| !runs.contains(&w[0]) && runs.contains(&w[1])).count()
+                    + usize::from(runs.contains(&known[0]));
                 assert_eq!(req.0.len(), stretches.max(1), "{text}: one alternative per stretch");
                 for &c in &known {
                     for (ma, mi) in drivers {
