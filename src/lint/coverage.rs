@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use super::facts::{Binary, ImageFacts, human_size};
+use super::facts::{Binary, human_size};
 use super::targets::Target;
 use crate::cuda::compat::{self, JitEnv, Verdict};
 use crate::cuda::{Cc, CudaVersion, gpus, require};
@@ -279,16 +279,20 @@ pub fn chips_for(b: &Binary) -> String {
     if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }
 
-/// Known compute capabilities the image's arch constraints admit that some binary here cannot
-/// run on (`image.require_arch_uncovered`).
-pub fn arch_uncovered(image: &ImageFacts, binaries: &[Binary]) -> Vec<String> {
-    require::arch_ccs(&image.require_arch)
-        .unwrap_or_default()
+/// Known compute capabilities on which every binary with device code runs (SASS or PTX JIT, no
+/// driver limit): what `NVIDIA_REQUIRE_*` arch constraints are judged against. `None` when no
+/// binary carries device code.
+pub fn runs_on(binaries: &[Binary], env: JitEnv) -> Option<BTreeSet<Cc>> {
+    let with_code: Vec<&Binary> = binaries.iter().filter(|b| !b.modules.is_empty()).collect();
+    if with_code.is_empty() {
+        return None;
+    }
+    let runs = require::known_ccs()
         .into_iter()
         .filter(|cc| {
             let t = Target { name: cc.to_string(), cc: *cc, driver: None, driver_cuda: None };
-            binaries.iter().any(|b| !b.modules.is_empty() && coverage(b, &t, image.jit_env).failing > 0)
+            with_code.iter().all(|b| coverage(b, &t, env).failing == 0)
         })
-        .map(|cc| cc.to_string())
-        .collect()
+        .collect();
+    Some(runs)
 }

@@ -143,18 +143,30 @@ documented! {
         pub binaries_with_device_code: u64,
         /// `NVIDIA_REQUIRE_CUDA` as set
         pub require_cuda: String,
-        /// the oldest driver CUDA version it admits
+        /// the requirements the NVIDIA container toolkit checks before it starts the container, `NAME="value"` joined by ` and `: every `NVIDIA_REQUIRE_*` variable but `NVIDIA_REQUIRE_JETPACK*`, and `CUDA_VERSION="12.4.1" (read as "cuda>=12.4")` for an image with `CUDA_VERSION` and an empty or no `NVIDIA_REQUIRE_CUDA`; empty when none or `NVIDIA_DISABLE_REQUIRE` is true
+        pub require: String,
+        /// why libnvidia-container rejects one of them as an invalid expression (`NAME: reason`), empty when it accepts them all
+        pub require_error: String,
+        /// the oldest driver CUDA version they admit together (their `cuda` and `driver` lower bounds)
         pub require_cuda_weakest: String,
         /// the same as `major*100+minor`, 0 when not set
         pub require_cuda_weakest_n: u64,
+        /// `too-loose` (they admit drivers older than the content needs), `too-strict` (they refuse every driver of the CUDA major the content needs; a stricter minor is not counted), `invalid` (`require_error`), or empty
+        pub require_cuda_problem: String,
         /// newest CUDA major the content needs from the driver (runtimes, device code), `13.0`
         pub needs_cuda: String,
         /// the same as `major*100+minor`
         pub needs_cuda_n: u64,
-        /// arch constraints found (`NVIDIA_REQUIRE_ARCH`, `arch` in `NVIDIA_REQUIRE_CUDA`)
+        /// the requirements that constrain `arch`, their values joined by ` and `
         pub require_arch: String,
+        /// known compute capabilities they admit, empty when they do not constrain `arch`
+        pub require_arch_admits: Vec<String>,
         /// known compute capabilities they admit that some binary cannot run on
         pub require_arch_uncovered: Vec<String>,
+        /// known compute capabilities they refuse on which every binary with device code runs (SASS or PTX JIT)
+        pub require_arch_refused: Vec<String>,
+        /// the shortest requirement admitting exactly drivers of `needs_cuda` and newer on the known compute capabilities where every binary with device code runs (`require::constraint`), empty without device code or arch constraints
+        pub require_exact: String,
         /// `{force_ptx_jit, disable_ptx_jit}` from `CUDA_FORCE_PTX_JIT` / `CUDA_DISABLE_PTX_JIT`
         pub jit_env: JitEnv,
     }
@@ -437,6 +449,82 @@ fn num(c: CudaVersion) -> u64 {
     u64::from(c.major) * 100 + u64::from(c.minor)
 }
 
+/// The image's requirements as the container toolkit checks them (`require::from_env`), each
+/// parsed: all must hold.
+struct Requirements {
+    shown: Vec<String>,
+    parsed: Vec<(String, require::Requirement)>,
+    error: String,
+}
+
+impl Requirements {
+    fn from_env(env: &std::collections::BTreeMap<String, String>) -> Requirements {
+        let mut r = Requirements { shown: Vec::new(), parsed: Vec::new(), error: String::new() };
+        for (var, text) in require::from_env(env) {
+            r.shown.push(match env.get(&var).filter(|_| var == "CUDA_VERSION") {
+                Some(v) => format!("{var}=\"{v}\" (read as \"{text}\")"),
+                None => format!("{var}=\"{text}\""),
+            });
+            match require::parse(&text) {
+                Ok(p) => r.parsed.push((text, p)),
+                Err(e) if r.error.is_empty() => r.error = format!("{var}: {e}"),
+                Err(_) => {}
+            }
+        }
+        r
+    }
+
+    fn shown(&self) -> String {
+        self.shown.join(" and ")
+    }
+
+    /// The oldest driver CUDA version all admit, from those that bound it at all.
+    fn cuda_weakest(&self) -> Option<CudaVersion> {
+        self.parsed.iter().filter(|(_, p)| p.has_cuda_floor()).filter_map(|(_, p)| p.cuda_weakest()).max()
+    }
+
+    fn arch_shown(&self) -> String {
+        let arch: Vec<&str> = self.parsed.iter().filter(|(_, p)| p.has_arch()).map(|(t, _)| t.as_str()).collect();
+        arch.join(" and ")
+    }
+
+    /// Known compute capabilities all admit; `None` when none constrains `arch`.
+    fn arch_admits(&self) -> Option<BTreeSet<Cc>> {
+        self.parsed.iter().any(|(_, p)| p.has_arch()).then(|| {
+            require::known_ccs().into_iter().filter(|cc| self.parsed.iter().all(|(_, p)| p.admits_arch(*cc))).collect()
+        })
+    }
+}
+
+/// Judges the requirements against the content, once the driver floor (`needs_cuda`) is final:
+/// `require_cuda_problem`, and with `runs` (the known compute capabilities on which every binary
+/// with device code runs, `coverage::runs_on`; `None` without device code or arch constraints)
+/// the arch findings and `require_exact`.
+pub fn require_judgement(image: &mut ImageFacts, runs: Option<&BTreeSet<Cc>>) {
+    let needs = image.needs_cuda_n;
+    let weakest = image.require_cuda_weakest_n;
+    image.require_cuda_problem = if !image.require_error.is_empty() {
+        "invalid"
+    } else if image.require_cuda_weakest.is_empty() || needs == 0 {
+        ""
+    } else if needs > weakest {
+        "too-loose"
+    } else if weakest / 100 > needs / 100 {
+        "too-strict"
+    } else {
+        ""
+    }
+    .to_string();
+    let Some(runs) = runs else { return };
+    let admits: BTreeSet<Cc> = image.require_arch_admits.iter().filter_map(|c| Cc::parse(c)).collect();
+    if !admits.is_empty() {
+        image.require_arch_uncovered = admits.difference(runs).map(Cc::to_string).collect();
+        image.require_arch_refused = runs.difference(&admits).map(Cc::to_string).collect();
+    }
+    let cuda = CudaVersion::parse(&image.needs_cuda).unwrap_or(CudaVersion::new(0, 0));
+    image.require_exact = require::constraint(cuda, runs);
+}
+
 pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
     let env = r.image.env.clone();
     let mut runtimes = BTreeSet::new();
@@ -453,13 +541,7 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         }
     }
     let require_cuda = env.get("NVIDIA_REQUIRE_CUDA").cloned().unwrap_or_default();
-    let require_arch: String = ["NVIDIA_REQUIRE_ARCH", "NVIDIA_REQUIRE_CUDA"]
-        .iter()
-        .filter_map(|k| env.get(*k))
-        .flat_map(|v| v.split_whitespace())
-        .filter(|t| t.contains("arch"))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let req = Requirements::from_env(&env);
     let jit = JitEnv::from_env(&env);
     ImageFacts {
         name: r.image.name.clone().unwrap_or_default(),
@@ -470,14 +552,21 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
         cuda_runtimes: runtimes.into_iter().collect(),
         binaries: binaries.len() as u64,
         binaries_with_device_code: binaries.iter().filter(|b| !b.modules.is_empty()).count() as u64,
-        require_cuda_weakest: require::cuda_weakest(&require_cuda).map(|c| c.to_string()).unwrap_or_default(),
-        require_cuda_weakest_n: require::cuda_weakest(&require_cuda).map_or(0, num),
         require_cuda,
+        require: req.shown(),
+        require_error: req.error.clone(),
+        require_cuda_weakest: req.cuda_weakest().map(|c| c.to_string()).unwrap_or_default(),
+        require_cuda_weakest_n: req.cuda_weakest().map_or(0, num),
+        // Judged once the driver floor is known (`require_judgement`).
+        require_cuda_problem: String::new(),
         needs_cuda: needs.map(|n| n.to_string()).unwrap_or_default(),
         needs_cuda_n: needs.map_or(0, num),
-        require_arch,
-        // Filled in once coverage can be judged (`coverage::arch_uncovered`).
+        require_arch: req.arch_shown(),
+        require_arch_admits: req.arch_admits().map(|s| s.iter().map(Cc::to_string).collect()).unwrap_or_default(),
+        // Filled in once coverage can be judged (`require_judgement`).
         require_arch_uncovered: Vec::new(),
+        require_arch_refused: Vec::new(),
+        require_exact: String::new(),
         jit_env: jit,
     }
 }

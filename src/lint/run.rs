@@ -97,7 +97,8 @@ fn gather(scan: &ImageReport) -> Facts {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     dispatch_sets(&mut binaries);
     let mut image = facts::image(scan, &binaries);
-    image.require_arch_uncovered = coverage::arch_uncovered(&image, &binaries);
+    // Only when arch is constrained: one coverage per binary and known compute capability.
+    let runs = if image.require_arch.is_empty() { None } else { coverage::runs_on(&binaries, image.jit_env) };
     let unselected = verdict::unselected_siblings(scan, &binaries);
     for (i, picked) in &unselected {
         binaries[*i].facts.not_loaded = picked.clone();
@@ -107,6 +108,7 @@ fn gather(scan: &ImageReport) -> Facts {
         image.needs_cuda_n = floor.major * 100;
         image.needs_cuda = floor.needs_cuda.clone();
     }
+    facts::require_judgement(&mut image, runs.as_ref());
     Facts { binaries, image, unselected, floor }
 }
 
