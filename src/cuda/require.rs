@@ -705,11 +705,3 @@ mod tests {
         }
     }
 }
-
-// TEMP until a-req merges (replaced by its emitter).
-pub fn constraint(cuda: CudaVersion, runs: &BTreeSet<Cc>) -> String {
-    match runs.first() {
-        Some(lo) => format!("cuda>={cuda},arch>={lo}"),
-        None => format!("cuda>={cuda}"),
-    }
-}
