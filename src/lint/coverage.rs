@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::facts::{Binary, human_size};
 use super::targets::Target;
 use crate::cuda::compat::{self, JitEnv, Verdict};
-use crate::cuda::{Cc, CudaVersion, gpus, require};
+use crate::cuda::{Cc, CudaVersion, gpus};
 use crate::module::Module;
 use crate::schema::{documented, words};
 
@@ -279,20 +279,3 @@ pub fn chips_for(b: &Binary) -> String {
     if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }
 
-/// Known compute capabilities on which every binary with device code runs (SASS or PTX JIT, no
-/// driver limit): what `NVIDIA_REQUIRE_*` arch constraints are judged against. `None` when no
-/// binary carries device code.
-pub fn runs_on(binaries: &[Binary], env: JitEnv) -> Option<BTreeSet<Cc>> {
-    let with_code: Vec<&Binary> = binaries.iter().filter(|b| !b.modules.is_empty()).collect();
-    if with_code.is_empty() {
-        return None;
-    }
-    let runs = require::known_ccs()
-        .into_iter()
-        .filter(|cc| {
-            let t = Target { name: cc.to_string(), cc: *cc, driver: None, driver_cuda: None };
-            with_code.iter().all(|b| coverage(b, &t, env).failing == 0)
-        })
-        .collect();
-    Some(runs)
-}

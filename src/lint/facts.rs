@@ -498,7 +498,7 @@ impl Requirements {
 
 /// Judges the requirements against the content, once the driver floor (`needs_cuda`) is final:
 /// `require_cuda_problem`, and with `runs` (the known compute capabilities on which every binary
-/// with device code runs, `coverage::runs_on`; `None` without device code or arch constraints)
+/// with device code runs, `run::runs_on`; `None` without device code or arch constraints)
 /// the arch findings and `require_exact`.
 pub fn require_judgement(image: &mut ImageFacts, runs: Option<&BTreeSet<Cc>>) {
     let needs = image.needs_cuda_n;

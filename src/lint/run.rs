@@ -97,8 +97,6 @@ fn gather(scan: &ImageReport) -> Facts {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     dispatch_sets(&mut binaries);
     let mut image = facts::image(scan, &binaries);
-    // Only when arch is constrained: one coverage per binary and known compute capability.
-    let runs = if image.require_arch.is_empty() { None } else { coverage::runs_on(&binaries, image.jit_env) };
     let unselected = verdict::unselected_siblings(scan, &binaries);
     for (i, picked) in &unselected {
         binaries[*i].facts.not_loaded = picked.clone();
@@ -108,8 +106,33 @@ fn gather(scan: &ImageReport) -> Facts {
         image.needs_cuda_n = floor.major * 100;
         image.needs_cuda = floor.needs_cuda.clone();
     }
-    facts::require_judgement(&mut image, runs.as_ref());
-    Facts { binaries, image, unselected, floor }
+    let mut f = Facts { binaries, image, unselected, floor };
+    // Only when arch is constrained: every binary judged on every known compute capability.
+    let runs = if f.image.require_arch.is_empty() { None } else { runs_on(&f) };
+    facts::require_judgement(&mut f.image, runs.as_ref());
+    f
+}
+
+/// Known compute capabilities where no binary fails (class `none`), by the judgement the
+/// targets get (`support` calls the same GPUs "runs"): what `NVIDIA_REQUIRE_*` arch constraints
+/// are checked against. `None` when no binary carries device code that counts.
+fn runs_on(f: &Facts) -> Option<BTreeSet<crate::cuda::Cc>> {
+    if f.binaries.iter().all(|b| b.counted().next().is_none()) {
+        return None;
+    }
+    let targets: Vec<Target> = crate::cuda::require::known_ccs()
+        .into_iter()
+        .map(|cc| Target { name: cc.to_string(), cc, driver: None, driver_cuda: None })
+        .collect();
+    let covs = judge_coverage(f, &targets);
+    Some(
+        targets
+            .iter()
+            .enumerate()
+            .filter(|(ti, _)| covs.iter().all(|c| c[*ti].class != Class::None))
+            .map(|(_, t)| t.cc)
+            .collect(),
+    )
 }
 
 /// Loose cubin, fatbin and PTX files of one package that together carry more than one

@@ -452,8 +452,18 @@ fn summary(rows: &[GpuSupport], floor: &Floor, report: &LintReport) -> String {
 /// The constraint for the GPUs that run (`n/a` ones are not the node's business: the platform
 /// already keeps the image off them).
 fn require(rows: &[GpuSupport], floor: &Floor) -> String {
-    let runs: BTreeSet<Cc> =
-        rows.iter().filter(|r| r.result.runs()).filter_map(|r| Cc::parse(&r.compute_capability)).collect();
+    let cc = |r: &GpuSupport| Cc::parse(&r.compute_capability);
+    let mut runs: BTreeSet<Cc> = rows.iter().filter(|r| r.result.runs()).filter_map(cc).collect();
+    let judged: BTreeSet<Cc> = rows.iter().filter(|r| r.result != Support::NotApplicable).filter_map(cc).collect();
+    // A compute capability only GPUs of another platform have (8.7: Jetson Orin) is no one's
+    // concern here: inside a running stretch it joins it, so the constraint has no hole there.
+    for other in rows.iter().filter_map(cc).filter(|c| !judged.contains(c)) {
+        let below = judged.range(..other).next_back();
+        let above = judged.range(other..).next();
+        if below.zip(above).is_some_and(|(b, a)| runs.contains(b) && runs.contains(a)) {
+            runs.insert(other);
+        }
+    }
     let cuda = CudaVersion::parse(&floor.needs_cuda).unwrap_or(CudaVersion::new(floor.major as u16, 0));
     crate::cuda::require::constraint(cuda, &runs)
 }

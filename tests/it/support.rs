@@ -183,3 +183,62 @@ fn diff_of_an_image_with_itself_is_empty_and_passes() {
     let (code, out, _) = cudalint(&["diff", &img, &img, "--driver", "550.54.15"]);
     assert_eq!(code, 0, "{out}");
 }
+
+/// `image` with NVIDIA_REQUIRE_CUDA set to `require`.
+fn stale_requiring(dir: &Path, require: &str) -> String {
+    let entries = vec![Ent::File("usr/lib/libstale.so", read_fixture("../verdict/libstale.so"))];
+    let mut img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
+    img.env = vec![Box::leak(format!("NVIDIA_REQUIRE_CUDA={require}").into_boxed_str())];
+    oci_layout(dir, &[&img]);
+    format!("oci:{}", dir.display())
+}
+
+fn require_rules(image: &str) -> Vec<String> {
+    let (_, out, err) = cudalint(&["scan", image, "--gpu", "H100", "--format", "json"]);
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{err}"));
+    let mut v: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .inspect(|f| if std::env::var_os("DBG").is_some() { eprintln!("{}", f["message"]) })
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .filter(|c| c == "CL011" || c == "CL012")
+        .collect();
+    v.dedup();
+    v
+}
+
+#[test]
+fn the_emitted_requirement_is_the_toolkits_grammar_and_satisfies_cl011_and_cl012() {
+    use cudalint::cuda::require::{Node, parse};
+    use cudalint::cuda::{Cc, CudaVersion, DriverVersion};
+    let d = tempfile::tempdir().unwrap();
+    let img = stale(&d.path().join("plain"));
+    let (code, out, err) = cudalint(&["support", &img, "--emit", "require"]);
+    assert_eq!(code, 0, "{err}");
+    // The constraint alone, one line.
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let text = out.trim_end();
+    assert_eq!(text, "cuda>=13.0,arch>=7.5,arch<10.0");
+    // Parsed as libnvidia-container parses it, it admits exactly the GPUs the matrix runs on,
+    // on a CUDA 13 driver and not on a CUDA 12 one.
+    let req = parse(text).unwrap();
+    let s = support_json(&img);
+    let drv = DriverVersion::parse("580.65.06").unwrap();
+    for g in s["gpus"].as_array().unwrap().iter().filter(|g| g["result"] != "n/a") {
+        let cc = Cc::parse(g["compute_capability"].as_str().unwrap()).unwrap();
+        let node = |cuda: CudaVersion| Node { cuda: Some(cuda), driver: Some(&drv), arch: Some(cc), brand: None };
+        let runs = g["result"] != "fails";
+        assert_eq!(req.admits(&node(CudaVersion::new(13, 0))), runs, "{}", g["name"]);
+        assert!(!req.admits(&node(CudaVersion::new(12, 9))), "{}", g["name"]);
+    }
+    // The Dockerfile lines carry the same constraint.
+    let (_, docker, _) = cudalint(&["support", &img, "--emit", "dockerfile"]);
+    assert!(docker.contains(&format!("ENV NVIDIA_REQUIRE_CUDA=\"{text}\"")), "{docker}");
+    // CL011/CL012 accept the emitted constraint and catch one too loose or too strict.
+    let judged = |name: &str, req: &str| require_rules(&stale_requiring(&d.path().join(name), req));
+    assert!(judged("exact", text).is_empty(), "{:?}", judged("exact2", text));
+    assert_eq!(judged("loose-cuda", "cuda>=12.0,arch>=7.5,arch<10.0"), ["CL011"]);
+    assert_eq!(judged("strict-arch", "cuda>=13.0,arch>=8.0,arch<10.0"), ["CL012"]);
+    assert_eq!(judged("loose-arch", "cuda>=13.0,arch>=7.5"), ["CL012"]);
+}
