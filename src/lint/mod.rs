@@ -13,6 +13,7 @@ pub mod rules;
 mod run;
 pub mod targets;
 pub mod variables;
+pub mod variants;
 pub mod verdict;
 
 pub use report::{
