@@ -569,7 +569,10 @@ mod tests {
         assert!(error("{").starts_with("not JSON"));
         assert_eq!(error("{}"), "no `variants` object");
         assert_eq!(error(r#"{"variants": {}}"#), "`variants` holds 0 labels; a wheel's holds exactly one");
-        assert_eq!(error(r#"{"variants": {"a": {"nvidia": {"sm_arch": "90_real"}}}}"#), "`nvidia` :: `sm_arch` is not a list of values");
+        assert_eq!(
+            error(r#"{"variants": {"a": {"nvidia": {"sm_arch": "90_real"}}}}"#),
+            "`nvidia` :: `sm_arch` is not a list of values"
+        );
         assert_eq!(
             error(r#"{"variants": {"a": {"nvidia": {"sm_arch": [90]}}}}"#),
             "`nvidia` :: `sm_arch` holds a value that is not a string"

@@ -76,10 +76,7 @@ impl SmArch {
         let mut out = vec![self.cc];
         if self.suffix != Suffix::A {
             out.extend(
-                arches::ARCHES
-                    .iter()
-                    .map(|a| a.cc)
-                    .filter(|cc| cc.major == self.cc.major && cc.minor > self.cc.minor),
+                arches::ARCHES.iter().map(|a| a.cc).filter(|cc| cc.major == self.cc.major && cc.minor > self.cc.minor),
             );
         }
         out
@@ -110,8 +107,7 @@ pub fn supported(inventory: &ImageReport) -> Vec<Property> {
     let floor = verdict::floor(inventory, &binaries, &unselected);
     let loaded: Vec<&Binary> =
         binaries.iter().enumerate().filter(|(i, _)| !unselected.contains_key(i)).map(|(_, b)| b).collect();
-    let mut out: Vec<Property> =
-        common_archs(&loaded).iter().map(|v| Property::new(NAMESPACE, SM_ARCH, v)).collect();
+    let mut out: Vec<Property> = common_archs(&loaded).iter().map(|v| Property::new(NAMESPACE, SM_ARCH, v)).collect();
     if floor.major > 0 {
         out.push(Property::new(NAMESPACE, LOWER_BOUND, &floor.needs_cuda));
     }
@@ -256,7 +252,7 @@ mod tests {
 
     #[test]
     fn properties_display_and_sort_as_numbers() {
-        let mut v = vec![
+        let mut v = [
             Property::new("nvidia", "sm_arch", "120_real"),
             Property::new("nvidia", "sm_arch", "90_virtual"),
             Property::new("nvidia", "cuda_version_lower_bound", "12.0"),

@@ -173,7 +173,10 @@ fn a_variant_wheel_is_held_to_what_its_variant_json_declares() {
     assert!(msg.contains("nvidia :: sm_arch :: 37_real") && !msg.contains("90_real"), "{msg}");
     assert!(msg.contains("compute capability 3.7"), "{msg}");
     assert!(msg.contains("cuda_version_lower_bound :: 11.8") && msg.contains("older than CUDA 12.0"), "{msg}");
-    assert!(fix.contains("drop nvidia :: sm_arch :: 37_real") && fix.contains("lower_bound :: 12.0 or higher"), "{fix}");
+    assert!(
+        fix.contains("drop nvidia :: sm_arch :: 37_real") && fix.contains("lower_bound :: 12.0 or higher"),
+        "{fix}"
+    );
 
     // The same wheel installed in an image's site-packages: the same finding.
     let img = tempfile::tempdir().unwrap();
@@ -182,7 +185,12 @@ fn a_variant_wheel_is_held_to_what_its_variant_json_declares() {
     assert_eq!(code, 1);
     let found = cl023(&r);
     assert_eq!(found.len(), 1, "{found:#?}");
-    assert!(found[0]["message"].as_str().unwrap().contains(&format!("/usr/local/lib/python3.12/dist-packages/{VARIANT_JSON}")));
+    assert!(
+        found[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("/usr/local/lib/python3.12/dist-packages/{VARIANT_JSON}"))
+    );
 
     let (code, r) = json(&["scan", wheel().to_str().unwrap(), "--gpu", "H100"]);
     assert_eq!(code, 0);
@@ -267,16 +275,18 @@ fn supported_properties_are_what_cuobjdump_lists_in_every_binary() {
     assert_eq!(want.len(), 4, "{want:?}"); // sm_80, sm_90, compute_90 in both
     assert_eq!(sorted(build("two", &libs)), want);
     assert_eq!(sorted(build("gated", &["libmulti.so", "libzstd.so", "libsm90a.so"])), want);
-    assert_eq!(sorted(build("three", &["libmulti.so", "libzstd.so", "libnocompress.so"])), listed(&[
-        "libmulti.so",
-        "libzstd.so",
-        "libnocompress.so"
-    ]));
-    assert_eq!(sorted(build("alone", &["libsm90a.so"])), [
-        "nvidia :: cuda_version_lower_bound :: 13.0",
-        "nvidia :: sm_arch :: 90a_real",
-        "nvidia :: sm_arch :: 90a_virtual"
-    ]);
+    assert_eq!(
+        sorted(build("three", &["libmulti.so", "libzstd.so", "libnocompress.so"])),
+        listed(&["libmulti.so", "libzstd.so", "libnocompress.so"])
+    );
+    assert_eq!(
+        sorted(build("alone", &["libsm90a.so"])),
+        [
+            "nvidia :: cuda_version_lower_bound :: 13.0",
+            "nvidia :: sm_arch :: 90a_real",
+            "nvidia :: sm_arch :: 90a_virtual"
+        ]
+    );
 }
 
 /// What `supported` says of the real wheel is what NVIDIA's cuobjdump lists for its one
