@@ -319,3 +319,28 @@ fn supported_properties_of_nvjpeg_match_cuobjdump() {
     assert_eq!(got, want);
     assert!(got.contains(&"nvidia :: sm_arch :: 121_virtual".to_string()), "{got:?}");
 }
+
+/// A variant.json is the final filesystem's: a later layer that removes its dist-info (`pip
+/// uninstall` in a later step) takes it away, and one that rewrites it is the one read.
+#[test]
+fn a_later_layer_removes_or_replaces_a_variant_json() {
+    let site = "usr/local/lib/python3.12/site-packages";
+    let path: &'static str = Box::leak(format!("{site}/demo-1.0.dist-info/variant.json").into_boxed_str());
+    let declares = |v: &str| format!(r#"{{"variants": {{"x": {{"nvidia": {{"sm_arch": ["{v}"]}}}}}}}}"#).into_bytes();
+    let first = tar(&[Ent::File(path, declares("80_real"))]);
+    let scan = |layers: Vec<Vec<u8>>| {
+        let dir = tempfile::tempdir().unwrap();
+        let img = Image::new(layers.into_iter().map(|l| (l, Comp::Gzip)).collect());
+        oci_layout(dir.path(), &[&img]);
+        let opts = cudalint::image::ScanOptions::default();
+        let inv = cudalint::image::scan(&format!("oci:{}", dir.path().display()), &opts).unwrap();
+        inv.variants
+            .iter()
+            .map(|v| v.properties.iter().map(ToString::to_string).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(scan(vec![first.clone()]), [["nvidia :: sm_arch :: 80_real"]]);
+    let whiteout: &'static str = Box::leak(format!("{site}/.wh.demo-1.0.dist-info").into_boxed_str());
+    assert!(scan(vec![first.clone(), tar(&[Ent::File(whiteout, Vec::new())])]).is_empty());
+    assert_eq!(scan(vec![first, tar(&[Ent::File(path, declares("90_real"))])]), [["nvidia :: sm_arch :: 90_real"]]);
+}
