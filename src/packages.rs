@@ -3,11 +3,17 @@
 //! (`status.d/*` in distroless images), conda `conda-meta/*.json`. Only the lines naming files
 //! that can carry device code are kept, so memory stays small on images with huge RECORDs.
 //! The verdicts use it to judge a package's binaries together and to name the package in fixes.
+//! A wheel's `*.dist-info/variant.json` (wheel variants, PEP 825 draft) is read here too: the
+//! variant properties the wheel declares, which `lint::variants` checks against its code.
 
 use serde::{Deserialize, Serialize};
 
 /// Metadata files larger than this are not read (a RECORD of 200k lines is ~20 MiB).
 pub const MAX_METADATA: u64 = 32 << 20;
+
+/// A wheel's `variant.json` larger than this is not read (one variant's properties take a few
+/// hundred bytes; PEP 825 sets no bound).
+pub const MAX_VARIANT_JSON: u64 = 1 << 20;
 
 crate::schema::words! {
     /// The package managers whose records are read, as the words of package URLs. Declared in
@@ -57,6 +63,78 @@ pub struct LayerPackages {
     /// Python distributions with their `Requires-Dist` pins of CUDA components (`cuda-toolkit`
     /// metadata), for the image's CUDA version.
     pub requires: Vec<(String, String)>,
+    /// Wheels' `*.dist-info/variant.json` files.
+    #[serde(default)]
+    pub variants: Vec<VariantDecl>,
+}
+
+/// A wheel variant property (PEP 825 draft): `nvidia :: sm_arch :: 90_real`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Property {
+    pub namespace: String,
+    pub feature: String,
+    pub value: String,
+}
+
+impl Property {
+    pub fn new(namespace: &str, feature: &str, value: &str) -> Property {
+        Property { namespace: namespace.into(), feature: feature.into(), value: value.into() }
+    }
+
+    /// The value's leading number and the rest (`100a_real` -> (100, `a_real`)), for sorting
+    /// values as numbers where they start with one (`90_real` before `100_real`).
+    fn value_key(&self) -> (Option<u64>, &str) {
+        let digits = self.value.bytes().take_while(u8::is_ascii_digit).count();
+        let (n, rest) = self.value.split_at(digits);
+        (n.parse().ok(), rest)
+    }
+}
+
+/// By namespace, feature, then value (a leading number compared as a number).
+impl Ord for Property {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (&self.namespace, &self.feature, self.value_key(), &self.value).cmp(&(
+            &other.namespace,
+            &other.feature,
+            other.value_key(),
+            &other.value,
+        ))
+    }
+}
+
+impl PartialOrd for Property {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// As PEP 825 writes it: `nvidia :: sm_arch :: 90_real`.
+impl std::fmt::Display for Property {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} :: {} :: {}", self.namespace, self.feature, self.value)
+    }
+}
+
+/// What a wheel's `*.dist-info/variant.json` declares (PEP 825 draft, format 0.0.x): the one
+/// entry of its `variants` object, a label mapped to namespaces, features and lists of values.
+/// `default-priorities`, `providers` and `static-properties` say how to rank variants, not what
+/// one needs, and are not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantDecl {
+    /// The file's absolute path.
+    pub path: String,
+    /// The distribution its dist-info directory names (PEP 503-normalized) and its version.
+    pub distribution: String,
+    pub version: String,
+    /// The variant label (`cu129_sm90`, `null` for the variant of no properties); empty when the
+    /// file could not be read.
+    pub label: String,
+    /// Every property declared, sorted. A feature listing several values holds when any of them
+    /// does (PEP 825: "at least one value for every feature").
+    pub properties: Vec<Property>,
+    /// Why the file was not read as variant metadata, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One kind of package record: which files are such records, how one is read, and the version
@@ -68,6 +146,8 @@ pub struct Record {
     /// Folded into the layer cache key (`cache.rs`): bump it when `read` would take something
     /// else from the same bytes, and only analyses made with the old parser are dropped.
     pub version: u32,
+    /// A file larger than this is no record of the kind: it is not read (a note says so).
+    pub max: u64,
     /// Whether a file, by its directory and name (of an absolute path), is a record of this kind.
     is: fn(dir: &str, name: &str) -> bool,
     /// Adds what the record says to a layer's packages.
@@ -81,24 +161,28 @@ pub static RECORDS: &[Record] = &[
     Record {
         kind: "pip-record",
         version: 1,
+        max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
         read: pip_record,
     },
     Record {
         kind: "pip-metadata",
         version: 1,
+        max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "METADATA",
         read: pip_metadata,
     },
     Record {
         kind: "dpkg-list",
         version: 1,
+        max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list"),
         read: dpkg_list,
     },
     Record {
         kind: "dpkg-status",
         version: 1,
+        max: MAX_METADATA,
         // `status.d/*` in distroless images.
         is: |dir, name| {
             (dir.ends_with("/var/lib/dpkg") && name == "status")
@@ -109,8 +193,16 @@ pub static RECORDS: &[Record] = &[
     Record {
         kind: "conda-meta",
         version: 1,
+        max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/conda-meta") && name.ends_with(".json"),
         read: conda_meta,
+    },
+    Record {
+        kind: "wheel-variant",
+        version: 1,
+        max: MAX_VARIANT_JSON,
+        is: |dir, name| dir.ends_with(".dist-info") && name == "variant.json",
+        read: wheel_variant,
     },
 ];
 
@@ -247,6 +339,79 @@ fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
     }
 }
 
+/// A wheel's `*.dist-info/variant.json` (PEP 825 draft): its one variant's properties, or why it
+/// could not be read.
+fn wheel_variant(l: &mut LayerPackages, dir: &str, name: &str, text: &str) {
+    let Some((n, v)) = dist_info_name(dir) else { return };
+    let mut decl = VariantDecl {
+        path: format!("{dir}/{name}"),
+        distribution: pypi_normalize(&n),
+        version: v,
+        label: String::new(),
+        properties: Vec::new(),
+        error: None,
+    };
+    match parse_variant_json(text) {
+        Ok((label, properties)) => {
+            decl.label = label;
+            decl.properties = properties;
+        }
+        Err(e) => decl.error = Some(e),
+    }
+    l.variants.push(decl);
+}
+
+/// PEP 825's character sets: namespaces and features `^[a-z0-9_]+$`, values `^[a-z0-9_.]+$`.
+fn pep825_name(s: &str, dot: bool) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || (dot && b == b'.'))
+}
+
+/// A name taken from a file, for a message: escaped, and cut at 40 characters.
+fn quoted(s: &str) -> String {
+    let cut: String = s.chars().take(40).collect();
+    let more = if cut.len() < s.len() { "…" } else { "" };
+    format!("`{}{more}`", crate::escape::text(&cut))
+}
+
+/// The label and properties of a `variant.json`: its `variants` object must hold exactly one
+/// label (PEP 825: "in variant.json, always a single entry"), mapping namespaces to features to
+/// lists of values.
+fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
+    use serde_json::Value;
+    let doc: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let variants = doc.get("variants").and_then(Value::as_object).ok_or("no `variants` object")?;
+    let mut entries = variants.iter();
+    let (Some((label, namespaces)), None) = (entries.next(), entries.next()) else {
+        return Err(format!("`variants` holds {} labels; a wheel's holds exactly one", variants.len()));
+    };
+    if !pep825_name(label, true) {
+        return Err(format!("variant label {} is not made of a-z, 0-9, `_` and `.`", quoted(label)));
+    }
+    let namespaces = namespaces.as_object().ok_or_else(|| format!("variant {} is not an object", quoted(label)))?;
+    let mut properties = Vec::new();
+    for (ns, features) in namespaces {
+        let features = features.as_object().ok_or_else(|| format!("namespace {} is not an object", quoted(ns)))?;
+        for (feature, values) in features {
+            let what = || format!("{} :: {}", quoted(ns), quoted(feature));
+            let values = values.as_array().ok_or_else(|| format!("{} is not a list of values", what()))?;
+            for value in values {
+                let value = value.as_str().ok_or_else(|| format!("{} holds a value that is not a string", what()))?;
+                if !(pep825_name(ns, false) && pep825_name(feature, false) && pep825_name(value, true)) {
+                    return Err(format!(
+                        "{} :: {} is not a variant property (PEP 825: a-z, 0-9 and `_`; `.` in values too)",
+                        what(),
+                        quoted(value)
+                    ));
+                }
+                properties.push(Property::new(ns, feature, value));
+            }
+        }
+    }
+    properties.sort();
+    properties.dedup();
+    Ok((label.clone(), properties))
+}
+
 impl LayerPackages {
     fn add(&mut self, p: Package) -> usize {
         if let Some(i) = self.packages.iter().position(|q| q == &p) {
@@ -365,6 +530,58 @@ mod tests {
         assert_eq!(pypi_normalize("nvidia_cublas_cu12"), "nvidia-cublas-cu12");
     }
 
+    /// PEP 825's `*.dist-info/variant.json`: the one label's properties, sorted (numbers as
+    /// numbers) and deduplicated; anything else is kept with the reason it was not read.
+    #[test]
+    fn reads_a_wheels_variant_json() {
+        let mut l = LayerPackages::default();
+        let p = "/usr/lib/python3/site-packages/Torch-2.9.0.dist-info/variant.json";
+        assert_eq!(record_kind(p).unwrap().kind, "wheel-variant");
+        assert_eq!(record_kind(p).unwrap().max, MAX_VARIANT_JSON);
+        read(
+            &mut l,
+            p,
+            r#"{"$schema": "https://variants-schema.wheelnext.dev/v0.0.3.json",
+                "default-priorities": {"namespace": ["nvidia"]},
+                "variants": {"cu129": {"nvidia": {"sm_arch": ["90_real", "100_real", "90_real"],
+                                                  "cuda_version_lower_bound": ["12.9"]}}}}"#,
+        );
+        let v = &l.variants[0];
+        assert_eq!((v.distribution.as_str(), v.version.as_str(), v.label.as_str()), ("torch", "2.9.0", "cu129"));
+        assert_eq!(v.path, p);
+        assert_eq!(v.error, None);
+        let shown: Vec<String> = v.properties.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "nvidia :: cuda_version_lower_bound :: 12.9",
+                "nvidia :: sm_arch :: 90_real",
+                "nvidia :: sm_arch :: 100_real"
+            ]
+        );
+        read(&mut l, "/x/null-1.0.dist-info/variant.json", r#"{"variants": {"null": {}}}"#);
+        assert_eq!((l.variants[1].label.as_str(), l.variants[1].properties.len()), ("null", 0));
+        let error = |text: &str| {
+            let mut l = LayerPackages::default();
+            read(&mut l, "/x/a-1.dist-info/variant.json", text);
+            l.variants[0].error.clone().unwrap_or_default()
+        };
+        assert!(error("{").starts_with("not JSON"));
+        assert_eq!(error("{}"), "no `variants` object");
+        assert_eq!(error(r#"{"variants": {}}"#), "`variants` holds 0 labels; a wheel's holds exactly one");
+        assert_eq!(
+            error(r#"{"variants": {"a": {"nvidia": {"sm_arch": "90_real"}}}}"#),
+            "`nvidia` :: `sm_arch` is not a list of values"
+        );
+        assert_eq!(
+            error(r#"{"variants": {"a": {"nvidia": {"sm_arch": [90]}}}}"#),
+            "`nvidia` :: `sm_arch` holds a value that is not a string"
+        );
+        let bad = error(r#"{"variants": {"a": {"NVIDIA\u001b[2J": {"sm_arch": ["90_real"]}}}}"#);
+        assert!(bad.starts_with("`NVIDIA\\x1b[2J` :: `sm_arch` :: `90_real` is not a variant property"), "{bad}");
+        assert!(error(r#"{"variants": {"A B": {}}}"#).starts_with("variant label `A B`"));
+    }
+
     #[test]
     fn record_kinds_are_found_by_path_alone() {
         let kind = |p: &str| record_kind(p).map(|r| r.kind);
@@ -377,6 +594,8 @@ mod tests {
         assert_eq!(kind("/var/lib/dpkg/status.d/libc6"), Some("dpkg-status"));
         assert_eq!(kind("/var/lib/dpkg/status.d/libc6.md5sums"), None);
         assert_eq!(kind("/opt/conda/conda-meta/cupy-13.0.json"), Some("conda-meta"));
+        assert_eq!(kind("/x/site-packages/a-1.dist-info/variant.json"), Some("wheel-variant"));
+        assert_eq!(kind("/x/site-packages/a-1/variant.json"), None);
         assert_eq!(kind("status"), None);
         // Each kind once in the cache key, with its version.
         let versions = record_versions();

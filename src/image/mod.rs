@@ -283,6 +283,10 @@ pub struct ImageReport {
     /// `cuda-*`, `libcudnn*`, ...), sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cuda_packages: Vec<crate::packages::Package>,
+    /// Wheels' `*.dist-info/variant.json` in the final filesystem (wheel variants, PEP 825
+    /// draft): the variant properties each declares, sorted by path.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<crate::packages::VariantDecl>,
 }
 
 crate::schema::words! {
@@ -390,6 +394,12 @@ pub fn assemble(
         summaries.push(l.summary);
     }
     let packages = crate::packages::ImagePackages::from_layers(summaries.iter().map(|s| &s.packages));
+    let variants = live_variants(&summaries);
+    for v in &variants {
+        if let Some(e) = &v.error {
+            notes.push(format!("{}: not read as wheel variant metadata: {e}", v.path));
+        }
+    }
     let merged = merge(summaries);
     let files = merged
         .into_iter()
@@ -430,7 +440,22 @@ pub fn assemble(
         notes,
         cuda_requires: packages.requires,
         cuda_packages,
+        variants,
     }
+}
+
+/// The `variant.json` files the final filesystem holds: one a later layer removes or replaces
+/// is gone (a replacement is that layer's own record).
+fn live_variants(summaries: &[LayerSummary]) -> Vec<crate::packages::VariantDecl> {
+    let mut out: Vec<crate::packages::VariantDecl> = summaries
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.packages.variants.iter().map(move |v| (i, v)))
+        .filter(|(i, v)| !summaries[i + 1..].iter().any(|later| later.hides(&v.path)))
+        .map(|(_, v)| v.clone())
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }
 
 /// A source that is one layer's worth of files (a root filesystem, a file, a wheel): its

@@ -66,9 +66,9 @@ pub enum LayerError {
 /// What the analysis wants of a file, decided from its path and size before any byte is read.
 #[derive(Debug, Clone, Copy)]
 pub enum Want {
-    /// A package manager's record, by its path: read whole. One larger than
-    /// [`crate::packages::MAX_METADATA`] is no record; it is noted and inspected like any file
-    /// (whatever a path is called, what it holds may be loaded by that path).
+    /// A package manager's record, by its path: read whole. One larger than its kind's bound
+    /// ([`Record::max`]) is no record; it is noted and inspected like any file (whatever a path
+    /// is called, what it holds may be loaded by that path).
     Record(&'static Record),
     /// May carry device code: sniffed, and inspected if it looks like ELF, a fatbin, an archive
     /// or PTX.
@@ -111,15 +111,18 @@ impl<'o> FileVisitor<'o> {
     pub fn take(&mut self, path: &str, want: Want, input: &mut dyn Input) -> io::Result<Option<usize>> {
         match want {
             Want::Skip => Ok(None),
-            Want::Record(record) if input.len() <= crate::packages::MAX_METADATA => {
+            Want::Record(record) if input.len() <= record.max => {
                 let mut buf = vec![0u8; input.len() as usize];
                 let n = read_full(input, &mut buf)?;
                 self.summary.packages.read(record, path, &String::from_utf8_lossy(&buf[..n]));
                 Ok(None)
             }
-            Want::Record(_) => {
-                let len = input.len();
-                self.summary.notes.push(format!("{path}: package record of {len} bytes not read"));
+            Want::Record(record) => {
+                let (len, max) = (input.len(), record.max);
+                self.summary.notes.push(format!(
+                    "{path}: {} record of {len} bytes, over its bound of {max} bytes: not read",
+                    record.kind
+                ));
                 self.keep_if_cuda(path, input)
             }
             Want::Inspect => self.keep_if_cuda(path, input),

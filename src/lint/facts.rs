@@ -104,6 +104,20 @@ documented! {
         pub detail_problems: Vec<String>,
         /// for a version-selected sibling the loader does not pick: the one it picks (empty otherwise)
         pub not_loaded: String,
+        /// the `*.dist-info/variant.json` of the wheel that installed it (wheel variants, PEP 825 draft), empty if none
+        pub variant_json: String,
+        /// the variant properties that file declares (`nvidia :: sm_arch :: 90_real`), sorted
+        pub variant_declared: Vec<String>,
+        /// declared `nvidia :: sm_arch` properties that let a resolver install the wheel on GPUs where some module of
+        /// this binary has no code that runs (no SASS for the GPU, no PTX that compiles for it)
+        pub variant_unsupported: Vec<String>,
+        /// the compute capabilities of those GPUs (`10.0`, `10.3`)
+        pub variant_unsupported_ccs: Vec<String>,
+        /// the declared `nvidia :: cuda_version_lower_bound`, empty if none
+        pub variant_lower_bound: String,
+        /// the driver CUDA version this binary needs (its runtime, CUDA libraries, device code) when the declared
+        /// lower bound is below it; empty otherwise
+        pub variant_needs_cuda: String,
     }
 }
 
@@ -386,6 +400,13 @@ pub fn binary(f: &ImageFile) -> Binary {
         detail_problems,
         not_loaded: String::new(),
         cuda_needed,
+        // Filled in with the inventory's variant metadata (`variants::annotate`).
+        variant_json: String::new(),
+        variant_declared: Vec::new(),
+        variant_unsupported: Vec::new(),
+        variant_unsupported_ccs: Vec::new(),
+        variant_lower_bound: String::new(),
+        variant_needs_cuda: String::new(),
     };
     Binary { facts, modules }
 }

@@ -15,6 +15,7 @@ mod run;
 pub mod support;
 pub mod targets;
 pub mod variables;
+pub mod variants;
 pub mod verdict;
 
 pub use report::{

@@ -18,7 +18,7 @@ use super::targets::Target;
 use super::variables::{
     BinaryTargetVars, BinaryVars, Bindings, CompilerTargetVars, DeviceModuleVars, ImageTargetVars, ImageVars,
 };
-use super::{compilers, config, verdict};
+use super::{compilers, config, variants, verdict};
 use crate::image::ImageReport;
 use crate::schema::{self, Tool};
 
@@ -101,6 +101,7 @@ fn gather(scan: &ImageReport) -> Facts {
     for (i, picked) in &unselected {
         binaries[*i].facts.not_loaded = picked.clone();
     }
+    variants::annotate(scan, &mut binaries);
     let floor = verdict::floor(scan, &binaries, &unselected);
     if floor.major * 100 > image.needs_cuda_n {
         image.needs_cuda_n = floor.major * 100;

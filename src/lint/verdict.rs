@@ -97,7 +97,7 @@ pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -
     of_major.into_iter().map(|(i, _)| i).collect()
 }
 
-fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, Vec<String>> {
+fn runtime_sources(packages: &[crate::packages::Package], binaries: &[Binary]) -> BTreeMap<u16, Vec<String>> {
     let mut by_major: BTreeMap<u16, Vec<String>> = BTreeMap::new();
     // DT_NEEDED of runtime and math libraries: who needs which, by package where known.
     let mut needed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -146,7 +146,7 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
     for ((major, version), who) in built {
         by_major.entry(major).or_default().push(format!("device code built with CUDA {version} in {}", few(who)));
     }
-    for p in &report.cuda_packages {
+    for p in packages {
         let n = p.name.as_str();
         // `nvidia-cublas-cu12`, `nvidia-nccl-cu13`: the suffix is the CUDA major the package's
         // libraries were built for (docs/cuda-binaries.md §5j).
@@ -170,7 +170,13 @@ fn runtime_sources(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<u16, V
 pub fn floor(report: &ImageReport, binaries: &[Binary], skip: &BTreeMap<usize, String>) -> Floor {
     let loaded: Vec<Binary> =
         binaries.iter().enumerate().filter(|(i, _)| !skip.contains_key(i)).map(|(_, b)| b.clone()).collect();
-    let sources = runtime_sources(report, &loaded);
+    floor_of(&report.cuda_packages, &loaded)
+}
+
+/// The floor of some binaries and packages alone (one wheel's, one binary's): what
+/// [`floor`] finds for an image, from these only.
+pub fn floor_of(packages: &[crate::packages::Package], binaries: &[Binary]) -> Floor {
+    let sources = runtime_sources(packages, binaries);
     let Some((&major, why)) = sources.iter().next_back() else { return Floor::default() };
     let needs_driver = tables::minor_compat_floor(major).map(|(d, _)| d.to_string()).unwrap_or_default();
     Floor {

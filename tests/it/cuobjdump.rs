@@ -107,7 +107,11 @@ pub fn parse(text: &str) -> Dump {
 
 /// `--list-elf --list-ptx` lines: (`ELF`|`PTX`, arch from the file name cuobjdump makes up).
 pub fn load_list(fixture: &str) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(root().join(format!("fixtures/bin/{fixture}.list.txt"))).unwrap();
+    parse_list(&std::fs::read_to_string(root().join(format!("fixtures/bin/{fixture}.list.txt"))).unwrap())
+}
+
+/// The same, of a listing cuobjdump has just written.
+pub fn parse_list(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter_map(|l| {
             let (kind, rest) = l.split_once(" file ")?;

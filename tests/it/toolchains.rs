@@ -51,7 +51,7 @@ fn need(name: &str, package: &str) -> PathBuf {
 }
 
 /// The directory scripts/fetch-cuda-tools.sh fills (NVIDIA's compilers from PyPI).
-fn cuda_tools() -> PathBuf {
+pub(crate) fn cuda_tools() -> PathBuf {
     let out = Std::new(root().join("scripts/fetch-cuda-tools.sh")).output().expect("run scripts/fetch-cuda-tools.sh");
     assert!(
         out.status.success(),
