@@ -40,5 +40,36 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             return Err(bad(std::io::Error::other("member is longer than its recorded size")));
         }
     }
-    Ok(single_layer(SourceKind::Wheel, path.display().to_string(), size, v.finish()))
+    let mut report = single_layer(SourceKind::Wheel, path.display().to_string(), size, v.finish());
+    report.image.platform = platform_of(&path.file_name().unwrap_or_default().to_string_lossy());
+    Ok(report)
+}
+
+/// The platform a wheel's file name says it is for (`...-manylinux_2_28_x86_64.whl` ->
+/// `linux/amd64`); None for pure or unknown wheels.
+fn platform_of(file: &str) -> Option<String> {
+    let tag = file.strip_suffix(".whl")?.rsplit('-').next()?;
+    let linux =
+        tag.split('.').all(|t| t.starts_with("manylinux") || t.starts_with("musllinux") || t.starts_with("linux"));
+    let arch = if tag.ends_with("x86_64") {
+        "amd64"
+    } else if tag.ends_with("aarch64") {
+        "arm64"
+    } else {
+        return None;
+    };
+    linux.then(|| format!("linux/{arch}"))
+}
+
+#[cfg(test)]
+mod platform_tests {
+    #[test]
+    fn a_wheels_platform_tag_names_its_platform() {
+        use super::platform_of;
+        let f = "nvidia_nvjpeg_cu12-12.4.0.76-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl";
+        assert_eq!(platform_of(f).as_deref(), Some("linux/amd64"));
+        assert_eq!(platform_of("torch-2.10.0-cp311-cp311-manylinux_2_28_aarch64.whl").as_deref(), Some("linux/arm64"));
+        assert_eq!(platform_of("filelock-4.3.1-py3-none-any.whl"), None);
+        assert_eq!(platform_of("torch-2.10.0-cp311-cp311-win_amd64.whl"), None);
+    }
 }

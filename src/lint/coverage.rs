@@ -278,4 +278,3 @@ pub fn chips_for(b: &Binary) -> String {
     let archs: Vec<String> = archs.into_iter().collect();
     if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }
-

@@ -207,4 +207,3 @@ pub struct Floor {
     /// `libcudart.so.13 needed by torch, vllm; CUDA runtime 13.0 (/usr/.../libcudart.so.13.0.96)`.
     pub why: String,
 }
-

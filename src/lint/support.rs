@@ -107,6 +107,13 @@ pub struct SupportReport {
     /// Every GPU cudalint knows, by compute capability.
     pub gpus: Vec<GpuSupport>,
     pub notes: Vec<String>,
+    /// For a wheel: the wheel-variant properties its code supports, in the NVIDIA provider's
+    /// namespace (PEP 817/825 drafts, docs/variants.md): `nvidia :: sm_arch :: 90_real`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub variant_properties: Vec<String>,
+    /// The `*.dist-info/variant.json` declarations found (CL023 checks them against the code).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub declared_variants: Vec<crate::packages::VariantDecl>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,7 +146,12 @@ pub fn support(
     if modules == 0 && report.floor.major == 0 {
         return Err(SupportError::NothingToJudge);
     }
-    Ok((from_report(reference, &report, platform), report))
+    let mut s = from_report(reference, &report, platform);
+    if inventory.image.source == crate::image::SourceKind::Wheel {
+        s.variant_properties = super::variants::supported(inventory).iter().map(ToString::to_string).collect();
+    }
+    s.declared_variants = inventory.variants.clone();
+    Ok((s, report))
 }
 
 /// The matrix from an evaluation whose targets are GPUs of the table, by name (those missing
@@ -192,6 +204,8 @@ pub fn from_report(reference: &str, report: &LintReport, platform: Option<&str>)
         require,
         gpus: rows,
         notes: report.notes.clone(),
+        variant_properties: Vec::new(),
+        declared_variants: Vec::new(),
     }
 }
 

@@ -113,10 +113,28 @@ fn text(r: &SupportReport) -> String {
             let _ = writeln!(o, "{}", line.trim_end());
         }
     }
+    variants(&mut o, r, |s| t(s));
     for n in &r.notes {
         let _ = writeln!(o, "\nnote: {}", t(n));
     }
     o
+}
+
+/// A wheel's variant properties (PEP 817/825 drafts) and what its variant.json declares.
+fn variants(o: &mut String, r: &SupportReport, esc: impl Fn(&str) -> String) {
+    if !r.variant_properties.is_empty() {
+        let _ = writeln!(o, "\nwheel-variant properties its code supports (PEP 817/825 drafts):");
+        for p in &r.variant_properties {
+            let _ = writeln!(o, "  {}", esc(p));
+        }
+    }
+    for d in &r.declared_variants {
+        let what = match &d.error {
+            Some(e) => format!("not read: {e}"),
+            None => d.properties.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        };
+        let _ = writeln!(o, "\n{} declares variant {}: {}", esc(&d.path), esc(&d.label), esc(&what));
+    }
 }
 
 fn markdown(r: &SupportReport) -> String {
@@ -143,6 +161,7 @@ fn markdown(r: &SupportReport) -> String {
             );
         }
     }
+    variants(&mut o, r, |s| m(s));
     let _ = writeln!(o, "\n<sub>cudalint {} · `cudalint support`</sub>", r.tool.version);
     o
 }

@@ -200,7 +200,11 @@ fn require_rules(image: &str) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .inspect(|f| if std::env::var_os("DBG").is_some() { eprintln!("{}", f["message"]) })
+        .inspect(|f| {
+            if std::env::var_os("DBG").is_some() {
+                eprintln!("{}", f["message"])
+            }
+        })
         .map(|f| f["rule"].as_str().unwrap().to_string())
         .filter(|c| c == "CL011" || c == "CL012")
         .collect();
@@ -241,4 +245,21 @@ fn the_emitted_requirement_is_the_toolkits_grammar_and_satisfies_cl011_and_cl012
     assert_eq!(judged("loose-cuda", "cuda>=12.0,arch>=7.5,arch<10.0"), ["CL011"]);
     assert_eq!(judged("strict-arch", "cuda>=13.0,arch>=8.0,arch<10.0"), ["CL012"]);
     assert_eq!(judged("loose-arch", "cuda>=13.0,arch>=7.5"), ["CL012"]);
+}
+
+/// A wheel: its platform tag keeps it off Jetson and Grace, and the matrix lists the wheel-variant
+/// properties its code supports (the sm_arch values cuobjdump's listing of libnvjpeg.so.12 holds,
+/// checked against cuobjdump in wheels.rs).
+#[test]
+fn a_wheels_matrix_lists_its_variant_properties() {
+    let w = crate::wheels::wheel();
+    let s = support_json(&w.display().to_string());
+    assert_eq!(s["image"]["platform"], "linux/amd64");
+    assert_eq!(row(&s, "Jetson AGX Orin")["result"], "n/a");
+    assert_eq!(row(&s, "H100")["result"], "native");
+    let props: Vec<&str> = s["variant_properties"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert!(props.contains(&"nvidia :: cuda_version_lower_bound :: 12.0"), "{props:?}");
+    assert!(props.contains(&"nvidia :: sm_arch :: 90_real") && props.contains(&"nvidia :: sm_arch :: 50_real"));
+    // Kepler fails, so no 37_real.
+    assert!(!props.iter().any(|p| p.ends_with(":: 37_real")), "{props:?}");
 }
