@@ -51,6 +51,14 @@ pub fn arch_ccs(req: &str) -> Option<Vec<Cc>> {
     any.then(|| out.into_iter().collect())
 }
 
+// TEMP until a-req merges (replaced by its emitter).
+pub fn constraint(cuda: CudaVersion, runs: &BTreeSet<Cc>) -> String {
+    match runs.first() {
+        Some(lo) => format!("cuda>={cuda},arch>={lo}"),
+        None => format!("cuda>={cuda}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,13 +71,5 @@ mod tests {
         let ccs = arch_ccs("arch>=9.0").unwrap();
         assert!(ccs.contains(&Cc::parse("9.0").unwrap()) && ccs.contains(&Cc::parse("12.1").unwrap()));
         assert!(!ccs.contains(&Cc::parse("8.9").unwrap()));
-    }
-}
-
-// TEMP until a-req merges (replaced by its emitter).
-pub fn constraint(cuda: CudaVersion, runs: &BTreeSet<Cc>) -> String {
-    match runs.first() {
-        Some(lo) => format!("cuda>={cuda},arch>={lo}"),
-        None => format!("cuda>={cuda}"),
     }
 }
