@@ -19,6 +19,9 @@ pub const AUDIT: &str = "cudalint.audit/v1";
 pub const BASELINE: &str = "cudalint.baseline/v1";
 /// `cudalint registry` summaries (and the shard files merged into them).
 pub const REGISTRY_SUMMARY: &str = "cudalint.registry-summary/v1";
+/// `cudalint support --format json`, and the predicate of support attestations (the same value
+/// as `lint::support::SCHEMA`, which the attestation reader below `lint` cannot import).
+pub const SUPPORT: &str = "cudalint.support/v1";
 /// Entries of the layer-analysis cache and store.
 pub const LAYER_CACHE: &str = "cudalint.layer-cache/v2";
 
@@ -134,5 +137,44 @@ pub struct Tool {
 impl Tool {
     pub fn current() -> Tool {
         Tool { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") }
+    }
+}
+
+/// Read back from a document another run wrote (a support attestation): this cudalint's own
+/// words are kept as they are; another's (another version) are kept for the process's life (a
+/// few bytes, once per document read), and refused past 100 bytes.
+impl<'de> serde::Deserialize<'de> for Tool {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Tool, D::Error> {
+        #[derive(serde::Deserialize)]
+        struct Owned {
+            name: String,
+            version: String,
+        }
+        let o = Owned::deserialize(d)?;
+        let keep = |s: String, ours: &'static str| -> Result<&'static str, D::Error> {
+            if s == ours {
+                Ok(ours)
+            } else if s.len() > 100 {
+                Err(serde::de::Error::custom("a tool name or version longer than 100 bytes"))
+            } else {
+                Ok(Box::leak(s.into_boxed_str()))
+            }
+        };
+        Ok(Tool { name: keep(o.name, env!("CARGO_PKG_NAME"))?, version: keep(o.version, env!("CARGO_PKG_VERSION"))? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tool;
+
+    #[test]
+    fn a_tool_stamp_reads_back_and_another_versions_is_kept() {
+        let ours: Tool = serde_json::from_value(serde_json::to_value(Tool::current()).unwrap()).unwrap();
+        assert_eq!((ours.name, ours.version), (env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION")));
+        let other: Tool = serde_json::from_str(r#"{"name":"cudalint","version":"0.0.1"}"#).unwrap();
+        assert_eq!(other.version, "0.0.1");
+        let long = format!(r#"{{"name":"cudalint","version":"{}"}}"#, "9".repeat(101));
+        assert!(serde_json::from_str::<Tool>(&long).is_err());
     }
 }

@@ -187,11 +187,13 @@ pub struct RegistryArgs {
     #[arg(long)]
     pub no_remote_cache: bool,
     /// Push an in-toto attestation of each registry image scanned (its inventory and the
-    /// analysis of each layer), attached to the image manifest as an OCI referrer.
+    /// analysis of each layer), attached to the image manifest as an OCI referrer; `scan` and
+    /// `support` also attach the image's support matrix beside it.
     #[arg(long)]
     pub attest: bool,
     /// Judge registry images from their cudalint attestation (made by this cudalint version
     /// with the same analysis options) without pulling any layer; none usable is exit 2.
+    /// `support` prints the attached support matrix as it is, else judges the inventory one.
     #[arg(long, conflicts_with = "attest")]
     pub from_attestation: bool,
 }

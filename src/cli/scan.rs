@@ -90,6 +90,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
     a.out.check(formats.len())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
+    super::support::registry_only(&a.image, &a.registry)?;
     let driver = if a.device.on_device {
         if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {
             // SAFETY: no other thread exists yet. JIT timings must be real compilations, not
@@ -127,6 +128,16 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         None => policy.targets.clone(),
     };
     let report = policy.judge(&inventory, &targets, device)?;
+    if a.registry.attest {
+        // Beside the inventory attestation the scan pushed: the support matrix, by this policy.
+        match crate::lint::support::support(&policy, &a.image, &inventory) {
+            Ok((support, _)) => super::support::attach(&a.image, &opts, &inventory, &support)?,
+            Err(e @ crate::lint::support::SupportError::NothingToJudge) => {
+                eprintln!("cudalint: note: {}: no support attestation pushed: {e}", crate::escape::text(&a.image))
+            }
+            Err(e) => return Err(anyhow::Error::from(e).context(a.image.clone())),
+        }
+    }
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }

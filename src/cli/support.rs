@@ -49,9 +49,18 @@ pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
     let formats = if a.format.is_empty() { vec![SupportFormat::Text] } else { a.format.clone() };
     a.out.check(if a.emit.is_some() { 1 } else { formats.len() })?;
     let opts = scan_options(&a.read, &a.registry)?;
-    let inventory = crate::image::scan(&a.image, &opts).with_context(|| a.image.clone())?;
-    let (support, judged) =
-        crate::lint::support::support(&policy, &a.image, &inventory).with_context(|| a.image.clone())?;
+    registry_only(&a.image, &a.registry)?;
+    let (support, judged) = if a.registry.from_attestation {
+        from_attestation(&policy, &a.image, &opts)?
+    } else {
+        let inventory = crate::image::scan(&a.image, &opts).with_context(|| a.image.clone())?;
+        let (support, judged) =
+            crate::lint::support::support(&policy, &a.image, &inventory).with_context(|| a.image.clone())?;
+        if a.registry.attest {
+            attach(&a.image, &opts, &inventory, &support)?;
+        }
+        (support, Some(judged))
+    };
     if let Some(e) = a.emit {
         let text = match e {
             Emit::Require => {
@@ -66,10 +75,91 @@ pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for (i, f) in formats.iter().enumerate() {
-        let text = render(*f, &support, &judged)?;
+        let text = render(*f, &support, judged.as_ref())?;
         a.out.emit(i, &text)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--attest` and `--from-attestation` act on registry images: anything else is an error, not
+/// an attestation silently left out (a path that cannot be read fails in the scan).
+pub(super) fn registry_only(image: &str, reg: &RegistryArgs) -> anyhow::Result<()> {
+    let flag = match (reg.attest, reg.from_attestation) {
+        (true, _) => "--attest",
+        (_, true) => "--from-attestation",
+        _ => return Ok(()),
+    };
+    match crate::image::Source::parse(image) {
+        Ok(crate::image::Source::Registry(_)) | Err(_) => Ok(()),
+        Ok(_) => anyhow::bail!(
+            "{}: {flag} needs an image in a registry (attestations are OCI referrers of its manifest); this is a local \
+             image",
+            crate::escape::text(image)
+        ),
+    }
+}
+
+/// Pushes `support`, the matrix of the registry image `image` (scanned into `inventory`), as a
+/// support attestation beside the inventory one (`--attest`).
+pub(super) fn attach(
+    image: &str,
+    opts: &crate::image::ScanOptions,
+    inventory: &crate::image::ImageReport,
+    support: &crate::lint::support::SupportReport,
+) -> anyhow::Result<()> {
+    let digest = inventory
+        .image
+        .manifest_digest
+        .as_deref()
+        .with_context(|| format!("{image}: no manifest digest to attach the support attestation to"))?;
+    let value = serde_json::to_value(support).expect("serializes");
+    crate::image::remote::attach_support(image, opts, digest, &value)
+        .with_context(|| format!("{image}: pushing the support attestation"))?;
+    Ok(())
+}
+
+/// `--from-attestation`: the matrix attached to the image (made with the attester's rules,
+/// ignores and baseline; another cudalint version's is shown with a note). None usable: the
+/// image is judged afresh from its inventory attestation, if it has one; else an error naming
+/// it. Either way no layer is pulled. The grid of an evaluation comes only with a fresh one.
+fn from_attestation(
+    policy: &crate::lint::policy::Policy,
+    image: &str,
+    opts: &crate::image::ScanOptions,
+) -> anyhow::Result<(crate::lint::support::SupportReport, Option<crate::lint::LintReport>)> {
+    let esc = crate::escape::text;
+    let attached = crate::image::remote::read_support(image, opts).map_err(anyhow::Error::from).and_then(|v| {
+        serde_json::from_value::<crate::lint::support::SupportReport>(v)
+            .with_context(|| "its support attestation does not read as this cudalint's support document")
+    });
+    match attached {
+        Ok(s) => {
+            if s.tool.version != env!("CARGO_PKG_VERSION") {
+                eprintln!(
+                    "cudalint: note: {}: its support attestation was made by cudalint {} (this is {}): its rules and \
+                     GPU tables may differ; run without --from-attestation to judge the image afresh",
+                    esc(image),
+                    esc(s.tool.version),
+                    env!("CARGO_PKG_VERSION")
+                );
+            }
+            Ok((s, None))
+        }
+        Err(none) => {
+            // The inventory attestation's path (`opts.from_attestation`): judged here, nothing pulled.
+            let inventory = crate::image::scan(image, opts).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {:#}; and no inventory attestation to judge it from instead: {e}",
+                    esc(image),
+                    none
+                )
+            })?;
+            eprintln!("cudalint: note: {}: {:#}; judged from its inventory attestation instead", esc(image), none);
+            let (s, judged) =
+                crate::lint::support::support(policy, image, &inventory).with_context(|| image.to_string())?;
+            Ok((s, Some(judged)))
+        }
+    }
 }
 
 /// The lines to paste into the image's Dockerfile: the constraint the container toolkit checks,

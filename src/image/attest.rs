@@ -4,6 +4,11 @@
 //! layer. Attached as an OCI referrer: the manifest names the image as `subject`; where the
 //! registry does not answer the referrers API (the CNCF distribution registry 2.x), the referrers
 //! tag schema's index (`sha256-<hex>` tag) lists it. Format: docs/schema.md.
+//!
+//! Beside it, `support --attest` (and `scan --attest`) push the image's support matrix as a
+//! statement of its own predicate type ([`SUPPORT_PREDICATE_TYPE`]); `support
+//! --from-attestation` reads it back ([`read_support`]). The `in-toto.io/predicate-type`
+//! annotation of each referrer tells them apart without reading the statements.
 
 use std::collections::HashMap;
 
@@ -19,9 +24,13 @@ use crate::registry::{self, Artifact, Remote};
 
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 pub const PREDICATE_TYPE: &str = "https://cudalint.dev/attestation/inventory/v1";
+/// The support matrix (`cudalint.support/v1`) of the subject.
+pub const SUPPORT_PREDICATE_TYPE: &str = "https://cudalint.dev/attestation/support/v1";
 const PREDICATE_ANNOTATION: &str = "in-toto.io/predicate-type";
 /// The most a statement may be (it holds every layer's analysis).
 const MAX_STATEMENT: u64 = 64 << 20;
+/// The most a support statement may be (a row per known GPU, a few KiB each at most).
+const MAX_SUPPORT_STATEMENT: u64 = 4 << 20;
 
 /// The subject: the image manifest the layers were read from.
 pub struct Subject {
@@ -51,23 +60,35 @@ pub fn statement(
             })?;
         entries.push(serde_json::json!({"digest": l.info.digest, "entry": b64.encode(e)}));
     }
+    let predicate = serde_json::json!({
+        "tool": {"name": "cudalint", "version": env!("CARGO_PKG_VERSION")},
+        "variant": variant,
+        "layers": entries,
+        "inventory": report,
+    });
+    Ok(envelope(subject, name, PREDICATE_TYPE, predicate))
+}
+
+/// The support statement (JSON bytes): `support`, the `cudalint.support/v1` document of the
+/// subject, is its predicate as it is.
+pub fn support_statement(subject: &Subject, name: &str, support: &serde_json::Value) -> Vec<u8> {
+    envelope(subject, name, SUPPORT_PREDICATE_TYPE, support.clone())
+}
+
+/// An in-toto statement about `subject` (named `name`).
+fn envelope(subject: &Subject, name: &str, predicate_type: &str, predicate: serde_json::Value) -> Vec<u8> {
     let (alg, hex) = subject.digest.split_once(':').expect("digests are algorithm:hex");
     let st = serde_json::json!({
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {alg: hex}}],
-        "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "tool": {"name": "cudalint", "version": env!("CARGO_PKG_VERSION")},
-            "variant": variant,
-            "layers": entries,
-            "inventory": report,
-        },
+        "predicateType": predicate_type,
+        "predicate": predicate,
     });
-    Ok(serde_json::to_vec(&st).expect("json"))
+    serde_json::to_vec(&st).expect("json")
 }
 
-/// The statement as an artifact about `subject`.
-fn artifact<'a>(subject: &'a Subject, statement: &'a [u8]) -> Artifact<'a> {
+/// The statement as an artifact about `subject` (`annotations`: its predicate type).
+fn artifact<'a>(subject: &'a Subject, statement: &'a [u8], annotations: &'a [(&'a str, &'a str)]) -> Artifact<'a> {
     Artifact {
         artifact_type: IN_TOTO,
         payload_type: IN_TOTO,
@@ -77,17 +98,18 @@ fn artifact<'a>(subject: &'a Subject, statement: &'a [u8]) -> Artifact<'a> {
             digest: &subject.digest,
             size: subject.size,
         }),
-        annotations: &[(PREDICATE_ANNOTATION, PREDICATE_TYPE)],
+        annotations,
         tag: None,
         label: "attestation manifest",
     }
 }
 
-/// Pushes the statement as a referrer of `subject` (into `remote`'s repository, the subject's),
-/// and lists it in the referrers tag schema's index when the registry did not take the subject
-/// itself (no `OCI-Subject` in its answer).
-pub fn push(remote: &Remote, subject: &Subject, statement: &[u8]) -> Result<String, ScanError> {
-    let pushed = remote.push_artifact(&artifact(subject, statement))?;
+/// Pushes the statement (of `predicate_type`) as a referrer of `subject` (into `remote`'s
+/// repository, the subject's), and lists it in the referrers tag schema's index when the
+/// registry did not take the subject itself (no `OCI-Subject` in its answer).
+pub fn push(remote: &Remote, subject: &Subject, predicate_type: &str, statement: &[u8]) -> Result<String, ScanError> {
+    let annotations = [(PREDICATE_ANNOTATION, predicate_type)];
+    let pushed = remote.push_artifact(&artifact(subject, statement, &annotations))?;
     let (digest, size) = (pushed.digest, pushed.size);
     if pushed.subject_indexed {
         return Ok(digest);
@@ -109,7 +131,7 @@ pub fn push(remote: &Remote, subject: &Subject, statement: &[u8]) -> Result<Stri
     list.retain(|d| d.get("digest").and_then(|d| d.as_str()) != Some(digest.as_str()));
     list.push(serde_json::json!({
         "mediaType": MediaType::ImageManifest.to_string(), "digest": digest, "size": size, "artifactType": IN_TOTO,
-        "annotations": {PREDICATE_ANNOTATION: PREDICATE_TYPE},
+        "annotations": {PREDICATE_ANNOTATION: predicate_type},
     }));
     remote.send(
         Method::PUT,
@@ -127,8 +149,9 @@ fn fallback_tag(digest: &str) -> String {
     t.chars().take(128).collect()
 }
 
-/// The referrers of `digest` with our artifact type: the referrers API, else the tag schema.
-fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
+/// The referrers of `digest` with our artifact type and `predicate_type`: the referrers API,
+/// else the tag schema.
+fn referrers(remote: &Remote, repo: &str, digest: &str, predicate_type: &str) -> Vec<String> {
     let index = match remote.referrers(repo, digest, IN_TOTO) {
         Ok(b) => Some(b),
         Err(_) => remote
@@ -141,7 +164,7 @@ fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
     for d in v.get("manifests").and_then(|m| m.as_array()).into_iter().flatten() {
         let ours = d.get("artifactType").and_then(|a| a.as_str()) == Some(IN_TOTO)
             && d.pointer(&format!("/annotations/{}", PREDICATE_ANNOTATION.replace('/', "~1"))).and_then(|a| a.as_str())
-                == Some(PREDICATE_TYPE);
+                == Some(predicate_type);
         if let (true, Some(m)) = (ours, d.get("digest").and_then(|d| d.as_str())) {
             out.push(m.to_string());
         }
@@ -155,45 +178,124 @@ fn referrers(remote: &Remote, repo: &str, digest: &str) -> Vec<String> {
 /// pulled in its place).
 pub fn read(remote: &Remote, subject: &Subject, variant: &str) -> Result<HashMap<String, AnalyzedLayer>, ScanError> {
     let b64 = base64::engine::general_purpose::STANDARD;
+    let kind = Kind {
+        predicate_type: PREDICATE_TYPE,
+        limit: MAX_STATEMENT,
+        what: "cudalint attestation",
+        statement: "cudalint inventory statement",
+        hint: "`cudalint scan --attest`",
+    };
+    read_newest(remote, subject, &kind, |predicate| {
+        let mut out = HashMap::new();
+        for e in predicate["layers"].as_array().ok_or("no layers in the predicate")? {
+            let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
+            let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
+            let l = crate::cache::decode(&bytes[..], digest, variant)
+                .ok_or_else(|| format!("layer {digest}: made by another cudalint or with other options, or altered"))?;
+            out.insert(digest.to_string(), l);
+        }
+        Ok(out)
+    })
+}
+
+/// The support matrix (`cudalint.support/v1`, as JSON) of the newest valid support attestation
+/// of `subject`: its statement names the subject and its predicate is a support document. Which
+/// cudalint made it is the caller's to judge (`tool.version`). None found: an error naming the
+/// image (fail closed).
+pub fn read_support(remote: &Remote, subject: &Subject) -> Result<serde_json::Value, ScanError> {
+    let kind = Kind {
+        predicate_type: SUPPORT_PREDICATE_TYPE,
+        limit: MAX_SUPPORT_STATEMENT,
+        what: "cudalint support attestation",
+        statement: "cudalint support statement",
+        hint: "`cudalint support --attest` or `cudalint scan --attest`",
+    };
+    read_newest(remote, subject, &kind, |predicate| {
+        let schema = predicate["schema"].as_str().unwrap_or_default();
+        if schema != crate::schema::SUPPORT {
+            return Err(format!("its predicate is not a {} document ({})", crate::schema::SUPPORT, esc(schema)));
+        }
+        Ok(predicate.clone())
+    })
+}
+
+/// One kind of statement, for [`read_newest`].
+struct Kind {
+    predicate_type: &'static str,
+    /// The most its statement may be.
+    limit: u64,
+    /// How messages name the attestation, the statement, and the command that pushes one.
+    what: &'static str,
+    statement: &'static str,
+    hint: &'static str,
+}
+
+/// `take` of the predicate of the newest attestation of `kind` about `subject` that it accepts:
+/// the referrer's statement is bounded, verified against its digest, an in-toto statement of the
+/// kind's predicate type, and names the subject.
+fn read_newest<T>(
+    remote: &Remote,
+    subject: &Subject,
+    kind: &Kind,
+    take: impl Fn(&serde_json::Value) -> Result<T, String>,
+) -> Result<T, ScanError> {
     let (alg, hex) = subject.digest.split_once(':').expect("digests are algorithm:hex");
     let mut why = String::from("none is attached");
-    for m in referrers(remote, &subject.repository, &subject.digest).iter().rev() {
+    for m in referrers(remote, &subject.repository, &subject.digest, kind.predicate_type).iter().rev() {
         let r = Reference::with_digest(remote.reference.registry().into(), subject.repository.clone(), m.clone());
-        let found = (|| -> Result<HashMap<String, AnalyzedLayer>, String> {
+        let found = (|| -> Result<T, String> {
             let (mb, _) = remote.manifest(&r).map_err(|e| e.to_string())?;
             let mv: serde_json::Value = serde_json::from_slice(&mb).map_err(|e| e.to_string())?;
             let layer = mv.pointer("/layers/0").ok_or("no statement in the attestation")?;
-            if layer.get("size").and_then(|s| s.as_u64()).is_none_or(|s| s > MAX_STATEMENT) {
+            if layer.get("size").and_then(|s| s.as_u64()).is_none_or(|s| s > kind.limit) {
                 return Err("statement missing or too large".into());
             }
             let d = layer.get("digest").and_then(|d| d.as_str()).ok_or("statement without a digest")?;
-            let sb = remote.small_blob_bounded(d, MAX_STATEMENT).map_err(|e| e.to_string())?;
+            let sb = remote.small_blob_bounded(d, kind.limit).map_err(|e| e.to_string())?;
             let st: serde_json::Value = serde_json::from_slice(&sb).map_err(|e| e.to_string())?;
-            if st["_type"] != STATEMENT_TYPE || st["predicateType"] != PREDICATE_TYPE {
-                return Err("not a cudalint inventory statement".into());
+            if st["_type"] != STATEMENT_TYPE || st["predicateType"] != kind.predicate_type {
+                return Err(format!("not a {}", kind.statement));
             }
             if !st["subject"].as_array().is_some_and(|s| s.iter().any(|s| s["digest"][alg] == hex)) {
                 return Err("its statement is about another image".into());
             }
-            let mut out = HashMap::new();
-            for e in st["predicate"]["layers"].as_array().ok_or("no layers in the predicate")? {
-                let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
-                let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
-                let l = crate::cache::decode(&bytes[..], digest, variant).ok_or_else(|| {
-                    format!("layer {digest}: made by another cudalint or with other options, or altered")
-                })?;
-                out.insert(digest.to_string(), l);
-            }
-            Ok(out)
+            take(&st["predicate"])
         })();
         match found {
-            Ok(m) => return Ok(m),
+            Ok(v) => return Ok(v),
             Err(e) => why = format!("attestation {m}: {}", esc(&e)),
         }
     }
     Err(ScanError::Image(format!(
-        "no usable cudalint attestation for {}@{}: {why} (push one with `cudalint scan --attest`)",
+        "no usable {} for {}@{}: {why} (push one with {})",
+        kind.what,
         esc(&subject.repository),
-        esc(&subject.digest)
+        esc(&subject.digest),
+        kind.hint
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_support_statement_is_about_its_subject_and_holds_the_document_as_it_is() {
+        let subject = Subject {
+            repository: "app/cuda".into(),
+            digest: format!("sha256:{}", "a".repeat(64)),
+            size: 10,
+            media_type: MediaType::ImageManifest.to_string(),
+        };
+        let doc = serde_json::json!({"schema": crate::schema::SUPPORT, "gpus": []});
+        let st: serde_json::Value =
+            serde_json::from_slice(&support_statement(&subject, "reg/app/cuda:1", &doc)).unwrap();
+        assert_eq!(st["_type"], STATEMENT_TYPE);
+        assert_eq!(st["predicateType"], SUPPORT_PREDICATE_TYPE);
+        assert_eq!(
+            st["subject"],
+            serde_json::json!([{"name": "reg/app/cuda:1", "digest": {"sha256": "a".repeat(64)}}])
+        );
+        assert_eq!(st["predicate"], doc);
+    }
 }

@@ -83,6 +83,30 @@ fn media_type_of(json: &[u8]) -> String {
     }
 }
 
+/// The subject of attestations: the image manifest `digest` in `remote`'s repository (fetched
+/// unless among the documents already `known`).
+fn subject(remote: &Remote, digest: &str, known: &HashMap<String, Vec<u8>>) -> Result<attest::Subject, ScanError> {
+    let m = match known.get(digest) {
+        Some(m) => m.clone(),
+        None => {
+            let r = &remote.reference;
+            remote.manifest(&Reference::with_digest(r.registry().into(), r.repository().into(), digest.into()))?.0
+        }
+    };
+    Ok(attest::Subject {
+        repository: remote.reference.repository().into(),
+        digest: digest.to_string(),
+        size: m.len(),
+        media_type: media_type_of(&m),
+    })
+}
+
+/// A connection that may push into `reference`'s repository.
+fn pusher(reference: &Reference, opts: &ScanOptions) -> Result<Remote, ScanError> {
+    let scope = format!("repository:{}:pull,push", reference.repository());
+    Ok(Remote::connect_scoped(reference.clone(), &opts.registry, scope, Instant::now() + opts.registry.deadline)?)
+}
+
 /// An image in a registry, as a layer source.
 pub struct RemoteImage {
     spec: String,
@@ -111,14 +135,6 @@ impl RemoteImage {
             push: false,
             counts: opts.counts.clone(),
         })
-    }
-
-    fn by_digest(&self, digest: &str) -> Reference {
-        Reference::with_digest(
-            self.reference.registry().to_string(),
-            self.reference.repository().to_string(),
-            digest.to_string(),
-        )
     }
 }
 
@@ -186,16 +202,7 @@ impl LayerSource for RemoteImage {
                 esc(&self.spec)
             )));
         };
-        let m = match self.known.get(d) {
-            Some(m) => m.clone(),
-            None => self.remote.manifest(&self.by_digest(d))?.0,
-        };
-        let subject = attest::Subject {
-            repository: self.reference.repository().into(),
-            digest: d.clone(),
-            size: m.len(),
-            media_type: media_type_of(&m),
-        };
+        let subject = subject(&self.remote, d, &self.known)?;
         let attested = if opts.from_attestation {
             Some(attest::read(&self.remote, &subject, &crate::cache::variant(&opts.inspect))?)
         } else {
@@ -220,14 +227,7 @@ impl LayerSource for RemoteImage {
         if let (Some(layers), Some(s)) = (layers, &self.subject) {
             let variant = crate::cache::variant(&opts.inspect);
             let st = attest::statement(s, &self.reference.whole(), &variant, &layers, report)?;
-            let scope = format!("repository:{}:pull,push", self.reference.repository());
-            let push = Remote::connect_scoped(
-                self.reference.clone(),
-                &opts.registry,
-                scope,
-                Instant::now() + opts.registry.deadline,
-            )?;
-            attest::push(&push, s, &st)?;
+            attest::push(&pusher(&self.reference, opts)?, s, attest::PREDICATE_TYPE, &st)?;
         }
         Ok(())
     }
@@ -236,4 +236,35 @@ impl LayerSource for RemoteImage {
 /// Scans an image in a registry.
 pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     pipeline::run(&mut RemoteImage::connect(spec, opts)?, opts)
+}
+
+/// The support matrix attached to the registry image `spec` (`support --from-attestation`):
+/// the platform's manifest is resolved (manifests and the config are read, no layer), and the
+/// newest usable support statement about it is read ([`attest::read_support`]).
+pub fn read_support(spec: &str, opts: &ScanOptions) -> Result<serde_json::Value, ScanError> {
+    let mut image = RemoteImage::connect(spec, opts)?;
+    let resolved = image.resolve(&opts.platform.clone().unwrap_or_else(Platform::host))?;
+    let Some(d) = &resolved.manifest_digest else {
+        return Err(ScanError::Image(format!("{}: no manifest digest to read an attestation of", esc(spec))));
+    };
+    let subject = subject(&image.remote, d, &image.known)?;
+    attest::read_support(&image.remote, &subject)
+}
+
+/// Pushes the support statement of the registry image `spec`'s manifest `manifest_digest` (the
+/// one its scan read: `ImageReport.image.manifest_digest`) beside the inventory attestation:
+/// `support` is the `cudalint.support/v1` document. One push-scoped connection; the manifest is
+/// read again by digest for the subject's size and media type. Returns the attestation
+/// manifest's digest.
+pub fn attach_support(
+    spec: &str,
+    opts: &ScanOptions,
+    manifest_digest: &str,
+    support: &serde_json::Value,
+) -> Result<String, ScanError> {
+    let reference = parse_reference(spec)?;
+    let push = pusher(&reference, opts)?;
+    let subject = subject(&push, manifest_digest, &HashMap::new())?;
+    let st = attest::support_statement(&subject, &reference.whole(), support);
+    attest::push(&push, &subject, attest::SUPPORT_PREDICATE_TYPE, &st)
 }

@@ -129,7 +129,7 @@ pub struct Suppressed {
     pub disabled_rules: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LintImage {
     pub name: Option<String>,
     pub source: crate::image::SourceKind,

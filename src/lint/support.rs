@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::policy::Policy;
 use super::report::{Headline, HeadlineVerdict, LintImage, LintReport};
@@ -50,7 +50,7 @@ impl Support {
 }
 
 /// One GPU's row.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GpuSupport {
     pub name: String,
     pub compute_capability: String,
@@ -77,12 +77,12 @@ pub struct GpuSupport {
     /// The target's headline in a one-GPU `scan`.
     pub headline: String,
     /// Every finding that says it fails was ignored, baselined or lowered (`accepted` headline).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub accepted: bool,
 }
 
 /// The image's driver floor.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SupportFloor {
     /// The CUDA version the image needs from the driver (`13.0`); empty: no CUDA runtime found.
     pub cuda: String,
@@ -91,8 +91,10 @@ pub struct SupportFloor {
     pub why: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// Deserialize: read back from a support attestation (`support --from-attestation`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SupportReport {
+    #[serde(skip_deserializing, default = "this_schema")]
     pub schema: &'static str,
     pub tool: Tool,
     /// The image as it was named (`registry/repo:tag`, `oci:DIR`, an archive's path).
@@ -114,6 +116,11 @@ pub struct SupportReport {
     /// The `*.dist-info/variant.json` declarations found (CL023 checks them against the code).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub declared_variants: Vec<crate::packages::VariantDecl>,
+}
+
+/// A support document's `schema`, read back: the attestation reader checked it is this one.
+fn this_schema() -> &'static str {
+    SCHEMA
 }
 
 #[derive(Debug, thiserror::Error)]

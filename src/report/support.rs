@@ -21,8 +21,13 @@ crate::schema::words! {
     }
 }
 
-/// `report`'s matrix in `format`; `judged` is the evaluation it came from (the HTML grid).
-pub fn render(format: SupportFormat, report: &SupportReport, judged: &LintReport) -> Result<String, ReportError> {
+/// `report`'s matrix in `format`; `judged` is the evaluation it came from (the HTML grid), none
+/// where the matrix was read from an attestation (the HTML page is then the table alone).
+pub fn render(
+    format: SupportFormat,
+    report: &SupportReport,
+    judged: Option<&LintReport>,
+) -> Result<String, ReportError> {
     Ok(match format {
         SupportFormat::Text => text(report),
         SupportFormat::Json => {
@@ -177,7 +182,7 @@ fn class(s: Support) -> Class {
     }
 }
 
-fn page(r: &SupportReport, judged: &LintReport) -> String {
+fn page(r: &SupportReport, judged: Option<&LintReport>) -> String {
     let mut o = String::new();
     html::head(&mut o, "cudalint support", &r.image, &r.tool, "");
     let _ = writeln!(o, "<p id=\"summary\"><strong>{}</strong></p>", esc(&r.summary));
@@ -209,7 +214,9 @@ fn page(r: &SupportReport, judged: &LintReport) -> String {
         }
     }
     o.push_str("</tbody>\n</table>\n");
-    html::matrix(&mut o, judged);
+    if let Some(judged) = judged {
+        html::matrix(&mut o, judged);
+    }
     if !r.notes.is_empty() {
         o.push_str("<h2>Notes</h2>\n<ul id=\"notes\">\n");
         for n in &r.notes {

@@ -1077,3 +1077,160 @@ fn an_analysis_store_claim_is_lost_as_soon_as_another_lands_and_won_once_it_sett
     assert!(lost, "the later claim wins");
     assert!(took < settle / 2, "known at once, not after the settle time: {took:?}");
 }
+
+fn cli_support(spec: &str, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["support", spec, "--quiet", "--no-cache"])
+        .args(extra)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+const INVENTORY_PREDICATE: &str = "https://cudalint.dev/attestation/inventory/v1";
+const SUPPORT_PREDICATE: &str = "https://cudalint.dev/attestation/support/v1";
+
+/// The cudalint statements attached to `repo`'s manifest `digest` (the loopback registry has no
+/// referrers API: the tag schema's index lists them): (predicate type, statement), in order.
+fn attached(reg: &Registry, repo: &str, digest: &str) -> Vec<(String, serde_json::Value)> {
+    let remote =
+        Remote::connect(parse_reference(&format!("{}/{repo}:x", reg.host())).unwrap(), &opts(None).registry).unwrap();
+    let tag = parse_reference(&format!("{}/{repo}:{}", reg.host(), digest.replace(':', "-"))).unwrap();
+    let (index, _) = remote.manifest(&tag).unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let mut out = Vec::new();
+    for d in index["manifests"].as_array().unwrap() {
+        let by_digest = parse_reference(&format!("{}/{repo}@{}", reg.host(), d["digest"].as_str().unwrap())).unwrap();
+        let (m, _) = remote.manifest(&by_digest).unwrap();
+        let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+        assert_eq!(m["subject"]["digest"], digest);
+        assert_eq!(m["artifactType"], "application/vnd.in-toto+json");
+        let st = remote.small_blob_bounded(m["layers"][0]["digest"].as_str().unwrap(), 64 << 20).unwrap();
+        let st: serde_json::Value = serde_json::from_slice(&st).unwrap();
+        assert_eq!(st["_type"], "https://in-toto.io/Statement/v1");
+        assert_eq!(st["predicateType"], d["annotations"]["in-toto.io/predicate-type"]);
+        assert_eq!(st["subject"][0]["digest"]["sha256"], digest.strip_prefix("sha256:").unwrap());
+        out.push((st["predicateType"].as_str().unwrap().to_string(), st));
+    }
+    out
+}
+
+/// Pushes `support` as a support statement about `repo`'s manifest `digest` (as another
+/// cudalint, or a broken one, would have).
+fn attach_support(reg: &Registry, repo: &str, digest: &str, support: &serde_json::Value) {
+    use cudalint::image::attest;
+    let reference = parse_reference(&format!("{}/{repo}@{digest}", reg.host())).unwrap();
+    let remote = Remote::connect(reference.clone(), &opts(None).registry).unwrap();
+    let (m, _) = remote.manifest(&reference).unwrap();
+    let subject = attest::Subject {
+        repository: repo.into(),
+        digest: digest.into(),
+        size: m.len(),
+        media_type: OCI_MANIFEST.into(),
+    };
+    let st = attest::support_statement(&subject, &reference.whole(), support);
+    attest::push(&remote, &subject, attest::SUPPORT_PREDICATE_TYPE, &st).unwrap();
+}
+
+#[test]
+fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pulling_a_layer() {
+    let reg = Registry::start(false, None);
+    let layout = tempfile::tempdir().unwrap();
+    // libstale.so (nvcc 13.5): SASS for sm_75 to sm_90, no PTX.
+    let img = Image::new(vec![(
+        tar(&[Ent::File("usr/lib/libstale.so", read_fixture("../verdict/libstale.so"))]),
+        Comp::Gzip,
+    )]);
+    oci_layout(layout.path(), &[&img]);
+    reg.push(layout.path(), "att/stale:1", None);
+    reg.push(layout.path(), "att/bare:1", None);
+    let spec = format!("{}/att/stale:1", reg.host());
+
+    // Not a registry image: --attest is refused, not silently left out.
+    let o = cli_support(&format!("oci:{}", layout.path().display()), &["--attest"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--attest needs an image in a registry"), "{}", stderr(&o));
+
+    // `support --attest`: the inventory and the support matrix, both referrers of the manifest.
+    let o = cli_support(&spec, &["--attest", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let pushed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let manifest = pushed["image"]["manifest_digest"].as_str().unwrap().to_string();
+    let statements = attached(&reg, "att/stale", &manifest);
+    let types: Vec<&str> = statements.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, [INVENTORY_PREDICATE, SUPPORT_PREDICATE]);
+    assert_eq!(statements[1].1["predicate"], pushed, "the support predicate is the support document");
+    assert_eq!(statements[1].1["subject"][0]["name"], spec.as_str());
+
+    // Read back through a proxy that counts requests: every format, no layer pulled.
+    let proxy = Proxy::start(reg.port);
+    let via = format!("{}/att/stale:1", proxy.host());
+    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(read, pushed);
+    assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
+    let o = cli_support(&via, &["--from-attestation"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(pushed["summary"].as_str().unwrap()));
+    let o = cli_support(&via, &["--from-attestation", "--format", "html"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = String::from_utf8_lossy(&o.stdout);
+    assert!(html.contains("<table id=\"support\">") && !html.contains("<h2>Coverage</h2>"), "the table alone");
+    let o = cli_support(&via, &["--from-attestation", "--emit", "require"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), pushed["require"].as_str().unwrap());
+
+    // Made by another cudalint version: printed as attached, with a note.
+    let mut older = pushed.clone();
+    older["tool"]["version"] = "0.0.1".into();
+    attach_support(&reg, "att/stale", &manifest, &older);
+    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(), older);
+    assert!(stderr(&o).contains("made by cudalint 0.0.1"), "{}", stderr(&o));
+
+    // A support statement this cudalint cannot read: judged afresh from the inventory
+    // attestation instead (still no layer pulled).
+    let mut broken = pushed.clone();
+    broken.as_object_mut().unwrap().remove("gpus");
+    attach_support(&reg, "att/stale", &manifest, &broken);
+    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("judged from its inventory attestation instead"), "{}", stderr(&o));
+    let rejudged: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["summary", "floor", "require", "gpus"] {
+        assert_eq!(rejudged[k], pushed[k], "{k}");
+    }
+
+    // No attestation at all: exit 2, naming the image; nothing pulled in its place.
+    let bare = format!("{}/att/bare:1", proxy.host());
+    let o = cli_support(&bare, &["--from-attestation"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    for part in ["no usable cudalint support attestation for att/bare@sha256:", "no inventory attestation"] {
+        assert!(stderr(&o).contains(part), "{part}: {}", stderr(&o));
+    }
+    let layers: serde_json::Value = serde_json::from_slice(
+        &Remote::connect(parse_reference(&spec).unwrap(), &opts(None).registry)
+            .unwrap()
+            .manifest(&parse_reference(&format!("{}/att/stale@{manifest}", reg.host())).unwrap())
+            .unwrap()
+            .0,
+    )
+    .unwrap();
+    for l in layers["layers"].as_array().unwrap() {
+        assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
+    }
+
+    // `scan --attest` pushes the support matrix too (the scan's policy, every GPU).
+    let o = cli_scan(&format!("{}/att/bare:1", reg.host()), &["--attest", "--gpu", "H100", "-o", "/dev/null"]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    let types: Vec<String> = attached(&reg, "att/bare", &manifest).into_iter().map(|(t, _)| t).collect();
+    assert_eq!(types, [INVENTORY_PREDICATE, SUPPORT_PREDICATE]);
+    let o = cli_support(&bare, &["--from-attestation", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["summary", "floor", "require", "gpus"] {
+        assert_eq!(read[k], pushed[k], "{k}");
+    }
+}
