@@ -22,6 +22,8 @@ pub const REGISTRY_SUMMARY: &str = "cudalint.registry-summary/v1";
 /// `cudalint support --format json`, and the predicate of support attestations (the same value
 /// as `lint::support::SCHEMA`, which the attestation reader below `lint` cannot import).
 pub const SUPPORT: &str = "cudalint.support/v1";
+/// `cudalint diff --format json`.
+pub const DIFF: &str = "cudalint.diff/v1";
 /// Entries of the layer-analysis cache and store.
 pub const LAYER_CACHE: &str = "cudalint.layer-cache/v2";
 

@@ -15,7 +15,7 @@ use crate::image::ImageReport;
 use crate::layer::path::file_name;
 use crate::schema::Tool;
 
-pub const SCHEMA: &str = "cudalint.diff/v1";
+pub const SCHEMA: &str = crate::schema::DIFF;
 
 /// Old and new value of one thing.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -185,13 +185,10 @@ fn library_name(path: &str) -> String {
 /// The binaries with device code, by library name; a name held by several files in one image
 /// keys each by its path instead.
 fn keyed(inv: &ImageReport) -> BTreeMap<String, facts::Binary> {
-    let bins: Vec<facts::Binary> = inv
-        .files
-        .iter()
-        .map(facts::binary)
-        .filter(|b| !b.facts.sass.is_empty() || !b.facts.ptx.is_empty())
-        .filter(|b| !b.facts.driver_library.is_driver())
-        .collect();
+    let mut bins: Vec<facts::Binary> = inv.files.iter().map(facts::binary).collect();
+    // Per-GPU kernel sets a library loads itself are no binary's code: as `scan` counts them.
+    super::run::dispatch_sets(&mut bins);
+    bins.retain(|b| b.counted().next().is_some() && !b.facts.driver_library.is_driver());
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
     for b in &bins {
         *count.entry(library_name(&b.facts.path)).or_default() += 1;
@@ -233,13 +230,24 @@ fn binaries(old: &ImageReport, new: &ImageReport) -> Vec<BinaryChange> {
                 new: nb.map(|b| b.facts.path.clone()).unwrap_or_default(),
             },
             package: Change { old: pkg(ob), new: pkg(nb) },
-            lost_sass: os.difference(&ns).cloned().collect(),
-            gained_sass: ns.difference(&os).cloned().collect(),
-            lost_ptx: op.difference(&np).cloned().collect(),
-            gained_ptx: np.difference(&op).cloned().collect(),
+            lost_sass: by_number(os.difference(&ns)),
+            gained_sass: by_number(ns.difference(&os)),
+            lost_ptx: by_number(op.difference(&np)),
+            gained_ptx: by_number(np.difference(&op)),
         });
     }
     out
+}
+
+/// `sm_50, sm_70, sm_100a` in the order of their numbers.
+fn by_number<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut v: Vec<String> = archs.cloned().collect();
+    let key = |a: &String| {
+        let digits: String = a.chars().filter(char::is_ascii_digit).collect();
+        (digits.parse::<u32>().unwrap_or(0), a.clone())
+    };
+    v.sort_by_key(key);
+    v
 }
 
 fn compilers(old: &ImageReport, new: &ImageReport) -> Vec<CompilerChange> {

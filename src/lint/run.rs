@@ -141,7 +141,7 @@ fn runs_on(f: &Facts) -> Option<BTreeSet<crate::cuda::Cc>> {
 /// `kernels_sm90.cubin`) are a per-GPU kernel set its library loads by file, picking the one for
 /// the GPU: data the library manages, as bare cubins inside a library are. A package's single
 /// file, or a file of no package, is still judged as whoever loads it would load it.
-fn dispatch_sets(binaries: &mut [Binary]) {
+pub(super) fn dispatch_sets(binaries: &mut [Binary]) {
     use crate::module::{FileKind, Loading};
     let loose = |b: &Binary| {
         matches!(b.facts.kind, FileKind::Cubin | FileKind::Fatbin | FileKind::Ptx) && !b.facts.package.is_empty()

@@ -19,7 +19,7 @@ use crate::layer::path::file_name;
 use crate::schema::{Tool, words};
 
 /// The support report's document name (docs/schema.md).
-pub const SCHEMA: &str = "cudalint.support/v1";
+pub const SCHEMA: &str = crate::schema::SUPPORT;
 
 words! {
     /// How an image fares on one GPU (docs/schema.md).
@@ -476,12 +476,14 @@ fn require(rows: &[GpuSupport], floor: &Floor) -> String {
     let cc = |r: &GpuSupport| Cc::parse(&r.compute_capability);
     let mut runs: BTreeSet<Cc> = rows.iter().filter(|r| r.result.runs()).filter_map(cc).collect();
     let judged: BTreeSet<Cc> = rows.iter().filter(|r| r.result != Support::NotApplicable).filter_map(cc).collect();
-    // A compute capability only GPUs of another platform have (8.7: Jetson Orin) is no one's
-    // concern here: inside a running stretch it joins it, so the constraint has no hole there.
-    for other in rows.iter().filter_map(cc).filter(|c| !judged.contains(c)) {
-        let below = judged.range(..other).next_back();
-        let above = judged.range(other..).next();
-        if below.zip(above).is_some_and(|(b, a)| runs.contains(b) && runs.contains(a)) {
+    // A compute capability only GPUs of another platform have (8.7: Jetson Orin; 12.1: GB10 for
+    // an amd64 image) is no one's concern here: next above a running one, it joins that stretch,
+    // so the constraint has no hole or upper bound for it.
+    let others: Vec<Cc> = rows.iter().filter_map(cc).filter(|c| !judged.contains(c)).collect();
+    for other in others {
+        let below = judged.range(..other).next_back().is_some_and(|b| runs.contains(b));
+        let above = judged.range(other..).next().is_none_or(|a| runs.contains(a));
+        if below && above {
             runs.insert(other);
         }
     }

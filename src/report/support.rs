@@ -262,6 +262,9 @@ fn or_none(v: &str) -> &str {
     if v.is_empty() { "—" } else { v }
 }
 
+/// At most this many lines per section in text and Markdown.
+const MAX_LINES: usize = 40;
+
 /// The diff's lines, each a sentence, shared by text and Markdown (which only marks them up).
 fn diff_lines(d: &DiffReport) -> Vec<(&'static str, Vec<String>)> {
     let mut out: Vec<(&'static str, Vec<String>)> = Vec::new();
@@ -340,6 +343,14 @@ fn diff_lines(d: &DiffReport) -> Vec<(&'static str, Vec<String>)> {
     out.push(("Packages", d.packages.iter().map(|p| format!("{} → {}", or_none(&p.old), or_none(&p.new))).collect()));
     out.push(("Fails the gate", d.failures.clone()));
     out.retain(|(_, v)| !v.is_empty());
+    // A stack swap changes hundreds of binaries: people read the first ones, JSON has them all.
+    for (title, v) in out.iter_mut().filter(|(t, _)| !t.is_empty() && *t != "Fails the gate") {
+        if v.len() > MAX_LINES {
+            let more = v.len() - MAX_LINES;
+            v.truncate(MAX_LINES);
+            v.push(format!("and {more} more {} (--format json lists them all)", title.to_lowercase()));
+        }
+    }
     out
 }
 
