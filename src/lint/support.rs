@@ -231,6 +231,15 @@ fn row(g: &Gpu, h: &Headline, report: &LintReport) -> GpuSupport {
                 let mut why: Vec<String> = Vec::new();
                 if let Some(root) = &d.root_cause {
                     why.push(root.clone());
+                } else if d.unbuildable_major > 0 {
+                    // Most of them, not all: the cause first, then every binary.
+                    why.push(format!(
+                        "CUDA {} builds cannot target {} ({}); no code for it in {}",
+                        d.unbuildable_major,
+                        gpus::architecture(g.cc),
+                        d.unbuildable_packages,
+                        names(&d.failing)
+                    ));
                 } else if !d.failing.is_empty() {
                     why.push(format!("no code for it in {}", names(&d.failing)));
                 }
