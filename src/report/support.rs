@@ -118,7 +118,7 @@ fn text(r: &SupportReport) -> String {
             let _ = writeln!(o, "{}", line.trim_end());
         }
     }
-    variants(&mut o, r, |s| t(s));
+    variants(&mut o, r, t);
     for n in &r.notes {
         let _ = writeln!(o, "\nnote: {}", t(n));
     }
@@ -166,7 +166,7 @@ fn markdown(r: &SupportReport) -> String {
             );
         }
     }
-    variants(&mut o, r, |s| m(s));
+    variants(&mut o, r, m);
     let _ = writeln!(o, "\n<sub>cudalint {} · `cudalint support`</sub>", r.tool.version);
     o
 }

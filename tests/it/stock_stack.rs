@@ -434,8 +434,11 @@ fn the_cuda_13_vllm_stack_needs_580_and_fails_on_volta() {
     assert_eq!(s["floor"]["driver"], "580.65.06");
     for gpu in ["A100", "L4", "H100", "B200", "B300", "RTX 5090"] {
         assert!(
-            s["gpus"].as_array().unwrap().iter().any(|g| g["name"] == gpu && g["min_driver"] == "580.65.06"
-                || g["name"] == gpu && g["min_driver"] == "580.82.07"),
+            s["gpus"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g["name"] == gpu && (g["min_driver"] == "580.65.06" || g["min_driver"] == "580.82.07")),
             "{gpu}"
         );
         assert!(["native", "jit", "arch-gated"].contains(&result(&s, gpu)), "{gpu}: {}", result(&s, gpu));
