@@ -111,10 +111,10 @@ pub struct SupportReport {
     pub notes: Vec<String>,
     /// For a wheel: the wheel-variant properties its code supports, in the NVIDIA provider's
     /// namespace (PEP 817/825 drafts, docs/variants.md): `nvidia :: sm_arch :: 90_real`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variant_properties: Vec<String>,
     /// The `*.dist-info/variant.json` declarations found (CL023 checks them against the code).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_variants: Vec<crate::packages::VariantDecl>,
 }
 
