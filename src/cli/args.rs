@@ -14,13 +14,13 @@ use crate::lint::rules::Severity;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TargetArgs {
     /// Target GPUs by name, comma-separated (`H100,L4,"RTX 4090",A10G`; see `cudalint gpus`).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', env = "CUDALINT_GPU")]
     pub gpu: Vec<String>,
     /// Target architectures, comma-separated (`sm_90,8.9,sm_100f`; 'f' means its whole family).
     #[arg(long, value_delimiter = ',')]
     pub arch: Vec<String>,
     /// The targets' driver version (`535.104.05`).
-    #[arg(long, conflicts_with = "cuda_driver")]
+    #[arg(long, conflicts_with = "cuda_driver", env = "CUDALINT_DRIVER")]
     pub driver: Option<String>,
     /// The targets' driver, as the CUDA version it reports (`12.2`).
     #[arg(long)]
@@ -59,7 +59,7 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Exit 1 when a finding at or above this severity remains (default: error).
-    #[arg(long, value_parser = severity_parser())]
+    #[arg(long, value_parser = severity_parser(), env = "CUDALINT_FAIL_ON")]
     pub fail_on: Option<Severity>,
 }
 

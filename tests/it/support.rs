@@ -263,3 +263,32 @@ fn a_wheels_matrix_lists_its_variant_properties() {
     // Kepler fails, so no 37_real.
     assert!(!props.iter().any(|p| p.ends_with(":: 37_real")), "{props:?}");
 }
+
+/// A CI job sets the targets, driver and gate by environment as well as by flag.
+#[test]
+fn targets_driver_and_fail_on_come_from_the_environment_too() {
+    let d = tempfile::tempdir().unwrap();
+    let img = stale(d.path());
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = Command::cargo_bin("cudalint").unwrap();
+        c.args(["scan", &img, "--quiet", "--format", "json"]).args(args);
+        for k in ["CUDALINT_GPU", "CUDALINT_DRIVER", "CUDALINT_FAIL_ON"] {
+            c.env_remove(k);
+        }
+        c.envs(env.iter().copied());
+        let out = c.output().unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code().unwrap(), r)
+    };
+    let (code, r) = run(&[("CUDALINT_GPU", "V100,H100"), ("CUDALINT_DRIVER", "580.65.06")], &[]);
+    assert_eq!(code, 1, "V100 fails");
+    let names: Vec<&str> = r["targets"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["V100", "H100"]);
+    assert_eq!(r["targets"][0]["driver"], "580.65.06");
+    // A flag wins over the environment.
+    let (code, r) = run(&[("CUDALINT_GPU", "V100")], &["--gpu", "H100"]);
+    assert_eq!((code, r["targets"][0]["name"].as_str()), (0, Some("H100")));
+    // H100 runs with a CL002 warning: the gate fails only when told to fail on warnings.
+    let (code, r) = run(&[("CUDALINT_GPU", "H100"), ("CUDALINT_FAIL_ON", "warning")], &[]);
+    assert_eq!((code, r["fail_on"].as_str()), (1, Some("warning")));
+}
