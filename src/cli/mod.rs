@@ -317,13 +317,24 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
 }
 
 fn gpus() -> anyhow::Result<ExitCode> {
-    let mut out = String::from("GPU                                     compute capability\n");
-    for g in crate::cuda::gpus::GPUS {
-        let mut name = g.name.to_string();
-        if !g.aliases.is_empty() {
-            name.push_str(&format!(" ({})", g.aliases.join(", ")));
+    use crate::cuda::gpus::{GPUS, Host, architecture};
+    // Columns as wide as their longest cell; the aliases, of any length, go last.
+    let w = GPUS.iter().map(|g| g.name.chars().count()).max().unwrap_or(0).max("GPU".len());
+    let wa = GPUS.iter().map(|g| architecture(g.cc).len()).max().unwrap_or(0).max("architecture".len());
+    let mut out = format!("{:<w$}  {:<4}  {:<wa$}  {:<6}  also\n", "GPU", "cc", "architecture", "hosts");
+    for g in GPUS {
+        let host = match g.host {
+            Host::Any => "any",
+            Host::Arm64 => "arm64",
+            Host::Jetson => "jetson",
+        };
+        let mut also = g.aliases.join(", ");
+        if g.unconfirmed {
+            also = if also.is_empty() { "(secondary source)".into() } else { format!("{also} (secondary source)") };
         }
-        out.push_str(&format!("{name:<40} {}{}\n", g.cc, if g.unconfirmed { "  (secondary source)" } else { "" }));
+        let line = format!("{:<w$}  {:<4}  {:<wa$}  {host:<6}  {also}", g.name, g.cc.to_string(), architecture(g.cc));
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)

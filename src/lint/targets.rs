@@ -46,7 +46,7 @@ pub fn gpu(name: &str) -> Result<Target, ConfigError> {
     match gpus::lookup(name) {
         Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
         None => Err(ConfigError::new(format!(
-            "unknown GPU {name:?}; closest: {} (see `cudalint gpus`)",
+            "unknown GPU {name:?}; closest: {} (see `cudalint gpus`), or name its architecture with --arch (sm_90, 8.9)",
             gpus::closest(name, 4).join(", ")
         ))),
     }

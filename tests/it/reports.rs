@@ -323,6 +323,12 @@ fn gpus_rules_and_explain_commands() {
     let out = cudalint().arg("gpus").output().unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(t.contains("H100") && t.contains("9.0") && t.contains("B300") && t.contains("10.3"));
+    // One column each: the compute capability starts at the same place on every line.
+    let h100 = t.lines().find(|l| l.starts_with("H100 ")).unwrap();
+    assert!(
+        t.lines().skip(1).all(|l| l.chars().nth(h100.find("9.0").unwrap()).is_some_and(|c| c.is_ascii_digit())),
+        "{t}"
+    );
     let out = cudalint().arg("rules").output().unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), rules::load(&[]).unwrap().len());
     let out = cudalint().args(["explain", "CL001"]).output().unwrap();
