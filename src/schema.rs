@@ -53,6 +53,12 @@ macro_rules! words {
                 }
             }
         }
+        impl $crate::schema::Words for $t {
+            const ALL: &'static [$t] = <$t>::ALL;
+            fn as_str(self) -> &'static str {
+                <$t>::as_str(self)
+            }
+        }
         impl ::std::fmt::Display for $t {
             fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.pad(self.as_str())
@@ -70,6 +76,13 @@ macro_rules! words {
     };
 }
 pub(crate) use words;
+
+/// What `words!` gives every enum it declares: its variants and their words, for code that takes
+/// any of them (the command line's value parsers).
+pub trait Words: Copy + std::str::FromStr<Err = String> + Send + Sync + 'static {
+    const ALL: &'static [Self];
+    fn as_str(self) -> &'static str;
+}
 
 /// A field of a document's object, with its doc comment: what it means, written once.
 #[derive(Debug, Clone, Copy)]

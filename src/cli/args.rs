@@ -59,7 +59,7 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// Exit 1 when a finding at or above this severity remains (default: error).
-    #[arg(long, value_parser = severity_parser(), env = "CUDALINT_FAIL_ON")]
+    #[arg(long, value_parser = words_parser::<Severity>(), env = "CUDALINT_FAIL_ON")]
     pub fail_on: Option<Severity>,
 }
 
@@ -77,11 +77,12 @@ impl PolicyArgs {
     }
 }
 
-/// `--fail-on`'s values: the severities by name (the library type carries no clap derive).
-fn severity_parser() -> impl clap::builder::TypedValueParser<Value = Severity> {
+/// A flag whose values are the words of a `words!` enum (formats, severities): listed in
+/// `--help` and completions as clap lists enum values (the library types carry no clap derive).
+pub fn words_parser<T: crate::schema::Words + Clone>() -> impl clap::builder::TypedValueParser<Value = T> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(Severity::ALL.iter().map(|s| s.as_str()))
-        .map(|s| s.parse::<Severity>().expect("a possible value"))
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|w| w.as_str()))
+        .map(|name| name.parse::<T>().expect("a listed value"))
 }
 
 /// `--verify`: the command line's spelling of [`crate::image::Verify`] (the library has no clap).

@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::builder::TypedValueParser as _;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, scan_options};
 use crate::audit::render::{self, AuditFormat};
@@ -31,7 +30,7 @@ pub struct AuditArgs {
     pub policy: PolicyArgs,
     /// Output format; repeat for several, each paired in order with an --output (text, json,
     /// sarif, junit, markdown).
-    #[arg(long, value_parser = format_parser())]
+    #[arg(long, value_parser = super::args::words_parser::<AuditFormat>())]
     pub format: Vec<AuditFormat>,
     #[command(flatten)]
     pub out: super::OutputArgs,
@@ -39,11 +38,6 @@ pub struct AuditArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
-}
-
-fn format_parser() -> impl clap::builder::TypedValueParser<Value = AuditFormat> {
-    clap::builder::PossibleValuesParser::new(AuditFormat::ALL.iter().map(|f| f.as_str()))
-        .map(|name| name.parse::<AuditFormat>().expect("a listed format name"))
 }
 
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {

@@ -5,8 +5,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use clap::builder::TypedValueParser as _;
-
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use crate::report::{self, Format, RenderConfig, Subject};
 
@@ -33,7 +31,7 @@ pub struct ScanArgs {
     /// Output format; repeat for several, each paired in order with an --output (text, json,
     /// sarif, junit, markdown, html, cyclonedx; `inventory` is the scan's file listing as JSON,
     /// `listing` as text).
-    #[arg(long, value_parser = format_parser())]
+    #[arg(long, value_parser = super::args::words_parser::<Format>())]
     pub format: Vec<Format>,
     /// A CycloneDX JSON SBOM of this image (from Syft, Trivy, ...): `--format cyclonedx` writes it
     /// with cudalint's properties added to the binaries it lists and the binaries it misses added
@@ -70,13 +68,6 @@ pub struct DeviceArgs {
     /// Seconds one module load (PTX JIT included) may take before the load worker is killed.
     #[arg(long, default_value_t = 600, requires = "on_device")]
     pub load_timeout: u64,
-}
-
-/// `--format`: the library's format names, listed in `--help` and completions as clap lists
-/// enum values.
-fn format_parser() -> impl clap::builder::TypedValueParser<Value = Format> {
-    clap::builder::PossibleValuesParser::new(Format::ALL.iter().map(|f| f.as_str()))
-        .map(|name| name.parse::<Format>().expect("a listed format name"))
 }
 
 pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {

@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::builder::TypedValueParser as _;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, scan_options};
 use crate::lint::diff::Side;
@@ -16,7 +15,7 @@ pub struct SupportArgs {
     /// wheel, or a registry reference.
     pub image: String,
     /// Output format; repeat for several, each paired in order with an --output.
-    #[arg(long, value_parser = format_parser())]
+    #[arg(long, value_parser = super::args::words_parser::<SupportFormat>())]
     pub format: Vec<SupportFormat>,
     /// Print only what enforces the matrix where the container starts: `require`, the
     /// `NVIDIA_REQUIRE_CUDA` constraint the NVIDIA container toolkit checks; `dockerfile`, the
@@ -37,11 +36,6 @@ pub struct SupportArgs {
 pub enum Emit {
     Require,
     Dockerfile,
-}
-
-fn format_parser() -> impl clap::builder::TypedValueParser<Value = SupportFormat> {
-    clap::builder::PossibleValuesParser::new(SupportFormat::ALL.iter().map(|f| f.as_str()))
-        .map(|name| name.parse::<SupportFormat>().expect("a listed format name"))
 }
 
 pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
@@ -196,7 +190,7 @@ pub struct DiffArgs {
     #[arg(long)]
     pub driver: Option<String>,
     /// Output format; repeat for several, each paired in order with an --output.
-    #[arg(long, value_parser = diff_format_parser())]
+    #[arg(long, value_parser = super::args::words_parser::<DiffFormat>())]
     pub format: Vec<DiffFormat>,
     #[command(flatten)]
     pub policy: PolicyArgs,
@@ -206,11 +200,6 @@ pub struct DiffArgs {
     pub read: ReadArgs,
     #[command(flatten)]
     pub registry: RegistryArgs,
-}
-
-fn diff_format_parser() -> impl clap::builder::TypedValueParser<Value = DiffFormat> {
-    clap::builder::PossibleValuesParser::new(DiffFormat::ALL.iter().map(|f| f.as_str()))
-        .map(|name| name.parse::<DiffFormat>().expect("a listed format name"))
 }
 
 pub fn diff(a: DiffArgs) -> anyhow::Result<ExitCode> {
