@@ -11,7 +11,7 @@ use super::policy::Policy;
 use super::report::{Headline, HeadlineVerdict, LintImage, LintReport};
 use super::rules::EvalError;
 use super::targets::Target;
-use super::verdict::Floor;
+use super::verdict::{Floor, shown};
 use crate::cuda::gpus::{self, Gpu, Host};
 use crate::cuda::{Cc, CudaVersion, DriverVersion, drivers, tables};
 use crate::image::ImageReport;
@@ -344,12 +344,6 @@ fn min_driver(g: &Gpu, floor: &Floor, jit: Option<CudaVersion>) -> (Option<Drive
         Some((v, why)) => (Some(v), why),
         None => (None, "no driver floor known".to_string()),
     }
-}
-
-fn shown(v: &[String], n: usize) -> String {
-    let more = v.len().saturating_sub(n);
-    let head = v.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
-    if more > 0 { format!("{head} and {more} more") } else { head }
 }
 
 /// Architectures, in order, of a set of rows: `Volta`, `Pascal and older`.

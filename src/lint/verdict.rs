@@ -56,14 +56,21 @@ documented! {
     }
 }
 
-/// Binaries that fail on `t` because their CUDA major cannot build for it: their indexes, the
-/// newest such major, and the deploy fields that say it once (`root_cause` in rules).
 /// The binary's CUDA major cannot build for the target because the GPU is too old for it
 /// (CUDA 13 and Volta). A GPU newer than a major's compilers is not this cause.
 pub fn cannot_build(b: &Binary, t: &Target) -> bool {
     tables::buildable(b.facts.cuda_major).is_some_and(|(lo, _)| t.cc < lo)
 }
 
+/// The first `n` of `v` and how many more: `torch, vllm, nvidia-cublas and 3 more`.
+pub fn shown(v: &[String], n: usize) -> String {
+    let more = v.len().saturating_sub(n);
+    let head = v.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if more > 0 { format!("{head} and {more} more") } else { head }
+}
+
+/// Binaries that fail on `t` because their CUDA major cannot build for it: their indexes, the
+/// newest such major, and the deploy fields that say it once (`root_cause` in rules).
 pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -> Vec<usize> {
     let cannot = |b: &Binary| cannot_build(b, t);
     let failing: Vec<(usize, &Binary)> = judged
@@ -83,11 +90,7 @@ pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -
     }
     // The stack's own packages first: NVIDIA's libraries follow from them.
     names.sort_by(|a, b| (a.starts_with("nvidia-"), a).cmp(&(b.starts_with("nvidia-"), b)));
-    let shown = |v: &[String]| {
-        let more = v.len().saturating_sub(3);
-        let head = v.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
-        if more > 0 { format!("{head} and {more} more") } else { head }
-    };
+    let shown = |v: &[String]| shown(v, 3);
     let builds: Vec<String> = names.iter().map(|n| older_build(n, major)).collect();
     d.unbuildable_major = major;
     d.unbuildable_count = of_major.len() as u64;
@@ -132,13 +135,7 @@ fn runtime_sources(packages: &[crate::packages::Package], binaries: &[Binary]) -
             by_major.entry(c.major).or_default().push(what);
         }
     }
-    let few = |who: BTreeSet<String>| {
-        let mut names: Vec<String> = who.into_iter().collect();
-        let more = names.len().saturating_sub(3);
-        names.truncate(3);
-        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
-        format!("{}{tail}", names.join(", "))
-    };
+    let few = |who: BTreeSet<String>| shown(&who.into_iter().collect::<Vec<_>>(), 3);
     for (soname, who) in needed {
         let major = cuda_major_of_soname(&soname).expect("filtered");
         by_major.entry(major).or_default().push(format!("{soname} needed by {}", few(who)));
@@ -502,12 +499,7 @@ pub fn headline(
         _ => t.name.clone(),
     };
     let name = |b: &Binary| file_name(&b.facts.path).to_string();
-    let list = |v: Vec<String>| {
-        let more = v.len().saturating_sub(2);
-        let mut v = v;
-        v.truncate(2);
-        if more > 0 { format!("{} and {more} more", v.join(", ")) } else { v.join(", ") }
-    };
+    let list = |v: Vec<String>| shown(&v, 2);
     let flagged = |b: &Binary| errors.iter().any(|f| f.path.as_deref() == Some(b.facts.path.as_str()));
     let mut causes: Vec<String> = Vec::new();
     if !d.cannot_drive.is_empty() {
