@@ -3,22 +3,30 @@
 # INPUT_DRIVER, INPUT_FAIL_ON (environment, never interpolated into the script); writes
 # cudalint.sarif and cudalint.md under RUNNER_TEMP, the Markdown summary to
 # GITHUB_STEP_SUMMARY and `exit-code` to GITHUB_OUTPUT. Exits 0: the gate is a later step, so
-# the SARIF upload runs first.
+# the SARIF upload runs first. An empty `gpus` input leaves the targets to cudalint.toml or
+# CUDALINT_GPU; with none anywhere the scan stops (exit 2) and the summary says why.
 set -uo pipefail
 : "${INPUT_IMAGE:?the action needs the input 'image'}"
 out=${RUNNER_TEMP:?}
-rm -f "$out/cudalint.sarif" "$out/cudalint.md"
-args=(scan "$INPUT_IMAGE" --quiet --format sarif --output "$out/cudalint.sarif"
-  --format markdown --output "$out/cudalint.md" --format text)
+rm -f "$out/cudalint.sarif" "$out/cudalint.md" "$out/cudalint.err"
+args=(scan "$INPUT_IMAGE" --quiet --format "sarif=$out/cudalint.sarif"
+  --format "markdown=$out/cudalint.md" --format text)
 [[ -n "${INPUT_GPUS:-}" ]] && args+=(--gpu "$INPUT_GPUS")
 [[ -n "${INPUT_DRIVER:-}" ]] && args+=(--driver "$INPUT_DRIVER")
 [[ -n "${INPUT_FAIL_ON:-}" ]] && args+=(--fail-on "$INPUT_FAIL_ON")
-"${CUDALINT:-cudalint}" "${args[@]}"
+# stderr to the log as usual, and kept for the summary when the scan stops.
+"${CUDALINT:-cudalint}" "${args[@]}" 2> >(tee "$out/cudalint.err" >&2)
 rc=$?
+wait
 echo "exit-code=$rc" >>"${GITHUB_OUTPUT:?}"
 if [[ -f "$out/cudalint.md" ]]; then
   cat "$out/cudalint.md" >>"${GITHUB_STEP_SUMMARY:?}"
 else
-  printf '## cudalint: the scan of `%s` did not finish (exit %s)\n' "$INPUT_IMAGE" "$rc" >>"${GITHUB_STEP_SUMMARY:?}"
+  {
+    printf '## ❌ cudalint: the scan of `%s` did not finish (exit %s)\n\n' "$INPUT_IMAGE" "$rc"
+    printf '```\n'
+    grep -v '^$' "$out/cudalint.err" | tail -n 20
+    printf '```\n'
+  } >>"${GITHUB_STEP_SUMMARY:?}"
 fi
 exit 0

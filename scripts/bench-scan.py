@@ -173,19 +173,19 @@ def main():
         for n in LAYERS:
             w, _ = best_of(3, tool + [os.path.join(scan_dir, n + ".tar" + ext)])
             floor += w
-        w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null",
+        w, rss = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null",
                              "oci:" + os.path.join(scan_dir, "oci-" + kind)])
         rows.append((f"scan oci ({kind})", w, rss, f"{' '.join(tool)} of the layers: {floor:.2f} s -> ratio {w / floor:.2f}"))
         show(rows[-1])
     asize = os.path.getsize(archive)
-    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", archive])
-    read = stats_of([cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", archive])
+    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null", archive])
+    read = stats_of([cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null", archive])
     rows.append(("scan docker-archive", w, rss, f"read {mib(read)} of {mib(asize)} = {100 * read / asize:.1f}%"))
     show(rows[-1])
-    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--format", "json", "-o", "/dev/null", "-"], stdin=archive)
+    w, rss = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null", "-"], stdin=archive)
     rows.append(("scan - < docker-archive", w, rss, "one pass over standard input"))
     show(rows[-1])
-    w2, rss2 = best_of(3, [cudalint, "scan", "--quiet", "--verify", "always", "--format", "json", "-o", "/dev/null", archive])
+    w2, rss2 = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--verify", "always", "--format", "json", "-o", "/dev/null", archive])
     rows.append(("scan docker-archive --verify always", w2, rss2, "every layer hashed"))
     show(rows[-1])
 

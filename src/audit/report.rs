@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::cluster::{Placement, Pool};
 use super::manifest::WorkloadMeta;
-use crate::lint::rules::Severity;
+
 use crate::lint::{Finding, HeadlineVerdict, LintReport};
 use crate::schema::Tool;
 
@@ -119,7 +119,7 @@ pub struct AuditReport {
     pub workloads_without_gpu: usize,
     /// Objects that are not workloads (Services, ConfigMaps, ...).
     pub other_objects: usize,
-    pub fail_on: Severity,
+    pub fail_on: crate::lint::rules::FailOn,
     /// A finding at or above `fail_on`, or a container that cannot be scheduled on any GPU pool
     /// (exit 1).
     pub failed: bool,

@@ -10,7 +10,7 @@ use super::manifest::{self, GpuContainer, Workload};
 use super::report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PoolResult};
 use crate::image::{ImageReport, ScanOptions};
 use crate::lint::LintReport;
-use crate::lint::rules::{EvalError, Severity};
+use crate::lint::rules::EvalError;
 use crate::lint::targets::Target;
 use crate::schema::{self, Tool};
 
@@ -35,7 +35,7 @@ pub fn run(
     input: &AuditInput,
     scan: &ScanOptions,
     judge: &Judge,
-    fail_on: Severity,
+    fail_on: crate::lint::rules::FailOn,
 ) -> Result<AuditReport, AuditError> {
     let (nodes, pools) = read_cluster(&input.nodes)?;
     let mut notes: Vec<String> = pools
@@ -246,7 +246,7 @@ fn judge_containers(
     images: &[AuditImage],
     scanned: &BTreeMap<String, ImageReport>,
     judge: &Judge,
-    fail_on: Severity,
+    fail_on: crate::lint::rules::FailOn,
 ) -> Result<Judged, AuditError> {
     let mut lints = Lints::default();
     let mut out = Judged { workloads: Vec::new(), lints: Vec::new(), failed: false, incomplete: false };
@@ -262,7 +262,11 @@ fn judge_containers(
             let ac = judge_container(c, &land, pools, lint.map(|i| &lints.reports[i]), scan_error);
             out.incomplete |= ac.verdict == AuditVerdict::Unknown;
             out.failed |= matches!(ac.verdict, AuditVerdict::Unschedulable | AuditVerdict::Fails)
-                || ac.findings.iter().chain(ac.pools.iter().flat_map(|p| &p.findings)).any(|f| f.severity >= fail_on);
+                || ac
+                    .findings
+                    .iter()
+                    .chain(ac.pools.iter().flat_map(|p| &p.findings))
+                    .any(|f| fail_on.fails(f.severity));
             containers.push(ac);
         }
         out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers });

@@ -8,13 +8,14 @@ use anyhow::Context;
 
 use crate::image::ScanOptions;
 use crate::lint::policy::{Policy, PolicySpec, TargetSpec};
-use crate::lint::rules::Severity;
+use crate::lint::rules::FailOn;
 
 /// The GPUs and driver the image will run on.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TargetArgs {
     /// Target GPUs by name, comma-separated (`H100,L4,"RTX 4090",A10G`; see `cudalint gpus`).
-    #[arg(long, value_delimiter = ',', env = "CUDALINT_GPU")]
+    /// `--gpus` is the same flag, spelled as the config key and the Action input are.
+    #[arg(long, visible_alias = "gpus", value_delimiter = ',', env = "CUDALINT_GPU")]
     pub gpu: Vec<String>,
     /// Target architectures, comma-separated (`sm_90,8.9,sm_100f`; 'f' means its whole family).
     #[arg(long, value_delimiter = ',')]
@@ -46,21 +47,25 @@ impl TargetArgs {
 /// Which rules apply, how findings are filtered, and what fails the gate.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct PolicyArgs {
-    /// Configuration file (default: ./cudalint.toml if present).
+    /// Configuration file (default: the nearest cudalint.toml from the current directory up to
+    /// the repository root; the report's header names the one in use).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// A directory of additional rules (*.toml). Repeatable.
     #[arg(long)]
     pub rules: Vec<PathBuf>,
-    /// Ignore file (default: ./.cudalintignore.toml if present).
+    /// Ignore file: `[[ignore]]` tables (.cudalintignore.toml) or one `RULE [PATH-GLOB]
+    /// [exp:YYYY-MM-DD]` per line (.cudalintignore, as Trivy's). Default: the nearest of either,
+    /// found as the configuration is.
     #[arg(long)]
     pub ignore_file: Option<PathBuf>,
     /// Report only findings not recorded in this baseline.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
-    /// Exit 1 when a finding at or above this severity remains (default: error).
-    #[arg(long, value_parser = words_parser::<Severity>(), env = "CUDALINT_FAIL_ON")]
-    pub fail_on: Option<Severity>,
+    /// Exit 1 when a finding at or above this severity remains (default: error); `never` (or
+    /// `none`) reports without failing.
+    #[arg(long, value_parser = fail_on_parser(), ignore_case = true, env = "CUDALINT_FAIL_ON")]
+    pub fail_on: Option<FailOn>,
 }
 
 impl PolicyArgs {
@@ -72,6 +77,7 @@ impl PolicyArgs {
             ignore_file: self.ignore_file.clone(),
             baseline: self.baseline.clone(),
             fail_on: self.fail_on,
+            search_from: std::env::current_dir().ok(),
             targets,
         })?)
     }
@@ -83,6 +89,68 @@ pub fn words_parser<T: crate::schema::Words + Clone>() -> impl clap::builder::Ty
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|w| w.as_str()))
         .map(|name| name.parse::<T>().expect("a listed value"))
+}
+
+/// One `--format`: `FMT` (to standard output, or to the one `--output`) or `FMT=PATH`, Grype
+/// and Syft's form, so that a report and its file are written side by side and cannot be
+/// paired wrongly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report<T> {
+    pub format: T,
+    pub path: Option<PathBuf>,
+}
+
+/// The value parser of a `--format` flag over the words of `T`: the words are listed in
+/// `--help` and completions; `=PATH` may follow any of them.
+pub fn report_parser<T: crate::schema::Words + Clone>() -> ReportParser<T> {
+    ReportParser(std::marker::PhantomData)
+}
+
+#[derive(Clone)]
+pub struct ReportParser<T>(std::marker::PhantomData<T>);
+
+impl<T: crate::schema::Words + Clone> clap::builder::TypedValueParser for ReportParser<T> {
+    type Value = Report<T>;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Self::Value, clap::Error> {
+        // A file name that is not UTF-8 is refused rather than written under another name.
+        let text = value.to_str().ok_or_else(|| {
+            cmd.clone().error(clap::error::ErrorKind::InvalidUtf8, "--format FMT=PATH: PATH is not UTF-8")
+        })?;
+        let (word, path) = match text.split_once('=') {
+            Some((w, p)) => (w, Some(p)),
+            None => (text, None),
+        };
+        let format = words_parser::<T>().parse_ref(cmd, arg, std::ffi::OsStr::new(word))?;
+        match path {
+            Some("") => Err(cmd.clone().error(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "--format {word}=: no file after '=' (write --format {word}=PATH, or --format {word} for standard output)"
+                ),
+            )),
+            p => Ok(Report { format, path: p.map(PathBuf::from) }),
+        }
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(T::ALL.iter().map(|w| clap::builder::PossibleValue::new(w.as_str()))))
+    }
+}
+
+/// `--fail-on`'s words, `none` and any case accepted as the config file accepts them.
+fn fail_on_parser() -> impl clap::builder::TypedValueParser<Value = FailOn> {
+    use clap::builder::{PossibleValue, TypedValueParser};
+    let words = FailOn::ALL.iter().map(|w| match w {
+        FailOn::Never => PossibleValue::new(w.as_str()).alias("none"),
+        _ => PossibleValue::new(w.as_str()),
+    });
+    clap::builder::PossibleValuesParser::new(words).map(|s| FailOn::parse_loose(&s).expect("a listed value"))
 }
 
 /// `--verify`: the command line's spelling of [`crate::image::Verify`] (the library has no clap).

@@ -28,10 +28,10 @@ pub struct AuditArgs {
     pub image_map: Vec<String>,
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Output format; repeat for several, each paired in order with an --output (text, json,
-    /// sarif, junit, markdown).
-    #[arg(long, value_parser = super::args::words_parser::<AuditFormat>())]
-    pub format: Vec<AuditFormat>,
+    /// A report: `FMT` to standard output, `FMT=PATH` to a file; repeat for several
+    /// (`--format sarif=audit.sarif --format text`).
+    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<AuditFormat>())]
+    pub format: Vec<super::args::Report<AuditFormat>>,
     #[command(flatten)]
     pub out: super::OutputArgs,
     #[command(flatten)]
@@ -43,8 +43,7 @@ pub struct AuditArgs {
 pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     // The pools are the targets: none come from the command line or the config file.
     let policy = a.policy.load(Default::default())?;
-    let formats = if a.format.is_empty() { vec![AuditFormat::Text] } else { a.format.clone() };
-    a.out.check(formats.len())?;
+    let reports = a.out.plan(&a.format, AuditFormat::Text)?;
     let mut input = AuditInput { manifests: a.manifests.clone(), nodes: a.nodes.clone(), ..Default::default() };
     for m in &a.image_map {
         let (from, to) = m
@@ -57,10 +56,10 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
     let judge =
         |inv: &crate::image::ImageReport, targets: Vec<crate::lint::targets::Target>| policy.judge(inv, &targets, None);
     let report = audit::run(&input, &opts, &judge, policy.fail_on)?;
-    for (i, f) in formats.iter().enumerate() {
-        let cfg = RenderConfig { color: a.out.paint(i), rules: &policy.rules, ..Default::default() };
-        let text = render::render(*f, &report, &cfg);
-        a.out.emit(i, &text)?;
+    for r in &reports {
+        let to = r.path.as_deref();
+        let cfg = RenderConfig { color: a.out.paint(to), rules: &policy.rules, ..Default::default() };
+        a.out.emit(to, &render::render(r.format, &report, &cfg))?;
     }
     Ok(if report.incomplete {
         ExitCode::from(2)

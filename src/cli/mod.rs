@@ -79,8 +79,16 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `cudalint completions bash > /etc/bash_completion.d/cudalint`.
     Completions { shell: clap_complete::Shell },
-    /// Print the man page (roff), e.g. `cudalint man > /usr/local/share/man/man1/cudalint.1`.
-    Man,
+    /// Print a man page (roff): `cudalint man > cudalint.1`, `cudalint man scan >
+    /// cudalint-scan.1`, or write every page the main page refers to with `--dir
+    /// ~/.local/share/man/man1`.
+    Man {
+        /// The subcommand whose page to print (`scan` gives cudalint-scan(1)); none: cudalint(1).
+        command: Option<String>,
+        /// Write cudalint.1 and a cudalint-COMMAND.1 per subcommand into this directory.
+        #[arg(long, conflicts_with = "command")]
+        dir: Option<PathBuf>,
+    },
     /// Internal: loads modules (--load) or launches a module's kernels in an isolated process
     /// (used by --on-device and --launch).
     #[command(hide = true)]
@@ -203,14 +211,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             write_stdout(&String::from_utf8_lossy(&out))?;
             ExitCode::SUCCESS
         }
-        Command::Man => {
-            let mut out = Vec::new();
-            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
-                .render(&mut out)
-                .context("rendering the man page")?;
-            write_stdout(&String::from_utf8_lossy(&out))?;
-            ExitCode::SUCCESS
-        }
+        Command::Man { command, dir } => man(command.as_deref(), dir.as_deref())?,
         Command::Cache(CacheCommand::Clean { cache_dir }) => {
             let dir =
                 cache_dir.or_else(crate::cache::default_dir).context("no cache directory (set --cache-dir or HOME)")?;
@@ -219,6 +220,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// The man pages: cudalint(1) lists its subcommands as cudalint-NAME(1), so each has its own.
+fn man(command: Option<&str>, dir: Option<&std::path::Path>) -> anyhow::Result<ExitCode> {
+    let mut root = <Cli as clap::CommandFactory>::command();
+    root.build();
+    let render = |cmd: clap::Command| -> anyhow::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out).context("rendering the man page")?;
+        Ok(out)
+    };
+    // A subcommand's page is titled cudalint-NAME, as the main page refers to it.
+    let page = |sub: &clap::Command| sub.clone().name(format!("cudalint-{}", sub.get_name()));
+    let visible = || root.get_subcommands().filter(|s| !s.is_hide_set());
+    if let Some(d) = dir {
+        std::fs::create_dir_all(d).with_context(|| d.display().to_string())?;
+        let mut written = vec![("cudalint.1".to_string(), render(root.clone())?)];
+        for s in visible() {
+            written.push((format!("cudalint-{}.1", s.get_name()), render(page(s))?));
+        }
+        for (name, bytes) in &written {
+            let p = d.join(name);
+            std::fs::write(&p, bytes).with_context(|| p.display().to_string())?;
+        }
+        write_stdout(&format!("wrote {} man pages to {}\n", written.len(), d.display()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bytes = match command {
+        None => render(root.clone())?,
+        Some(name) => {
+            let sub = visible().find(|s| s.get_name() == name).with_context(|| {
+                let names: Vec<&str> = visible().map(|s| s.get_name()).collect();
+                format!("no subcommand {name:?}; one of {}", names.join(", "))
+            })?;
+            render(page(sub))?
+        }
+    };
+    write_stdout(&String::from_utf8_lossy(&bytes))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `CUDALINT_STATS=1`: bytes this process read and its peak RSS, on stderr (benchmarks).
@@ -250,8 +290,6 @@ fn inspect(a: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(if !errors.is_empty() { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
-/// Where the reports of `scan` and `audit` go: each --output takes a --format in order, the one
-/// format left over goes to standard output.
 /// When to paint text reports (`--color`): beside `OutputArgs`, whose field it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Color {
@@ -260,45 +298,76 @@ pub enum Color {
     Never,
 }
 
+/// Where the reports of `scan`, `audit`, `support` and `diff` go: each `--format FMT=PATH` to its
+/// file, a bare `--format FMT` to standard output (or to the one `--output`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct OutputArgs {
-    /// Where each --format goes, in order (the rest go to standard output).
+    /// Write the report to this file instead of standard output. Only beside a single --format
+    /// (several reports name their files in --format FMT=PATH).
     #[arg(long, short)]
-    pub output: Vec<PathBuf>,
+    pub output: Option<PathBuf>,
     /// Colours in text output.
     #[arg(long, value_enum, default_value_t = Color::Auto)]
     pub color: Color,
 }
 
+/// The `--output` beside several formats: the trap of pairing flags by position.
+const SEVERAL: &str = "--output names the file of a single report; with several --format, name each \
+                       report's file in it: --format sarif=cudalint.sarif --format markdown=cudalint.md \
+                       --format text (a bare --format goes to standard output)";
+
 impl OutputArgs {
-    /// At most one of `formats` is left over for standard output.
-    fn check(&self, formats: usize) -> anyhow::Result<()> {
-        if self.output.len() > formats {
-            anyhow::bail!("more --output than --format");
+    /// The reports to write: `given`, else `default`; a lone bare format takes `--output`.
+    /// At most one report goes to standard output and no two to one file.
+    pub fn plan<T: Copy>(&self, given: &[args::Report<T>], default: T) -> anyhow::Result<Vec<args::Report<T>>> {
+        let mut reports =
+            if given.is_empty() { vec![args::Report { format: default, path: None }] } else { given.to_vec() };
+        if let Some(o) = &self.output {
+            match reports.as_mut_slice() {
+                [only] if only.path.is_none() => only.path = Some(o.clone()),
+                [_] => anyhow::bail!("--output {} and --format FMT=PATH both name the file: keep one", o.display()),
+                _ => anyhow::bail!(SEVERAL),
+            }
         }
-        if formats - self.output.len() > 1 {
-            anyhow::bail!("only one --format can go to standard output; give each other one an --output");
+        if reports.iter().filter(|r| r.path.is_none()).count() > 1 {
+            anyhow::bail!(
+                "only one report can go to standard output; name the others' files: --format FMT=PATH \
+                 (--format sarif=cudalint.sarif)"
+            );
         }
-        Ok(())
+        let mut seen = std::collections::BTreeSet::new();
+        for p in reports.iter().filter_map(|r| r.path.as_ref()) {
+            if !seen.insert(p) {
+                anyhow::bail!("two reports would be written to {}", p.display());
+            }
+        }
+        Ok(reports)
     }
 
-    /// Whether the `i`th report gets ANSI colours.
-    fn paint(&self, i: usize) -> bool {
+    /// Whether a report written to `to` gets ANSI colours.
+    fn paint(&self, to: Option<&std::path::Path>) -> bool {
         use std::io::IsTerminal;
         match self.color {
             Color::Always => true,
             Color::Never => false,
-            Color::Auto => {
-                self.output.get(i).is_none()
-                    && std::io::stdout().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none()
-            }
+            Color::Auto => to.is_none() && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         }
     }
 
-    /// The `i`th rendered report to its --output file, or to standard output.
-    fn emit(&self, i: usize, text: &str) -> anyhow::Result<()> {
-        match self.output.get(i) {
+    /// The terminal width a report written to `to` wraps to: standard output on a terminal
+    /// (`COLUMNS` wins, as for other tools); files and pipes are not wrapped.
+    fn width(&self, to: Option<&std::path::Path>) -> Option<usize> {
+        use std::io::IsTerminal;
+        if to.is_some() || !std::io::stdout().is_terminal() {
+            return None;
+        }
+        let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok());
+        columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)))
+    }
+
+    /// A rendered report to its file, or to standard output.
+    fn emit(&self, to: Option<&std::path::Path>, text: &str) -> anyhow::Result<()> {
+        match to {
             Some(p) => std::fs::write(p, text).with_context(|| p.display().to_string()),
             None => write_stdout(text),
         }

@@ -28,11 +28,12 @@ pub struct ScanArgs {
     /// what could not be read in data libraries load themselves.
     #[arg(long, short)]
     pub verbose: bool,
-    /// Output format; repeat for several, each paired in order with an --output (text, json,
-    /// sarif, junit, markdown, html, cyclonedx; `inventory` is the scan's file listing as JSON,
-    /// `listing` as text).
-    #[arg(long, value_parser = super::args::words_parser::<Format>())]
-    pub format: Vec<Format>,
+    /// A report: `FMT` to standard output, `FMT=PATH` to a file; repeat for several
+    /// (`--format sarif=cudalint.sarif --format markdown=summary.md --format text`). `inventory`
+    /// is the scan's file listing as JSON, `listing` as text; a run that asks only for
+    /// `cyclonedx`, `inventory` or `listing` needs no targets and never fails the gate.
+    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<Format>())]
+    pub format: Vec<super::args::Report<Format>>,
     /// A CycloneDX JSON SBOM of this image (from Syft, Trivy, ...): `--format cyclonedx` writes it
     /// with cudalint's properties added to the binaries it lists and the binaries it misses added
     /// (the default format when no --format is given).
@@ -73,13 +74,20 @@ pub struct DeviceArgs {
 pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load(a.targets.spec())?;
     let default = if a.enrich.is_some() { Format::Cyclonedx } else { Format::Text };
-    let formats = if a.format.is_empty() { vec![default] } else { a.format.clone() };
-    if a.enrich.is_some() && !formats.contains(&Format::Cyclonedx) {
+    let reports = a.out.plan(&a.format, default)?;
+    if a.enrich.is_some() && !reports.iter().any(|r| r.format == Format::Cyclonedx) {
         anyhow::bail!("--enrich writes the enriched SBOM as --format cyclonedx; add that format");
+    }
+    // Listings (SBOM, inventory) describe the image; only a verdict needs targets and gates.
+    let listing_only = reports.iter().all(|r| r.format.is_inventory());
+    if policy.targets.is_empty() && !a.device.on_device && !listing_only {
+        anyhow::bail!(no_targets(&policy));
+    }
+    if a.verbose {
+        eprintln!("cudalint: {}", policy.files.line().unwrap_or_else(|| "no config, ignore file or baseline".into()));
     }
     // Read before the scan: a missing SBOM fails first.
     let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
-    a.out.check(formats.len())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
     super::support::registry_only(&a.image, &a.registry)?;
     let driver = if a.device.on_device {
@@ -95,6 +103,21 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let inventory = crate::image::scan(&a.image, &opts).with_context(|| a.image.clone())?;
+    let read = &inventory.stats;
+    if a.verbose {
+        eprintln!(
+            "cudalint: read {} files in {} layers, {} of them ELF or device code",
+            read.files, read.layers, read.inspected
+        );
+    }
+    if read.inspected == 0 && !listing_only {
+        // A gate that judged nothing never passes: the wrong directory, an empty image.
+        anyhow::bail!(
+            "{}: read {} files, none of them ELF, cubin, fatbin, PTX or a wheel: nothing was judged (is this the image you meant?)",
+            a.image,
+            read.files
+        );
+    }
     let device = match &driver {
         Some(d) => {
             let (plans, skipped) = crate::device::plan_all(&inventory);
@@ -132,16 +155,38 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
     }
-    for (i, f) in formats.iter().enumerate() {
-        let cfg = RenderConfig { color: a.out.paint(i), rules: &policy.rules, sbom: sbom.as_ref(), verbose: a.verbose };
+    for r in &reports {
+        let to = r.path.as_deref();
+        let cfg = RenderConfig {
+            color: a.out.paint(to),
+            rules: &policy.rules,
+            sbom: sbom.as_ref(),
+            verbose: a.verbose,
+            width: a.out.width(to),
+        };
         let subject = Subject { report: &report, inventory: &inventory };
-        let out = report::render(*f, &subject, &cfg)?;
+        let out = report::render(r.format, &subject, &cfg)?;
         if let Some(note) = &out.note {
             eprintln!("cudalint: {note}");
         }
-        a.out.emit(i, &out.text)?;
+        a.out.emit(to, &out.text)?;
     }
-    Ok(if report.failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if report.failed && !listing_only { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Why a scan with no targets stops (exit 2): it would judge nothing and say "passed".
+fn no_targets(policy: &crate::lint::policy::Policy) -> String {
+    let config = match &policy.files.config {
+        Some(c) => format!("{c} has no [targets]"),
+        None => format!("no {} found from here up to the repository root", crate::lint::policy::CONFIG_FILE),
+    };
+    format!(
+        "no targets: a verdict needs the GPUs the image will run on. Give them on the command line \
+         (--gpu H100,L4, --arch sm_90, or --targets-from nodes.json), in the environment \
+         (CUDALINT_GPU=H100,L4), or in cudalint.toml ([targets] gpus = [\"H100\", \"L4\"]; {config}). \
+         `cudalint support IMAGE` lists every GPU the image runs on; --format inventory, listing or \
+         cyclonedx alone needs no targets"
+    )
 }
 
 /// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.

@@ -14,9 +14,10 @@ pub struct SupportArgs {
     /// The image, as `scan` takes it: an archive, `-`, an OCI layout, a directory, a file, a
     /// wheel, or a registry reference.
     pub image: String,
-    /// Output format; repeat for several, each paired in order with an --output.
-    #[arg(long, value_parser = super::args::words_parser::<SupportFormat>())]
-    pub format: Vec<SupportFormat>,
+    /// A report: `FMT` to standard output, `FMT=PATH` to a file; repeat for several
+    /// (`--format html=support.html --format text`).
+    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<SupportFormat>())]
+    pub format: Vec<super::args::Report<SupportFormat>>,
     /// Print only what enforces the matrix where the container starts: `require`, the
     /// `NVIDIA_REQUIRE_CUDA` constraint the NVIDIA container toolkit checks; `dockerfile`, the
     /// `ENV` and `LABEL` lines to paste.
@@ -40,8 +41,8 @@ pub enum Emit {
 
 pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load(TargetSpec::default())?;
-    let formats = if a.format.is_empty() { vec![SupportFormat::Text] } else { a.format.clone() };
-    a.out.check(if a.emit.is_some() { 1 } else { formats.len() })?;
+    // --emit is one report, to --output or standard output.
+    let reports = a.out.plan(&a.format, SupportFormat::Text)?;
     let opts = scan_options(&a.read, &a.registry)?;
     registry_only(&a.image, &a.registry)?;
     let (support, judged) = if a.registry.from_attestation {
@@ -65,12 +66,12 @@ pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
             }
             Emit::Dockerfile => dockerfile(&support),
         };
-        a.out.emit(0, &text)?;
+        a.out.emit(a.out.output.as_deref(), &text)?;
         return Ok(ExitCode::SUCCESS);
     }
-    for (i, f) in formats.iter().enumerate() {
-        let text = render(*f, &support, judged.as_ref())?;
-        a.out.emit(i, &text)?;
+    for r in &reports {
+        let text = render(r.format, &support, judged.as_ref())?;
+        a.out.emit(r.path.as_deref(), &text)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -184,14 +185,15 @@ pub struct DiffArgs {
     pub new: String,
     /// Fail (exit 1) when the new image does not run on these GPUs; default: when it drops any
     /// GPU the old one ran on.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, visible_alias = "gpus", value_delimiter = ',')]
     pub gpu: Vec<String>,
     /// The fleet's driver: fail when the new image's driver floor is above it.
     #[arg(long)]
     pub driver: Option<String>,
-    /// Output format; repeat for several, each paired in order with an --output.
-    #[arg(long, value_parser = super::args::words_parser::<DiffFormat>())]
-    pub format: Vec<DiffFormat>,
+    /// A report: `FMT` to standard output, `FMT=PATH` to a file; repeat for several
+    /// (`--format markdown=diff.md --format text`).
+    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<DiffFormat>())]
+    pub format: Vec<super::args::Report<DiffFormat>>,
     #[command(flatten)]
     pub policy: PolicyArgs,
     #[command(flatten)]
@@ -208,8 +210,7 @@ pub fn diff(a: DiffArgs) -> anyhow::Result<ExitCode> {
         crate::lint::targets::gpu(g)?;
     }
     let driver = a.driver.as_deref().map(crate::lint::targets::driver).transpose()?.map(|(d, _)| d);
-    let formats = if a.format.is_empty() { vec![DiffFormat::Text] } else { a.format.clone() };
-    a.out.check(formats.len())?;
+    let reports = a.out.plan(&a.format, DiffFormat::Text)?;
     // One set of options: registry references share the layer cache, so a common base is read once.
     let opts = scan_options(&a.read, &a.registry)?;
     let old = crate::image::scan(&a.old, &opts).with_context(|| a.old.clone())?;
@@ -222,8 +223,8 @@ pub fn diff(a: DiffArgs) -> anyhow::Result<ExitCode> {
         &a.gpu,
         driver.as_ref(),
     );
-    for (i, f) in formats.iter().enumerate() {
-        a.out.emit(i, &render_diff(*f, &d))?;
+    for r in &reports {
+        a.out.emit(r.path.as_deref(), &render_diff(r.format, &d))?;
     }
     Ok(if d.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

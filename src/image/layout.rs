@@ -91,7 +91,9 @@ impl LayerSource for LayoutDir {
     }
 
     fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError> {
-        oci::resolve_oci(&mut self.store, self.want.as_deref(), platform)
+        let mut r = oci::resolve_oci(&mut self.store, self.want.as_deref(), platform)?;
+        r.name = oci::qualify_tag(r.name, &self.store.root);
+        Ok(r)
     }
 
     fn prepare(&mut self, layers: &[LayerRef]) -> Result<Option<u64>, ScanError> {

@@ -236,6 +236,16 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
 }
 
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// A layout's `ref.name` is often a bare tag (`skopeo copy ... oci:dir:latest` writes `latest`):
+/// the image is then titled by where it lies, `dir:latest`, not `latest`.
+pub fn qualify_tag(name: Option<String>, place: &std::path::Path) -> Option<String> {
+    let stem = place.file_stem().map(|s| s.to_string_lossy().into_owned()).filter(|s| !s.is_empty() && s != ".");
+    match (name, stem) {
+        (Some(n), Some(stem)) if !n.contains(['/', ':', '@']) => Some(format!("{stem}:{n}")),
+        (n, _) => n,
+    }
+}
 const CONTAINERD_NAME: &str = "io.containerd.image.name";
 
 /// An OCI image layout's `index.json` (directory or archive): follows nested indexes, picks

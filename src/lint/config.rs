@@ -10,7 +10,7 @@ use toml::Spanned;
 pub use super::error::ConfigError;
 use super::error::{line_of, parse_toml};
 use super::report::Finding;
-use super::rules::{Rule, Severity};
+use super::rules::{FailOn, Rule, Severity};
 
 /// An I/O error on `path`.
 fn io(path: &Path, e: std::io::Error) -> ConfigError {
@@ -71,7 +71,7 @@ pub struct IgnoreEntry {
 
 #[derive(Debug, Default)]
 pub struct Config {
-    pub fail_on: Option<Severity>,
+    pub fail_on: Option<FailOn>,
     pub targets: TargetsCfg,
     pub disable: Vec<String>,
     pub severity: BTreeMap<String, Severity>,
@@ -119,32 +119,78 @@ fn ignore_entries(
     path: &Path,
     rules: &[Rule],
 ) -> Result<Vec<Ignore>, ConfigError> {
+    entries.into_iter().map(|e| ignore(line_of(text, e.span().start), e.into_inner(), path, rules)).collect()
+}
+
+/// One ignore entry, checked, from `path` at `line`.
+fn ignore(line: usize, entry: IgnoreEntry, path: &Path, rules: &[Rule]) -> Result<Ignore, ConfigError> {
+    let err = |message: String| ConfigError::at(path.display(), Some(line), message);
+    if !rules.iter().any(|r| r.code == entry.rule || r.name == entry.rule) {
+        return Err(err(format!("ignore names an unknown rule {:?}", entry.rule)));
+    }
+    if entry.reason.trim().is_empty() {
+        return Err(err("an ignore needs a reason".into()));
+    }
+    let glob = match &entry.path {
+        Some(p) => Some(
+            globset::GlobBuilder::new(p)
+                .literal_separator(true)
+                .build()
+                .map_err(|g| err(format!("bad path glob {p:?}: {g}")))?
+                .compile_matcher(),
+        ),
+        None => None,
+    };
+    let expires = match &entry.expires {
+        Some(d) => Some(days_from_civil(d).ok_or_else(|| err(format!("expires {d:?} is not a YYYY-MM-DD date")))?),
+        None => None,
+    };
+    Ok(Ignore { entry, glob, expires, origin: format!("{}:{line}", path.display()) })
+}
+
+/// Trivy's `.trivyignore` form, one entry per line: `RULE [PATH-GLOB] [target=NAME]
+/// [exp:YYYY-MM-DD]`. `#` starts a comment; the comment on an entry's line, else the comment
+/// lines just above it, is the entry's reason.
+fn ignore_lines(text: &str, path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, ConfigError> {
     let mut out = Vec::new();
-    for e in entries {
-        let line = line_of(text, e.span().start);
-        let err = |message: String| ConfigError::at(path.display(), Some(line), message);
-        let entry = e.into_inner();
-        if !rules.iter().any(|r| r.code == entry.rule || r.name == entry.rule) {
-            return Err(err(format!("ignore names an unknown rule {:?}", entry.rule)));
-        }
-        if entry.reason.trim().is_empty() {
-            return Err(err("an ignore needs a reason".into()));
-        }
-        let glob = match &entry.path {
-            Some(p) => Some(
-                globset::GlobBuilder::new(p)
-                    .literal_separator(true)
-                    .build()
-                    .map_err(|g| err(format!("bad path glob {p:?}: {g}")))?
-                    .compile_matcher(),
-            ),
-            None => None,
+    let mut above: Vec<&str> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let (body, comment) = match raw.split_once('#') {
+            Some((b, c)) => (b.trim(), Some(c.trim())),
+            None => (raw.trim(), None),
         };
-        let expires = match &entry.expires {
-            Some(d) => Some(days_from_civil(d).ok_or_else(|| err(format!("expires {d:?} is not a YYYY-MM-DD date")))?),
-            None => None,
+        if body.is_empty() {
+            match comment {
+                Some(c) if !c.is_empty() => above.push(c),
+                _ => above.clear(),
+            }
+            continue;
+        }
+        let mut words = body.split_whitespace();
+        let rule = words.next().expect("a non-empty body has a word").to_string();
+        let mut entry = IgnoreEntry { rule, path: None, target: None, reason: String::new(), expires: None };
+        for w in words {
+            let err = |m: String| ConfigError::at(path.display(), Some(line), m);
+            if let Some(d) = w.strip_prefix("exp:") {
+                entry.expires = Some(d.to_string());
+            } else if let Some(t) = w.strip_prefix("target=") {
+                entry.target = Some(t.to_string());
+            } else if entry.path.is_none() {
+                entry.path = Some(w.to_string());
+            } else {
+                return Err(err(format!(
+                    "{w:?}: expected RULE [PATH-GLOB] [target=NAME] [exp:YYYY-MM-DD] (a path with spaces needs the TOML form)"
+                )));
+            }
+        }
+        entry.reason = match comment.filter(|c| !c.is_empty()) {
+            Some(c) => c.to_string(),
+            None if !above.is_empty() => above.join(" "),
+            None => format!("listed in {}", path.display()),
         };
-        out.push(Ignore { entry, glob, expires, origin: format!("{}:{line}", path.display()) });
+        above.clear();
+        out.push(ignore(line, entry, path, rules)?);
     }
     Ok(out)
 }
@@ -194,6 +240,33 @@ impl RawConfig {
         self.file.rules.dirs.iter().map(|d| base.join(d)).collect()
     }
 
+    /// The paths the config names (rule directories, target files) exist: a missing one is
+    /// reported at its line in the config, resolved against the config's directory, rather than
+    /// later as a bare relative path nobody wrote on the command line.
+    pub fn check_paths(&self) -> Result<(), ConfigError> {
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        let named = self.file.rules.dirs.iter().map(|d| ("[rules] dirs", d, true));
+        let named = named.chain(self.file.targets.from.iter().map(|f| ("[targets] from", f, false)));
+        for (key, p, dir) in named {
+            let full = base.join(p);
+            let ok = if dir { full.is_dir() } else { full.is_file() };
+            if !ok {
+                let line = self.text.find(&format!("\"{p}\"")).map(|at| line_of(&self.text, at));
+                let abs = std::path::absolute(&full).unwrap_or(full);
+                return Err(ConfigError::at(
+                    self.path.display(),
+                    line,
+                    format!(
+                        "{key}: {p:?} is {} (paths in the config are relative to its directory): no such {}",
+                        abs.display(),
+                        if dir { "directory" } else { "file" }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn resolve(self, rules: &[Rule]) -> Result<Config, ConfigError> {
         let at = |span: std::ops::Range<usize>, message: String| {
             ConfigError::at_offset(self.path.display(), &self.text, span.start, message)
@@ -202,9 +275,8 @@ impl RawConfig {
         let mut cfg = Config { path: Some(self.path.clone()), rule_dirs: self.rule_dirs(), ..Default::default() };
         if let Some(f) = &self.file.fail_on {
             cfg.fail_on = Some(
-                f.get_ref()
-                    .parse::<Severity>()
-                    .map_err(|_| at(f.span(), "fail-on must be error, warning or info".into()))?,
+                FailOn::parse_loose(f.get_ref())
+                    .map_err(|_| at(f.span(), "fail-on must be error, warning, info or never".into()))?,
             );
         }
         for d in &self.file.rules.disable {
@@ -231,9 +303,14 @@ impl RawConfig {
     }
 }
 
-/// An ignore file (`.cudalintignore.toml`): `[[ignore]]` entries as in `cudalint.toml`.
+/// An ignore file: `[[ignore]]` entries as in `cudalint.toml` (a `.toml` file, or one holding
+/// such a table), else one entry per line as in Trivy's `.trivyignore` ([`ignore_lines`]).
 pub fn read_ignore_file(path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let toml = path.extension().is_some_and(|e| e == "toml") || text.lines().any(|l| l.trim() == "[[ignore]]");
+    if !toml {
+        return ignore_lines(&text, path, rules);
+    }
     let f: IgnoreFile = parse_toml(&text, path.display())?;
     ignore_entries(f.ignore, &text, path, rules)
 }

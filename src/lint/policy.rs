@@ -8,17 +8,45 @@ use std::path::{Path, PathBuf};
 
 use super::config::{self, Config, Ignore};
 use super::error::ConfigError;
-use super::rules::{self, EvalError, Rule, Severity};
+use super::report::PolicyFiles;
+use super::rules::{self, EvalError, FailOn, Rule};
 use super::targets::{self, Target};
 use super::{LintOptions, LintReport};
 use crate::cuda::CudaVersion;
 use crate::device::DeviceReport;
 use crate::image::ImageReport;
 
-/// The configuration file read when none is named, from the current directory.
+/// The configuration file read when none is named: the nearest one from the current directory
+/// up to the repository root ([`discover`]).
 pub const CONFIG_FILE: &str = "cudalint.toml";
-/// The ignore file read when none is named, from the current directory.
-pub const IGNORE_FILE: &str = ".cudalintignore.toml";
+/// The ignore files read when none is named, found as the configuration is: `[[ignore]]`
+/// tables, or Trivy's one-entry-per-line form ([`config::read_ignore_lines`]).
+pub const IGNORE_FILES: [&str; 2] = [".cudalintignore.toml", ".cudalintignore"];
+
+/// The nearest directory from `start` up that holds one of `names`, as ruff and cargo find their
+/// configuration: the search stops after the repository root (the directory holding `.git`), so
+/// a job run from a subdirectory finds the repository's file and never one above the checkout.
+/// Two of `names` in one directory is an error (which one applies would be a guess).
+pub fn discover(start: &Path, names: &[&str]) -> Result<Option<PathBuf>, ConfigError> {
+    for dir in start.ancestors() {
+        let found: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
+        match found.as_slice() {
+            [] => {}
+            [one] => return Ok(Some(one.clone())),
+            [a, b, ..] => {
+                return Err(ConfigError::new(format!(
+                    "both {} and {} exist: keep one (or name it with a flag)",
+                    a.display(),
+                    b.display()
+                )));
+            }
+        }
+        if dir.join(".git").exists() {
+            break;
+        }
+    }
+    Ok(None)
+}
 
 /// The targets as given: GPU names, architectures, target files, and the driver they run.
 /// Empty lists mean "take the configuration file's `[targets]`".
@@ -84,16 +112,19 @@ impl TargetSpec {
 /// Everything that decides how an inventory is judged, as plain values.
 #[derive(Debug, Clone, Default)]
 pub struct PolicySpec {
-    /// The configuration file; `None` reads [`CONFIG_FILE`] if it exists.
+    /// The configuration file; `None` discovers [`CONFIG_FILE`] from `search_from`.
     pub config: Option<PathBuf>,
     /// Directories of additional rules, after the configuration's own.
     pub rule_dirs: Vec<PathBuf>,
-    /// The ignore file; `None` reads [`IGNORE_FILE`] if it exists.
+    /// The ignore file; `None` discovers one of [`IGNORE_FILES`] from `search_from`.
     pub ignore_file: Option<PathBuf>,
+    /// Where discovery starts (the command line's current directory); `None` discovers nothing:
+    /// the library's callers (tests, rule cases) name their files.
+    pub search_from: Option<PathBuf>,
     /// Findings recorded here are not reported.
     pub baseline: Option<PathBuf>,
     /// The lowest severity that fails the gate; `None` takes the configuration's, else error.
-    pub fail_on: Option<Severity>,
+    pub fail_on: Option<FailOn>,
     pub targets: TargetSpec,
 }
 
@@ -106,17 +137,37 @@ pub struct Policy {
     pub baseline: Option<BTreeSet<String>>,
     /// The targets the spec (or the configuration) names; may be empty.
     pub targets: Vec<Target>,
-    pub fail_on: Severity,
+    pub fail_on: FailOn,
+    /// The files this policy was read from.
+    pub files: PolicyFiles,
 }
 
-/// `given`, else `default` when it exists in the current directory.
-fn explicit_or_default(given: Option<&PathBuf>, default: &str) -> Option<PathBuf> {
-    given.cloned().or_else(|| Some(PathBuf::from(default)).filter(|p| Path::new(p).exists()))
+/// `given`, else the one of `names` discovered from `from`.
+fn explicit_or_found(
+    given: Option<&PathBuf>,
+    from: Option<&Path>,
+    names: &[&str],
+) -> Result<Option<PathBuf>, ConfigError> {
+    match (given, from) {
+        (Some(g), _) => Ok(Some(g.clone())),
+        (None, Some(from)) => discover(from, names),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A path as the report names it: relative to the current directory where it lies below it.
+fn shown(p: &Path, cwd: Option<&Path>) -> String {
+    cwd.and_then(|c| p.strip_prefix(c).ok()).filter(|r| !r.as_os_str().is_empty()).unwrap_or(p).display().to_string()
 }
 
 impl Policy {
     pub fn load(spec: &PolicySpec) -> Result<Policy, ConfigError> {
-        let raw = explicit_or_default(spec.config.as_ref(), CONFIG_FILE).map(|p| config::read(&p)).transpose()?;
+        let from = spec.search_from.as_deref();
+        let config_path = explicit_or_found(spec.config.as_ref(), from, &[CONFIG_FILE])?;
+        let raw = config_path.as_deref().map(config::read).transpose()?;
+        if let Some(r) = &raw {
+            r.check_paths()?;
+        }
         let mut dirs = raw.as_ref().map(|r| r.rule_dirs()).unwrap_or_default();
         dirs.extend(spec.rule_dirs.iter().cloned());
         let rules = rules::load(&dirs)?;
@@ -124,14 +175,20 @@ impl Policy {
             Some(r) => r.resolve(&rules)?,
             None => Config::default(),
         };
-        let ignores = match explicit_or_default(spec.ignore_file.as_ref(), IGNORE_FILE) {
-            Some(f) => config::read_ignore_file(&f, &rules)?,
+        let ignore_path = explicit_or_found(spec.ignore_file.as_ref(), from, &IGNORE_FILES)?;
+        let ignores = match &ignore_path {
+            Some(f) => config::read_ignore_file(f, &rules)?,
             None => Vec::new(),
         };
         let baseline = spec.baseline.as_ref().map(|b| config::read_baseline(b)).transpose()?;
         let targets = spec.targets.resolve(&config)?;
-        let fail_on = spec.fail_on.or(config.fail_on).unwrap_or(Severity::Error);
-        Ok(Policy { rules, config, ignores, baseline, targets, fail_on })
+        let fail_on = spec.fail_on.or(config.fail_on).unwrap_or(FailOn::Error);
+        let files = PolicyFiles {
+            config: config_path.map(|p| shown(&p, from)),
+            ignore_file: ignore_path.map(|p| shown(&p, from)),
+            baseline: spec.baseline.as_ref().map(|p| shown(p, from)),
+        };
+        Ok(Policy { rules, config, ignores, baseline, targets, fail_on, files })
     }
 
     /// Judges an inventory for `targets` (usually [`Policy::targets`]; `audit` passes each
@@ -142,7 +199,7 @@ impl Policy {
         targets: &[Target],
         device: Option<DeviceReport>,
     ) -> Result<LintReport, EvalError> {
-        super::run(
+        let mut report = super::run(
             inventory,
             LintOptions {
                 rules: &self.rules,
@@ -153,6 +210,8 @@ impl Policy {
                 baseline: self.baseline.clone(),
                 device,
             },
-        )
+        )?;
+        report.policy = self.files.clone();
+        Ok(report)
     }
 }

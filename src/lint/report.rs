@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use super::compilers;
 use super::coverage;
-use super::rules::Severity;
+use super::rules::{FailOn, Severity};
 use super::targets::Target;
 use crate::schema::{Tool, words};
 
@@ -149,7 +149,11 @@ pub struct LintReport {
     pub matrix: Vec<MatrixRow>,
     pub findings: Vec<Finding>,
     pub suppressed: Suppressed,
-    pub fail_on: Severity,
+    /// The configuration, ignore file and baseline this verdict was reached under (paths as
+    /// given or discovered); absent when none applied.
+    #[serde(skip_serializing_if = "PolicyFiles::is_empty")]
+    pub policy: PolicyFiles,
+    pub fail_on: FailOn,
     /// Findings at or above `fail_on` remain: the gate fails (exit 1).
     pub failed: bool,
     /// Notes: expired ignores, and the scan's own notes.
@@ -173,6 +177,34 @@ pub struct LintReport {
     /// The forward-compatibility libraries the loader finds (directory, their driver).
     #[serde(skip)]
     pub compat: Option<(String, crate::cuda::DriverVersion)>,
+}
+
+/// The files a policy was read from, for the report's header and `-v`: which configuration
+/// applied is never a guess.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PolicyFiles {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ignore_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+}
+
+impl PolicyFiles {
+    pub fn is_empty(&self) -> bool {
+        self.config.is_none() && self.ignore_file.is_none() && self.baseline.is_none()
+    }
+
+    /// `config cudalint.toml, ignores .cudalintignore, baseline b.json`, or `None`.
+    pub fn line(&self) -> Option<String> {
+        let parts: Vec<String> =
+            [("config", &self.config), ("ignores", &self.ignore_file), ("baseline", &self.baseline)]
+                .into_iter()
+                .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {p}")))
+                .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
 }
 
 /// Problems in a file's detail (`binary.detail_problems`), counted, with a few examples.

@@ -27,11 +27,52 @@ pub fn context() -> cel::Context<'static, 'static> {
 }
 
 crate::schema::words! {
-    /// How bad a finding is; `ALL` is weakest first (the CLI's `--fail-on` values).
+    /// How bad a finding is; `ALL` is weakest first.
     pub enum Severity {
         Info = "info",
         Warning = "warning",
         Error = "error",
+    }
+}
+
+crate::schema::words! {
+    /// What fails the gate (`--fail-on`, `fail-on`): a finding at or above a severity, or
+    /// nothing (`never`, for runs that only report, such as an SBOM step).
+    pub enum FailOn {
+        Info = "info",
+        Warning = "warning",
+        Error = "error",
+        Never = "never",
+    }
+}
+
+impl FailOn {
+    /// As people write it: case ignored, `none` meaning `never`.
+    pub fn parse_loose(s: &str) -> Result<FailOn, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "none" => Ok(FailOn::Never),
+            w => w.parse().map_err(|_| format!("{s:?} is not one of error, warning, info, never (or none)")),
+        }
+    }
+
+    /// Whether a finding of severity `s` fails the gate.
+    pub fn fails(self, s: Severity) -> bool {
+        match self {
+            FailOn::Info => true,
+            FailOn::Warning => s >= Severity::Warning,
+            FailOn::Error => s >= Severity::Error,
+            FailOn::Never => false,
+        }
+    }
+
+    /// The weakest severity that makes a target's headline read "fails": errors always (a GPU
+    /// an error names does not run the image, whatever the gate), and whatever fails the gate.
+    pub fn headline(self) -> Severity {
+        match self {
+            FailOn::Info => Severity::Info,
+            FailOn::Warning => Severity::Warning,
+            FailOn::Error | FailOn::Never => Severity::Error,
+        }
     }
 }
 

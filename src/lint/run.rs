@@ -26,7 +26,7 @@ use crate::schema::{self, Tool};
 pub struct LintOptions<'a> {
     pub rules: &'a [Rule],
     pub targets: Vec<Target>,
-    pub fail_on: Severity,
+    pub fail_on: rules::FailOn,
     pub config: &'a config::Config,
     pub extra_ignores: Vec<config::Ignore>,
     pub baseline: Option<BTreeSet<String>>,
@@ -492,7 +492,7 @@ fn headlines(
     compiler_checks: &[CompilerCheck],
 ) -> Vec<Headline> {
     // What fails the gate fails the headline: errors, or whatever --fail-on names.
-    let fail_at = opts.fail_on.min(rules::Severity::Error);
+    let fail_at = opts.fail_on.headline();
     opts.targets
         .iter()
         .enumerate()
@@ -548,7 +548,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
 
     let Suppression { raised, ignored, baseline, mut notes } = suppress(&opts, &mut findings);
     fold_and_sort(&mut findings, targets, &caused);
-    let failed = findings.iter().any(|f| f.severity >= opts.fail_on);
+    let failed = findings.iter().any(|f| opts.fail_on.fails(f.severity));
     let headlines = headlines(&opts, &f, &covs, &deploys, &findings, &raised, &compiler_checks);
     notes.extend(scan.notes.iter().cloned());
     let detail = f
@@ -579,6 +579,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
             baseline,
             disabled_rules: opts.rules.iter().filter(|r| !enabled(r, opts.config)).map(|r| r.code.clone()).collect(),
         },
+        policy: Default::default(),
         fail_on: opts.fail_on,
         failed,
         notes,

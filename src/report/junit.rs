@@ -36,7 +36,7 @@ fn junit(r: &LintReport) -> String {
     let mut suite = TestSuite::new(format!("cudalint {}", image_line(r)));
     for (path, target) in cases {
         let findings = by_case.get(&(path.clone(), target.clone())).cloned().unwrap_or_default();
-        let failing: Vec<&&Finding> = findings.iter().filter(|f| f.severity >= r.fail_on).collect();
+        let failing: Vec<&&Finding> = findings.iter().filter(|f| r.fail_on.fails(f.severity)).collect();
         let status = if failing.is_empty() {
             TestCaseStatus::success()
         } else {
@@ -57,7 +57,7 @@ fn junit(r: &LintReport) -> String {
         case.set_classname(path.clone());
         let lower: Vec<String> = findings
             .iter()
-            .filter(|f| f.severity < r.fail_on)
+            .filter(|f| !r.fail_on.fails(f.severity))
             .map(|f| format!("{} {}: {}", f.severity.as_str(), f.rule, esc(&f.message)))
             .collect();
         if !lower.is_empty() {

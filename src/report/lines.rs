@@ -22,7 +22,10 @@ pub(crate) fn summary_line(r: &LintReport) -> String {
     if r.suppressed.ignored + r.suppressed.baseline > 0 {
         s.push_str(&format!(" ({} ignored, {} in the baseline)", r.suppressed.ignored, r.suppressed.baseline));
     }
-    s.push_str(&format!("; fails at {}: {}", r.fail_on.as_str(), if r.failed { "FAILED" } else { "passed" }));
+    match r.fail_on {
+        crate::lint::rules::FailOn::Never => s.push_str("; fail-on never: reported, not gated"),
+        f => s.push_str(&format!("; fails at {}: {}", f.as_str(), if r.failed { "FAILED" } else { "passed" })),
+    }
     s
 }
 

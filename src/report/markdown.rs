@@ -32,6 +32,9 @@ fn markdown(r: &LintReport) -> String {
         out.push('\n');
     }
     let _ = writeln!(out, "{}\n", summary_line(r));
+    if let Some(p) = r.policy.line() {
+        let _ = writeln!(out, "Policy: {}\n", md_escape(&p));
+    }
     if !r.targets.is_empty() && !r.matrix.is_empty() {
         let _ = write!(out, "| binary |");
         for t in &r.targets {

@@ -44,6 +44,14 @@ crate::schema::words! {
     }
 }
 
+impl Format {
+    /// A listing of what the image holds (SBOM, inventory) rather than a verdict: needs no
+    /// targets, and a run that asks only for these never fails the gate.
+    pub fn is_inventory(self) -> bool {
+        matches!(self, Format::Cyclonedx | Format::Inventory | Format::Listing)
+    }
+}
+
 /// What a scan produced: the judged report and the inventory it was judged from.
 #[derive(Clone, Copy)]
 pub struct Subject<'a> {
@@ -62,6 +70,9 @@ pub struct RenderConfig<'a> {
     pub sbom: Option<&'a cyclonedx::Sbom>,
     /// Text: list folded findings and detail problems too (`scan -v`).
     pub verbose: bool,
+    /// Text: the terminal's width, to wrap findings and fit the grid to; `None` (files, pipes)
+    /// keeps each message on one line.
+    pub width: Option<usize>,
 }
 
 /// A rendered report, and what the renderer has to tell the user beside it (for stderr).

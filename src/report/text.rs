@@ -50,12 +50,68 @@ fn pad(s: &str, painted: String, w: usize) -> String {
 }
 
 pub fn render(r: &LintReport, cfg: &RenderConfig) -> Result<String, ReportError> {
-    Ok(text(r, Paint(cfg.color), cfg.verbose))
+    Ok(text(r, Paint(cfg.color), cfg.verbose, cfg.width))
 }
 
-fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
+/// `s` in lines of at most `width` characters after `indent` spaces (the first line's prefix
+/// `first` is counted as indent), broken at spaces; a word longer than a line stays whole.
+/// `None`: one line.
+fn wrap(first: &str, s: &str, indent: usize, width: Option<usize>) -> String {
+    let Some(width) = width.filter(|w| *w > indent + 20) else {
+        return format!("{}{first}{s}", " ".repeat(indent));
+    };
+    let mut out = String::new();
+    let mut line = format!("{}{first}", " ".repeat(indent));
+    let mut fresh = true;
+    for word in s.split(' ') {
+        if !fresh && width_of(&line) + 1 + width_of(word) > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(indent + 2);
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(word);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out
+}
+
+/// Characters as a terminal shows them, ANSI colour codes not counted.
+fn width_of(s: &str) -> usize {
+    let mut n = 0;
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (true, 'm') => esc = false,
+            (true, _) => {}
+            _ => n += 1,
+        }
+    }
+    n
+}
+
+/// A path cut from the left to `max` characters (`…/torch/lib/libtorch_cuda.so`), so that a
+/// grid of long paths fits the terminal.
+fn fit_path(p: &str, max: usize) -> String {
+    let n = p.chars().count();
+    if n <= max {
+        return p.to_string();
+    }
+    let tail: String = p.chars().skip(n - max.saturating_sub(1)).collect();
+    format!("…{tail}")
+}
+
+fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", image_line(r));
+    if let Some(p) = r.policy.line() {
+        let _ = writeln!(out, "policy: {}", esc(&p));
+    }
     if r.targets.is_empty() {
         let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
     } else {
@@ -69,18 +125,23 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
                 HeadlineVerdict::Accepted => paint.wrap("33", "~"),
                 HeadlineVerdict::Runs => paint.wrap("32", "✓"),
             };
-            let _ = writeln!(out, "{painted} {}", esc(&h.text));
+            let _ = writeln!(out, "{}", wrap(&format!("{painted} "), &esc(&h.text), 0, term));
         }
     }
     if !r.matrix.is_empty() && !r.targets.is_empty() {
         out.push('\n');
         let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", esc(&t.name), t.cc)).collect();
-        let first = r.matrix.iter().map(|m| width(&esc(&m.path))).max().unwrap_or(0).max(8);
         let widths: Vec<usize> = headers
             .iter()
             .enumerate()
             .map(|(i, h)| r.matrix.iter().map(|m| width(&m.cells[i].text)).max().unwrap_or(0).max(width(h)))
             .collect();
+        // On a terminal, long paths give way to the target columns (cut from the left, where
+        // the directories the rows share are).
+        let cells: usize = widths.iter().map(|w| w + 2).sum();
+        let room = term.map_or(usize::MAX, |t| t.saturating_sub(cells).max(24));
+        let path_of = |m: &crate::lint::MatrixRow| fit_path(&esc(&m.path), room);
+        let first = r.matrix.iter().map(|m| width(&path_of(m))).max().unwrap_or(0).max(8);
         let mut line = pad("coverage", "coverage".to_string(), first);
         for (h, w) in headers.iter().zip(&widths) {
             line.push_str("  ");
@@ -88,7 +149,7 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
         }
         let _ = writeln!(out, "{}", line.trim_end());
         for m in &r.matrix {
-            let path = esc(&m.path);
+            let path = path_of(m);
             let mut line = pad(&path, path.clone(), first);
             for (c, w) in m.cells.iter().zip(&widths) {
                 line.push_str("  ");
@@ -97,7 +158,7 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
             let _ = writeln!(out, "{}", line.trim_end());
         }
         if let Some(l) = legend(r) {
-            let _ = writeln!(out, "{}", paint.dim(&l));
+            let _ = writeln!(out, "{}", paint.dim(&wrap("", &l, 0, term)));
         }
     }
     if let Some(d) = &r.device {
@@ -118,8 +179,8 @@ fn text(r: &LintReport, paint: Paint, verbose: bool) -> String {
             None => at,
         };
         let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
-        let _ = writeln!(out, "        {}{}", esc(&f.message), folded_note(r, f));
-        let _ = writeln!(out, "        {} {}", paint.dim("fix:"), esc(&f.fix));
+        let _ = writeln!(out, "{}", wrap("", &format!("{}{}", esc(&f.message), folded_note(r, f)), 8, term));
+        let _ = writeln!(out, "{}", wrap(&format!("{} ", paint.dim("fix:")), &esc(&f.fix), 8, term));
         if verbose {
             for x in r.findings.iter().filter(|x| x.cause.as_deref() == Some(f.rule.as_str()) && x.target == f.target) {
                 let _ = writeln!(out, "        {} {} {}", paint.dim("·"), x.rule, esc(x.path.as_deref().unwrap_or("")));

@@ -24,7 +24,9 @@ pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
         .collect();
     let mut img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
     img.env = case.env.iter().map(|e| &*Box::leak(e.clone().into_boxed_str())).collect();
-    oci_layout(dir, &[&img]);
+    // A fixed directory name: the image is titled after it (`image:latest`), in snapshots too.
+    let dir = dir.join("image");
+    oci_layout(&dir, &[&img]);
     let mut opts = ScanOptions { progress: false, ..ScanOptions::default() };
     opts.inspect.lean = !case.deep;
     scan(&format!("oci:{}", dir.display()), &opts).unwrap()
@@ -103,7 +105,7 @@ fn lint_inventory(
     let opts = LintOptions {
         rules,
         targets: targets_for(case),
-        fail_on: rules::Severity::Error,
+        fail_on: rules::FailOn::Error,
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,

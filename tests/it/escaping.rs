@@ -3,7 +3,7 @@
 //! URIs are percent-encoded, XML stays well formed.
 
 use assert_cmd::Command;
-use cudalint::lint::rules::{self, RuleTest, Severity};
+use cudalint::lint::rules::{self, FailOn, RuleTest};
 use cudalint::lint::{LintOptions, config, run};
 use cudalint::report::{self, RenderConfig};
 
@@ -31,7 +31,7 @@ fn hostile() -> (cudalint::lint::LintReport, Vec<rules::Rule>, cudalint::image::
     let opts = LintOptions {
         rules: &rules,
         targets: targets_for(&case),
-        fail_on: Severity::Error,
+        fail_on: FailOn::Error,
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,
@@ -156,7 +156,7 @@ fn sarif_uris_are_percent_encoded_and_junit_and_json_stay_well_formed() {
 fn errors_naming_hostile_paths_are_escaped() {
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", "oci:/nonexistent\x1b[2K\rpassed", "--quiet"])
+        .args(["scan", "oci:/nonexistent\x1b[2K\rpassed", "--quiet", "--gpu", "H100"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -117,7 +117,7 @@ fn empty_and_cut_off_archives_exit_2() {
     exit2(empty.to_str().unwrap(), &["empty.tar", "empty"]);
     exit2(&format!("file:{}", empty.display()), &["empty.tar", "empty"]);
     exit2(&format!("docker-archive:{}", empty.display()), &["empty.tar", "empty"]);
-    let o = cli(&["scan", "-", "--quiet"], Some(Vec::new()));
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(Vec::new()));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("standard input"), "{}", o.stderr);
 
@@ -132,7 +132,7 @@ fn empty_and_cut_off_archives_exit_2() {
         std::fs::write(&p, &whole[..n]).unwrap();
         let e = scan(p.to_str().unwrap(), &opts()).err().unwrap_or_else(|| panic!("cut at {n} passed"));
         assert!(e.to_string().contains(&format!("cut{n}.tar")), "cut at {n}: {e}");
-        let o = cli(&["scan", "-", "--quiet"], Some(whole[..n].to_vec()));
+        let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(whole[..n].to_vec()));
         assert_eq!(o.code, Some(2), "cut at {n} on stdin: {}", o.stderr);
     }
     // Exit 2 from the CLI for two of them, as a user sees it.
@@ -286,7 +286,7 @@ fn truncated_uncompressed_layers_read_by_seeking_exit_2() {
     let layer_diff = sha(&short.layers[0].0);
     exit2(archive.to_str().unwrap(), &[&layer_diff, "lib/libsm100f.so", "cut off"]);
     // The same archive streamed already failed; both read paths agree.
-    let o = cli(&["scan", "-", "--quiet"], Some(std::fs::read(&archive).unwrap()));
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(std::fs::read(&archive).unwrap()));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
 }
 
@@ -299,7 +299,7 @@ fn docker_archives_with_several_images_need_a_choice() {
     std::fs::write(&p, docker_archive_multi(&[(&a, "example.com/a:1"), (&b, "example.com/b:2")])).unwrap();
     let err = exit2(p.to_str().unwrap(), &["2 images", "@0 example.com/a:1", "@1 example.com/b:2"]);
     assert!(err.contains("docker-archive:PATH:TAG"), "{err}");
-    let o = cli(&["scan", "-", "--quiet"], Some(std::fs::read(&p).unwrap()));
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(std::fs::read(&p).unwrap()));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("example.com/b:2"), "{}", o.stderr);
     let r = run(&format!("docker-archive:{}:example.com/b:2", p.display()));
@@ -526,7 +526,7 @@ fn digests_are_verified_whatever_their_algorithm() {
     // Checked under --verify always (a second SHA-256 over every inflated byte); by default the
     // blob digest authenticates the bytes read, and a runtime refuses to unpack a layer whose
     // tar does not match its diff_id.
-    let o = cli(&["scan", &format!("oci:{}", l.display()), "--quiet", "--verify", "always"], None);
+    let o = cli(&["scan", &format!("oci:{}", l.display()), "--quiet", "--gpu", "H100", "--verify", "always"], None);
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("uncompressed tar") && o.stderr.contains(&lying_config_diff), "{}", o.stderr);
     // --verify never reads it (the user asked), and says it is not verified.
@@ -571,17 +571,17 @@ fn streamed_archives_bound_the_json_they_hold() {
         h.set_mode(0o644);
         t.append_data(&mut h, format!("blob{i}.json"), &body[..]).unwrap();
     }
-    let o = cli(&["scan", "-", "--quiet"], Some(t.into_inner().unwrap()));
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(t.into_inner().unwrap()));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
     assert!(o.stderr.contains("MiB of JSON") && o.stderr.contains("blob7.json"), "{}", o.stderr);
 }
 
-/// A file with CUDA content that could not be read in full fails the gate (CL015), with or
-/// without targets: never "passed".
+/// A file with CUDA content that could not be read in full fails the gate (CL015), whatever the
+/// targets (GPUs or architectures): never "passed".
 #[test]
 fn incomplete_analysis_fails_the_gate() {
     let f = crate::util::fixture("damaged-truncated.so");
-    for extra in [&[][..], &["--gpu", "H100"][..]] {
+    for extra in [&["--arch", "sm_80"][..], &["--gpu", "H100"][..]] {
         let mut args = vec!["scan".to_string(), format!("file:{}", f.display()), "--quiet".into()];
         args.extend(extra.iter().map(|s| s.to_string()));
         let a: Vec<&str> = args.iter().map(String::as_str).collect();

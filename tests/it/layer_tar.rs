@@ -45,7 +45,8 @@ fn paths(r: &ImageReport) -> Vec<String> {
 fn cli_one_layer(layer: Vec<u8>, c: Comp) -> (Option<i32>, String, String) {
     let (_d, spec, img) = layout(vec![(layer, c)]);
     let digest = sha(&img.build().blobs[0]);
-    let out = Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet"]).output().unwrap();
+    let out =
+        Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet", "--gpu", "H100"]).output().unwrap();
     if out.status.code() == Some(2) {
         assert!(out.stdout.is_empty(), "no partial report");
     }

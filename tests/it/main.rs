@@ -28,6 +28,7 @@ mod registry_scale;
 mod reports;
 mod rules;
 mod scan;
+mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
 mod support;

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use cudalint::lint::rules::{self, RuleTest, Severity};
+use cudalint::lint::rules::{self, FailOn, RuleTest};
 use cudalint::lint::{LintOptions, LintReport, config, run};
 use cudalint::report::{self, RenderConfig};
 
@@ -44,7 +44,7 @@ fn shared() -> (LintReport, Vec<rules::Rule>) {
     let opts = LintOptions {
         rules: &rules,
         targets: targets_for(&shared_case()),
-        fail_on: Severity::Error,
+        fail_on: FailOn::Error,
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,
@@ -189,10 +189,10 @@ fn several_formats_in_one_run() {
     let sarif = d.path().join("out.sarif");
     let junit = d.path().join("out.xml");
     let out = cudalint()
-        .args(["scan", &demo(), "--gpu", "H100,L4", "--quiet", "--format", "sarif", "--output"])
-        .arg(&sarif)
-        .args(["--format", "junit", "--output"])
-        .arg(&junit)
+        .args(["scan", &demo(), "--gpu", "H100,L4", "--quiet", "--format"])
+        .arg(format!("sarif={}", sarif.display()))
+        .arg("--format")
+        .arg(format!("junit={}", junit.display()))
         .args(["--format", "markdown"])
         .output()
         .unwrap();

@@ -133,8 +133,8 @@ fn every_layout_and_compression_gives_the_same_inventory() {
         .unwrap()
         .output()
         .unwrap();
-    // Exit 1: the image ships a driver library (CL008); the scan itself worked.
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    // Exit 0: the image ships a driver library (CL008), but a listing alone never fails the gate.
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let stdin: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (name0, first) = &reports[0];
     let want = files_json(first);
@@ -216,7 +216,8 @@ fn truncated_gzip_layer_fails_closed_with_exit_2() {
     let e = scan(archive.to_str().unwrap(), &opts()).unwrap_err();
     assert!(e.to_string().contains(&sha(&cut.layers[0].0)), "{e}");
     assert!(e.to_string().contains("gzip stream is corrupt or truncated"), "{e}");
-    let out = Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet"]).output().unwrap();
+    let out =
+        Command::cargo_bin("cudalint").unwrap().args(["scan", &spec, "--quiet", "--gpu", "H100"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(out.stdout.is_empty(), "no partial report");
     assert!(String::from_utf8_lossy(&out.stderr).contains(&gz));

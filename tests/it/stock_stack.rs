@@ -454,21 +454,9 @@ fn diff_of_the_cuda_12_and_13_stacks_names_volta_and_the_floor() {
     let (old, new) = (torch_image(), vllm_cu13_image());
     let dir = tempfile::tempdir().unwrap();
     let md_path = dir.path().join("diff.md");
-    let md_arg = md_path.display().to_string();
+    let md_arg = format!("markdown={}", md_path.display());
     // One run, two views: Markdown to a file, JSON on standard output.
-    let (code, out) = cli(&[
-        "diff",
-        old,
-        new,
-        "--format",
-        "markdown",
-        "--output",
-        &md_arg,
-        "--format",
-        "json",
-        "--driver",
-        "550.54.15",
-    ]);
+    let (code, out) = cli(&["diff", old, new, "--format", &md_arg, "--format", "json", "--driver", "550.54.15"]);
     assert_eq!(code, 1, "{out}");
     let d: Value = serde_json::from_str(&out).unwrap();
     let lost: Vec<&str> = d["lost"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();

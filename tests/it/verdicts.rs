@@ -6,7 +6,7 @@
 
 use cudalint::image::{ImageReport, ScanOptions, scan};
 use cudalint::lint::coverage::Class;
-use cudalint::lint::rules::{self, Severity};
+use cudalint::lint::rules::{self, FailOn, Severity};
 use cudalint::lint::{HeadlineVerdict, LintOptions, LintReport, config, run, targets};
 
 use crate::images::{Comp, Ent, Image, oci_layout, tar};
@@ -61,7 +61,7 @@ fn lint(inv: &ImageReport, gpus: &[&str], driver: &str) -> LintReport {
     let opts = LintOptions {
         rules: &rules,
         targets,
-        fail_on: Severity::Error,
+        fail_on: FailOn::Error,
         config: &cfg,
         extra_ignores: vec![],
         baseline: None,
@@ -191,7 +191,7 @@ fn headlines_follow_the_findings_after_the_baseline() {
             LintOptions {
                 rules: &rules,
                 targets: vec![t.clone()],
-                fail_on: Severity::Error,
+                fail_on: FailOn::Error,
                 config: &cfg,
                 extra_ignores: vec![],
                 baseline: Some(baseline),

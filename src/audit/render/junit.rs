@@ -26,7 +26,7 @@ pub fn render(r: &AuditReport, _cfg: &RenderConfig) -> String {
                 cases.push(("no GPU pool".into(), c.verdict, Vec::new(), Some("no GPU pool matches".into())));
             }
             for (pool, verdict, findings, reason) in cases {
-                let failing: Vec<&&Finding> = findings.iter().filter(|f| f.severity >= r.fail_on).collect();
+                let failing: Vec<&&Finding> = findings.iter().filter(|f| r.fail_on.fails(f.severity)).collect();
                 let status = if !verdict.runs() || !failing.is_empty() {
                     let kind =
                         if verdict == AuditVerdict::Unknown { NonSuccessKind::Error } else { NonSuccessKind::Failure };
