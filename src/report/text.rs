@@ -207,41 +207,53 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
     out
 }
 
-/// What the marks in the grid's cells mean, for the marks this grid uses.
-pub(crate) fn legend(r: &LintReport) -> Option<String> {
+/// What the marks in the grid's cells mean, for the marks this grid uses, as (mark, meaning):
+/// the text legend's line and the HTML page's legend (one wording for both).
+pub(crate) fn legend_parts(r: &LintReport) -> Vec<(&'static str, &'static str)> {
     let cells: Vec<&str> = r.matrix.iter().flat_map(|m| m.cells.iter().map(|c| c.text.as_str())).collect();
     let any = |p: &dyn Fn(&str) -> bool| cells.iter().any(|c| p(c));
-    let mut parts: Vec<&str> = Vec::new();
+    let mut parts = Vec::new();
     if any(&|c| c.starts_with("sm_") || c.contains(" sm_")) {
-        parts.push("sm_XX: SASS that runs as is");
+        parts.push(("sm_XX", "SASS that runs as is"));
     }
     if any(&|c| c.contains("jit ")) {
-        parts.push("jit compute_XX: PTX the driver compiles at first use");
+        parts.push(("jit compute_XX", "PTX the driver compiles at first use"));
     }
     if any(&|c| c.contains("✗ ") && c.contains('/')) {
-        parts.push("✗ E (n/m): n of the binary's m modules fail there with CUDA error E, the rest run");
+        parts.push(("✗ E (n/m)", "n of the binary's m modules fail there with CUDA error E, the rest run"));
     }
     if any(&|c| c.starts_with("✗ ") && !c.contains('/')) {
-        parts.push("✗ E: nothing in the binary runs there (CUDA error E)");
+        parts.push(("✗ E", "nothing in the binary runs there (CUDA error E)"));
     }
     if any(&|c| c.contains("✗ ")) {
-        parts.push("E: 209 no kernel image, 222 PTX too new for the driver, 223 PTX JIT disabled");
+        parts.push(("E", "209 no kernel image, 222 PTX too new for the driver, 223 PTX JIT disabled"));
     }
     if any(&|c| c.starts_with("gated")) {
-        parts.push(
-            "gated: code only for other chips ('a'/'f') or newer GPUs, an optional extension its callers check for",
-        );
+        parts.push((
+            "gated",
+            "code only for other chips ('a'/'f') or newer GPUs, an optional extension its callers check for",
+        ));
     }
     if any(&|c| c.starts_with("lib-managed")) {
-        parts.push("lib-managed (n): n modules the library loads itself, not judged");
+        parts.push(("lib-managed (n)", "n modules the library loads itself, not judged"));
     }
     if any(&|c| c.starts_with("not loaded")) {
-        parts.push("not loaded: a per-CUDA-version sibling the loader does not pick");
+        parts.push(("not loaded", "a per-CUDA-version sibling the loader does not pick"));
     }
+    parts
+}
+
+/// What every grid leaves out, said after its legend.
+pub(crate) const NOT_COUNTED: &str = "per-GPU kernel variants a library picks at run time are not counted";
+
+/// The legend line under the text grid, for the marks it uses.
+pub(crate) fn legend(r: &LintReport) -> Option<String> {
+    let parts = legend_parts(r);
     if parts.is_empty() {
         return None;
     }
-    Some(format!("cells: {}; per-GPU kernel variants a library picks at run time are not counted", parts.join("; ")))
+    let parts: Vec<String> = parts.iter().map(|(mark, meaning)| format!("{mark}: {meaning}")).collect();
+    Some(format!("cells: {}; {NOT_COUNTED}", parts.join("; ")))
 }
 
 /// The on-device section: per GPU the canary, then every module's static verdict beside what the
