@@ -524,13 +524,14 @@ fn cyclonedx_py() -> PathBuf {
 #[cfg(feature = "slow-tests")]
 #[test]
 fn enrich_a_cyclonedx_py_sbom_on_the_wheels_component() {
+    let cyclonedx_py = cyclonedx_py();
     let dir = tempfile::tempdir().unwrap();
     let venv = dir.path().join("venv");
     let target = format!("dir:{}", venv.display());
     for (from_file, purl) in [(false, Some(NVJPEG_PURL)), (true, None)] {
         nvjpeg_venv(&venv, from_file);
         let sbom = dir.path().join(format!("env-{from_file}.cdx.json"));
-        run(Std::new(cyclonedx_py())
+        run(Std::new(&cyclonedx_py)
             .args(["environment", "--sv", "1.6", "--output-reproducible", "-o"])
             .arg(&sbom)
             .arg(&venv));
