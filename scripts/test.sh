@@ -10,6 +10,14 @@ cd "$(dirname "$0")/.."
 # The wheel test (tests/it/install.rs) builds with maturin and installs into a venv.
 python3 -c 'import ensurepip' 2>/dev/null || "$(dirname "$0")/install-test-deps.sh" python3-venv:python3-venv
 command -v maturin >/dev/null || python3 -m pip install --quiet "maturin==1.16.0"
+# The CycloneDX test (tests/it/cyclonedx.rs) enriches what the real `cyclonedx-py environment`
+# writes: pinned, in its own venv under .tools (Debian's system pip refuses installs, PEP 668).
+cdx=.tools/cyclonedx-py
+if ! "$cdx/bin/cyclonedx-py" --version 2>/dev/null | grep -qx 7.5.0; then
+  rm -rf "$cdx"
+  python3 -m venv "$cdx"
+  "$cdx/bin/pip" install --quiet --disable-pip-version-check "cyclonedx-bom==7.5.0"
+fi
 # Every tier: the slow one (registries, Chromium, maturin, the real stacks) is behind a feature
 # so that a plain `cargo test` stays quick.
 cargo test --locked --all-targets --features slow-tests "$@"

@@ -1,6 +1,7 @@
 //! CycloneDX 1.6 SBOM (`--format cyclonedx`) and enrichment of an SBOM another tool wrote
 //! (`--enrich FILE`): every binary with device code is a `file` component carrying its CUDA
-//! facts as `cudalint:` properties (namespace documented in README "CycloneDX SBOM").
+//! facts as `cudalint:` properties, nested in the component of the package that installed it,
+//! which carries a summary of them (namespace documented in README "CycloneDX SBOM").
 //!
 //! Enrichment edits the input's text in place (inserting properties and components) so that
 //! everything else in it stays byte for byte as the other tool wrote it.
@@ -14,13 +15,19 @@ use sha2::{Digest, Sha256};
 use super::{RenderConfig, Rendered, ReportError};
 use crate::cuda::{CudaVersion, tables};
 use crate::image::{ImageReport, SourceKind};
+use crate::lint::coverage::Class;
 use crate::lint::facts::{self, Binary};
 use crate::lint::{LintReport, MatrixRow, Package};
+use crate::packages::{PackageManager, pypi_normalize};
 
 /// One binary with device code, as the SBOM describes it.
 struct Item<'a> {
     binary: Binary,
+    /// Its matrix row: only loadable binaries have one (not static archives, objects, ...).
     row: Option<&'a MatrixRow>,
+    /// The package that installed it, from the inventory: every kind of binary has one where a
+    /// package manager's record lists it, matrix row or not.
+    package: Option<&'a Package>,
     sha256: Option<String>,
 }
 
@@ -39,7 +46,7 @@ fn binary_properties(it: &Item, report: &LintReport) -> Vec<Value> {
     if !f.layer.is_empty() {
         p.push(prop("cudalint:layer", &f.layer));
     }
-    if let Some(pkg) = it.row.and_then(|r| r.package.as_ref()) {
+    if let Some(pkg) = it.package {
         p.push(prop("cudalint:package", &pkg.purl));
     }
     p.push(prop("cudalint:modules", it.binary.modules.len().to_string()));
@@ -92,16 +99,60 @@ fn file_component(it: &Item, report: &LintReport) -> Value {
     c
 }
 
-/// The binaries with device code, sorted by path, with their matrix rows and hashes.
-fn items<'a>(report: &'a LintReport, inventory: &ImageReport) -> Vec<Item<'a>> {
+/// A package's verdict on a target from its binaries' classes: the first of these that any of
+/// them has (one binary that does not run makes the package fail there).
+const PACKAGE_CLASS_ORDER: [Class; 5] =
+    [Class::None, Class::Jit, Class::Native, Class::ArchGated, Class::NotApplicable];
+
+/// The `cudalint:` properties of a package's component: how many binaries with device code it
+/// installed and, where it installed some, their architectures and per target its verdict with
+/// its binaries counted by class (`none: 1 none, 3 native`; a binary without a matrix row is not
+/// loaded at run time: n/a).
+fn package_properties(p: &Package, items: &[&Item], report: &LintReport) -> Vec<Value> {
+    let union = |f: fn(&Binary) -> &Vec<String>| -> String {
+        let all: BTreeSet<&str> = items.iter().flat_map(|i| f(&i.binary).iter().map(String::as_str)).collect();
+        all.into_iter().collect::<Vec<_>>().join(",")
+    };
+    let mut v =
+        vec![prop("cudalint:package-manager", p.manager.as_str()), prop("cudalint:binaries", items.len().to_string())];
+    // A package listed for its run-time compiler alone has no device code to summarize.
+    if items.is_empty() {
+        return v;
+    }
+    v.push(prop("cudalint:sass-archs", union(|b| &b.facts.sass)));
+    v.push(prop("cudalint:ptx-archs", union(|b| &b.facts.ptx)));
+    for t in &report.targets {
+        let classes: Vec<Class> = items
+            .iter()
+            .map(|i| {
+                i.row
+                    .and_then(|r| r.cells.iter().find(|c| c.target == t.name))
+                    .map_or(Class::NotApplicable, |c| c.class)
+            })
+            .collect();
+        let counts: Vec<(Class, usize)> = PACKAGE_CLASS_ORDER
+            .iter()
+            .map(|k| (*k, classes.iter().filter(|c| *c == k).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        let class = counts.first().map_or(Class::NotApplicable, |c| c.0);
+        let text: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        v.push(prop(&format!("cudalint:target:{}", t.name), format!("{class}: {}", text.join(", "))));
+    }
+    v
+}
+
+/// The binaries with device code, sorted by path, with their matrix rows, packages and hashes.
+fn items<'a>(report: &'a LintReport, inventory: &'a ImageReport) -> Vec<Item<'a>> {
     let hashes = disk_hashes(inventory);
     let mut v: Vec<Item> = inventory
         .files
         .iter()
-        .map(facts::binary)
-        .filter(|b| !b.modules.is_empty() || !b.facts.sass.is_empty() || !b.facts.ptx.is_empty())
-        .map(|binary| Item {
+        .map(|f| (f, facts::binary(f)))
+        .filter(|(_, b)| !b.modules.is_empty() || !b.facts.sass.is_empty() || !b.facts.ptx.is_empty())
+        .map(|(f, binary)| Item {
             row: report.matrix.iter().find(|r| r.path == binary.facts.path),
+            package: f.package.as_ref(),
             sha256: hashes.get(&binary.facts.path).cloned(),
             binary,
         })
@@ -220,14 +271,20 @@ impl Sbom {
 }
 
 /// `--format cyclonedx`: the scan's own SBOM, or with `cfg.sbom` that SBOM enriched (and a note
-/// saying how many components were enriched and added).
+/// saying how many components were enriched, and how, and how many binaries were added).
 pub fn render(r: &LintReport, inventory: &ImageReport, cfg: &RenderConfig) -> Result<Rendered, ReportError> {
     match cfg.sbom {
         Some(sbom) => {
             let (text, n) = enrich(&sbom.text, &sbom.origin, r, inventory)?;
             let note = format!(
-                "{}: enriched {} components, added {} binaries with device code",
-                sbom.origin, n.enriched, n.added
+                "{}: enriched {} components ({} by path and hash, {} by owning package), added {} binaries with \
+                 device code ({} nested in their package's component)",
+                sbom.origin,
+                n.by_path + n.by_package,
+                n.by_path,
+                n.by_package,
+                n.nested + n.added,
+                n.nested,
             );
             Ok(Rendered { text, note: Some(note) })
         }
@@ -236,24 +293,28 @@ pub fn render(r: &LintReport, inventory: &ImageReport, cfg: &RenderConfig) -> Re
 }
 
 /// The SBOM of a scan: the image as the root component, each owning package (pypi, deb, conda)
-/// a `library` component with its purl and, nested in it, its binaries with device code; the
-/// binaries no package owns are top-level `file` components.
+/// a `library` component with its purl, a summary of its binaries and, nested in it, those
+/// binaries with device code; the binaries no package owns are top-level `file` components.
 fn bom(report: &LintReport, inventory: &ImageReport) -> String {
     let items = items(report, inventory);
-    let mut packages: BTreeMap<&Package, Vec<Value>> = BTreeMap::new();
+    // Per package: its binaries with device code, and the file components nested in it.
+    let mut packages: BTreeMap<&Package, (Vec<&Item>, Vec<Value>)> = BTreeMap::new();
     let mut components = Vec::new();
+    let mut top_refs: Vec<String> = Vec::new();
     for it in &items {
         let c = file_component(it, report);
-        match it.row.and_then(|r| r.package.as_ref()) {
-            Some(p) => packages.entry(p).or_default().push(c),
-            None => components.push(c),
+        match it.package {
+            Some(p) => {
+                let e = packages.entry(p).or_default();
+                e.0.push(it);
+                e.1.push(c);
+            }
+            None => {
+                top_refs.push(file_ref(&it.binary.facts.path));
+                components.push(c);
+            }
         }
     }
-    let mut top_refs: Vec<String> = items
-        .iter()
-        .filter(|i| i.row.and_then(|r| r.package.as_ref()).is_none())
-        .map(|i| file_ref(&i.binary.facts.path))
-        .collect();
     // Run-time compilers (ptxas, NVRTC, ...), under the package that installed them.
     for f in inventory.files.iter().filter(|f| f.file.toolchain.is_some()) {
         let Some(found) = report.compilers.iter().find(|c| c.path == f.file.path) else { continue };
@@ -268,24 +329,28 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
             ],
         });
         match &f.package {
-            Some(p) => packages.entry(p).or_default().push(c),
+            Some(p) => packages.entry(p).or_default().1.push(c),
             None => {
                 top_refs.push(file_ref(&found.path));
                 components.push(c);
             }
         }
     }
-    for (p, files) in packages {
+    for (p, (owned, files)) in packages {
         top_refs.push(p.purl.clone());
-        components.push(json!({
+        let mut c = json!({
             "type": "library",
             "bom-ref": p.purl,
             "name": p.name,
-            "version": p.version,
             "purl": p.purl,
-            "properties": [prop("cudalint:package-manager", p.manager.as_str())],
+            "properties": package_properties(p, &owned, report),
             "components": files,
-        }));
+        });
+        // A dpkg `.list` without `status` names no version: left out rather than written as "".
+        if !p.version.is_empty() {
+            c["version"] = json!(p.version);
+        }
+        components.push(c);
     }
     components.sort_by(|a, b| a["bom-ref"].as_str().cmp(&b["bom-ref"].as_str()));
     top_refs.sort();
@@ -310,17 +375,84 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
 /// What `--enrich` did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct EnrichStats {
-    /// Components of the input that got `cudalint:` properties.
-    enriched: usize,
-    /// Binaries the input did not list, added as `file` components.
+    /// `file` components of the input that got a binary's `cudalint:` properties (same path and,
+    /// where both sides know it, SHA-256).
+    by_path: usize,
+    /// Package components of the input (purl, or name and version) that got their package's
+    /// `cudalint:` summary.
+    by_package: usize,
+    /// Binaries the input did not list, nested as `file` components in their package's component.
+    nested: usize,
+    /// Binaries the input did not list whose package it does not list either: top-level `file`
+    /// components.
     added: usize,
 }
 
-/// Adds the `cudalint:` properties to an SBOM (CycloneDX JSON, as Syft or Trivy write it) of the
-/// scanned image. A binary matches a `file` component (anywhere in the component tree) with the
-/// same path (with or without the leading `/`) whose SHA-256, when both sides know one, is the
-/// same; a binary nothing matches is added as a top-level `file` component. Everything else in
-/// `input` is kept byte for byte. Errors name `origin`.
+/// A package URL's type, name and version, percent-decoded; the namespace (`deb/ubuntu`),
+/// qualifiers (`?arch=amd64`) and subpath are left out: cudalint's own purls carry none of them,
+/// and they do not change which package is meant.
+fn purl_parts(purl: &str) -> Option<(String, String, String)> {
+    let rest = purl.strip_prefix("pkg:")?.trim_start_matches('/');
+    let rest = rest.split(['?', '#']).next().unwrap_or(rest);
+    let (kind, path) = rest.split_once('/')?;
+    let last = path.trim_end_matches('/').rsplit('/').next()?;
+    let (name, version) = last.rsplit_once('@').unwrap_or((last, ""));
+    Some((kind.to_ascii_lowercase(), percent_decode(name), percent_decode(version)))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether a component of the input is `p`: its purl names the same type, name and version, or
+/// (no purl, as `cyclonedx-py` writes for a wheel installed from a file) it is a `library` or
+/// `framework` of the same name and version. Python names compare PEP 503-normalized; when `p`
+/// knows no version (a dpkg `.list` without `status`), any version is it.
+fn is_package(c: &Comp, p: &Package) -> bool {
+    let same_name = |n: &str| match p.manager {
+        PackageManager::Pypi => pypi_normalize(n) == p.name,
+        PackageManager::Deb | PackageManager::Conda => n == p.name,
+    };
+    let same_version = |v: &str| p.version.is_empty() || v == p.version;
+    if c.kind == "file" {
+        return false;
+    }
+    match &c.purl {
+        Some(purl) => {
+            purl_parts(purl).is_some_and(|(k, n, v)| k == p.manager.as_str() && same_name(&n) && same_version(&v))
+        }
+        // Without a purl only a package's own component types are taken for one.
+        None => matches!(c.kind.as_str(), "library" | "framework") && same_name(&c.name) && same_version(&c.version),
+    }
+}
+
+/// Adds the `cudalint:` properties to an SBOM (CycloneDX JSON, as Syft, Trivy or `cyclonedx-py`
+/// write it) of the scanned image. A binary matches a `file` component (anywhere in the component
+/// tree) with the same path (with or without the leading `/`) whose SHA-256, when both sides know
+/// one, is the same. The package that installed a binary (dist-info RECORD, dpkg list, conda-meta)
+/// matches a component by purl, or by name and version where it has no purl: that component gets
+/// the package's summary, and each of its binaries the input does not list is nested in it as a
+/// `file` component. A binary neither way matches is added as a top-level `file` component.
+/// Everything else in `input` is kept byte for byte. Errors name `origin`.
 fn enrich(
     input: &str,
     origin: &str,
@@ -345,7 +477,22 @@ fn enrich(
     let mut taken: BTreeSet<usize> = BTreeSet::new();
     let mut stats = EnrichStats::default();
     let mut added: Vec<String> = Vec::new();
+    // Per package: the component it matched (index into `comps`), its binaries, and the file
+    // components to nest in it.
+    let mut owners: BTreeMap<&Package, Option<usize>> = BTreeMap::new();
+    let mut owned: BTreeMap<usize, (&Package, Vec<&Item>, Vec<String>)> = BTreeMap::new();
     for it in &items {
+        let owner = it.package.and_then(|p| {
+            *owners.entry(p).or_insert_with(|| {
+                let i = comps.iter().enumerate().position(|(i, c)| !taken.contains(&i) && is_package(c, p))?;
+                taken.insert(i);
+                owned.insert(i, (p, Vec::new(), Vec::new()));
+                Some(i)
+            })
+        });
+        if let Some(i) = owner {
+            owned.get_mut(&i).expect("inserted with its owner").1.push(it);
+        }
         let path = it.binary.facts.path.trim_start_matches('/');
         let found = comps.iter().enumerate().find(|(i, c)| {
             !taken.contains(i)
@@ -356,21 +503,42 @@ fn enrich(
                     _ => true,
                 }
         });
-        let props: Vec<String> = binary_properties(it, report).iter().map(Value::to_string).collect();
-        match found {
-            Some((i, c)) => {
+        match (found, owner) {
+            (Some((i, c)), _) => {
                 taken.insert(i);
-                stats.enriched += 1;
-                edits.push(match c.properties {
-                    Some((at, true)) => (at, format!(",{}", props.join(","))),
-                    Some((at, false)) => (at, props.join(",")),
-                    None => (c.after_last, format!("{}\"properties\":[{}]", c.sep, props.join(","))),
-                });
+                stats.by_path += 1;
+                let props: Vec<String> = binary_properties(it, report).iter().map(Value::to_string).collect();
+                edits.push(add_properties(c, &props));
             }
-            None => {
+            (None, Some(i)) => {
+                stats.nested += 1;
+                owned.get_mut(&i).expect("inserted with its owner").2.push(file_component(it, report).to_string());
+            }
+            (None, None) => {
                 stats.added += 1;
                 added.push(file_component(it, report).to_string());
             }
+        }
+    }
+    for (i, (p, its, files)) in owned {
+        let c = &comps[i];
+        stats.by_package += 1;
+        let props: Vec<String> = package_properties(p, &its, report).iter().map(Value::to_string).collect();
+        let mut new_members = Vec::new();
+        match c.properties {
+            Some(_) => edits.push(add_properties(c, &props)),
+            None => new_members.push(format!("\"properties\":[{}]", props.join(","))),
+        }
+        if !files.is_empty() {
+            match c.components {
+                Some((_, Some(last))) => edits.push((last, format!(",{}", files.join(",")))),
+                Some((array, None)) => edits.push((array + 1, files.join(","))),
+                None => new_members.push(format!("\"components\":[{}]", files.join(","))),
+            }
+        }
+        // One edit for the new members, so that they are joined by commas at the same offset.
+        if !new_members.is_empty() {
+            edits.push((c.after_last, format!("{}{}", c.sep, new_members.join(","))));
         }
     }
     if !added.is_empty() {
@@ -391,12 +559,26 @@ fn enrich(
             }
         }
     }
-    edits.sort_by_key(|e| std::cmp::Reverse(e.0));
-    let mut out = input.to_string();
-    for (at, text) in edits {
-        out.insert_str(at, &text);
+    // Offsets into the input, so that no edit moves another; edits at one offset keep their order.
+    edits.sort_by_key(|e| e.0);
+    let mut out = String::with_capacity(input.len() + edits.iter().map(|e| e.1.len()).sum::<usize>());
+    let mut at = 0;
+    for (pos, text) in edits {
+        out.push_str(&input[at..pos]);
+        out.push_str(&text);
+        at = pos;
     }
+    out.push_str(&input[at..]);
     Ok((out, stats))
+}
+
+/// The edit that adds `props` (JSON texts) to a component of the input.
+fn add_properties(c: &Comp, props: &[String]) -> (usize, String) {
+    match c.properties {
+        Some((at, true)) => (at, format!(",{}", props.join(","))),
+        Some((at, false)) => (at, props.join(",")),
+        None => (c.after_last, format!("{}\"properties\":[{}]", c.sep, props.join(","))),
+    }
 }
 
 /// Refuses what `enrich` cannot work on: not JSON, not CycloneDX 1.4 to 1.6, already enriched.
@@ -417,13 +599,17 @@ fn check(input: &str, origin: &str) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// A component of the input, with the byte offsets where properties go.
+/// A component of the input, with the byte offsets where properties and components go.
 struct Comp {
     kind: String,
     name: String,
+    version: String,
+    purl: Option<String>,
     sha256: Option<String>,
     /// Where a property goes in an existing `properties` array, and whether it has items.
     properties: Option<(usize, bool)>,
+    /// Its `components` array: where it starts, and where its last item ends (if it has one).
+    components: Option<(usize, Option<usize>)>,
     /// End of the object's last member (where a `properties` member goes), and the separator.
     after_last: usize,
     sep: &'static str,
@@ -460,15 +646,24 @@ fn collect_components(b: &[u8], array: usize, out: &mut Vec<Comp>, depth: usize)
         let sha256 = v.get("hashes").and_then(Value::as_array).and_then(|hs| {
             hs.iter().find(|h| h["alg"] == "SHA-256").and_then(|h| h["content"].as_str()).map(String::from)
         });
+        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let children = ms.iter().find(|m| m.0 == "components").map(|m| m.1);
+        let components = match children {
+            Some(cs) if b[cs] == b'[' => Some((cs, items_of(b, cs)?.last().map(|x| x.1))),
+            _ => None,
+        };
         out.push(Comp {
-            kind: v.get("type").and_then(Value::as_str).unwrap_or("").to_string(),
-            name: v.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+            kind: text("type"),
+            name: text("name"),
+            version: text("version"),
+            purl: v.get("purl").and_then(Value::as_str).map(String::from),
             sha256,
             properties,
+            components,
             after_last,
             sep,
         });
-        if let Some(&(_, cs, _)) = ms.iter().find(|m| m.0 == "components") {
+        if let Some(cs) = children {
             collect_components(b, cs, out, depth + 1)?;
         }
     }
@@ -588,5 +783,43 @@ mod tests {
         assert_eq!(items.len(), 3);
         assert_eq!(&s[items[1].0..items[1].1], br#"{"b": "x\"]"}"#);
         assert!(members(s, m[2].1).unwrap().is_empty());
+    }
+
+    #[test]
+    fn purls_compare_by_type_name_and_version() {
+        let parts = |s: &str| purl_parts(s).unwrap();
+        assert_eq!(parts("pkg:pypi/torch@2.9.0%2Bcu128"), ("pypi".into(), "torch".into(), "2.9.0+cu128".into()));
+        assert_eq!(
+            parts("pkg:deb/ubuntu/libcudnn9-cuda-12@9.1.0.70-1?arch=amd64&distro=ubuntu-22.04"),
+            ("deb".into(), "libcudnn9-cuda-12".into(), "9.1.0.70-1".into())
+        );
+        assert_eq!(
+            parts("pkg:PyPI/nvidia_nvjpeg_cu12#sub/x.so"),
+            ("pypi".into(), "nvidia_nvjpeg_cu12".into(), "".into())
+        );
+        assert_eq!(purl_parts("cpe:2.3:a:x"), None);
+        let comp = |kind: &str, name: &str, version: &str, purl: Option<&str>| Comp {
+            kind: kind.into(),
+            name: name.into(),
+            version: version.into(),
+            purl: purl.map(String::from),
+            sha256: None,
+            properties: None,
+            components: None,
+            after_last: 0,
+            sep: "",
+        };
+        let p = Package::new(PackageManager::Pypi, "nvidia_nvjpeg_cu12", "12.4.0.76");
+        assert!(is_package(&comp("library", "x", "", Some("pkg:pypi/Nvidia.NvJPEG-cu12@12.4.0.76")), &p));
+        assert!(!is_package(&comp("library", "x", "", Some("pkg:pypi/nvidia-nvjpeg-cu12@12.4.0.77")), &p));
+        assert!(!is_package(&comp("library", "x", "", Some("pkg:deb/nvidia-nvjpeg-cu12@12.4.0.76")), &p));
+        // No purl: name and version, for a package's own component types only.
+        assert!(is_package(&comp("library", "nvidia-nvjpeg-cu12", "12.4.0.76", None), &p));
+        assert!(!is_package(&comp("library", "nvidia-nvjpeg-cu12", "", None), &p));
+        assert!(!is_package(&comp("file", "nvidia-nvjpeg-cu12", "12.4.0.76", None), &p));
+        assert!(!is_package(&comp("container", "nvidia-nvjpeg-cu12", "12.4.0.76", None), &p));
+        // A deb from a `.list` without `status` knows no version: any version is it.
+        let d = Package::new(PackageManager::Deb, "libcudnn9-cuda-12", "");
+        assert!(is_package(&comp("library", "x", "", Some("pkg:deb/debian/libcudnn9-cuda-12@9.1.0.70-1")), &d));
     }
 }
