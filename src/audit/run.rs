@@ -68,32 +68,23 @@ pub fn run(
     })
 }
 
-/// The GPU nodes of every nodes file, in name order within a file, and the pools they form
-/// (by name, each pool's nodes sorted and once).
+/// The GPU nodes of every nodes file (a node given twice counts once, as first given), in name
+/// order, and the pools they form, grouped once over all the files so that pools are named
+/// alike whatever file their nodes came from.
 fn read_cluster(files: &[String]) -> Result<(Vec<Node>, Vec<Pool>), AuditError> {
     if files.is_empty() {
         return Err(AuditError::Nothing("no nodes given (--nodes: `kubectl get nodes -o json` output)".into()));
     }
-    let mut nodes = Vec::new();
-    let mut pools: Vec<Pool> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut seen = BTreeSet::new();
     for f in files {
         let text = manifest::read_input(f)?;
         for doc in manifest::documents(&text, f)? {
-            let (n, p) = cluster::nodes(&doc, f)?;
-            nodes.extend(n);
-            for p in p {
-                match pools.iter_mut().find(|q| q.name == p.name) {
-                    Some(q) => q.nodes.extend(p.nodes),
-                    None => pools.push(p),
-                }
-            }
+            nodes.extend(cluster::nodes(&doc, f)?.into_iter().filter(|n| seen.insert(n.name.clone())));
         }
     }
-    pools.sort_by(|a, b| a.name.cmp(&b.name));
-    for p in &mut pools {
-        p.nodes.sort();
-        p.nodes.dedup();
-    }
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let pools = cluster::pools(&nodes);
     if pools.is_empty() {
         return Err(AuditError::Nothing(format!(
             "{}: no GPU nodes (none has nvidia.com/gpu capacity or GPU feature discovery labels)",

@@ -84,9 +84,9 @@ fn v(w: &str, c: &str, verdict: &str, pools: &[(&str, &str, &[&str])]) -> Verdic
     )
 }
 
-const A10G: &str = "NVIDIA-A10G";
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
-const L4: &str = "NVIDIA-L4";
+const A10G: &str = "NVIDIA A10G";
+const H100: &str = "NVIDIA H100 80GB HBM3";
+const L4: &str = "NVIDIA L4";
 
 /// What the cluster in fixtures/k8s/nodes.json makes of the manifests: each line follows from
 /// the placement rules and the device code (sm_90a runs on 9.0 only; sm_86 SASS runs on 8.6 and
@@ -174,19 +174,29 @@ fn local_images_every_workload_kind_and_pool() {
     assert_eq!(r["other_objects"], 5);
     assert_eq!(r["failed"], true);
     assert_eq!(r["incomplete"], false);
-    // Three pools, by GPU and driver; GFD's newer driver-version labels read on the H100 nodes.
-    let pools: Vec<(&str, usize)> = r["pools"]
+    // Three pools, by GPU and driver, each named by its GPU alone (no two share one); GFD's
+    // newer driver-version labels read on the H100 nodes.
+    let pools: Vec<(&str, &str, &str, &str, usize)> = r["pools"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap(), p["nodes"].as_array().unwrap().len()))
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap();
+            (
+                s("name"),
+                s("product"),
+                s("driver"),
+                p["node_groups"][0].as_str().unwrap(),
+                p["nodes"].as_array().unwrap().len(),
+            )
+        })
         .collect();
     assert_eq!(
         pools,
         [
-            ("NVIDIA-A10G, driver 580.65.06", 2),
-            ("NVIDIA-H100-80GB-HBM3, driver 580.65.06", 2),
-            ("NVIDIA-L4, driver 535.104.05", 1)
+            (A10G, "NVIDIA-A10G", "580.65.06", "a10g-pool", 2),
+            (H100, "NVIDIA-H100-80GB-HBM3", "580.65.06", "h100-pool", 2),
+            (L4, "NVIDIA-L4", "535.104.05", "l4-legacy", 1)
         ]
     );
     // Four image references, the CPU-only ones never scanned.
@@ -505,4 +515,69 @@ fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     // The JIT warning fails the gate when asked to.
     let o = run(&["--fail-on", "warning"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn scan_targets_from_nodes_has_one_target_per_pool_named_as_audit_names_them() {
+    let d = tempfile::tempdir().unwrap();
+    // Mid-upgrade: one A10G node of the same node group on a newer driver makes a fourth pool;
+    // the two A10G pools are told apart by driver.
+    let mut n: Value = serde_json::from_slice(&std::fs::read(k8s("nodes.json")).unwrap()).unwrap();
+    let labels = n["items"][1]["metadata"]["labels"].as_object_mut().unwrap();
+    assert_eq!(labels["kubernetes.io/hostname"], "ip-10-0-14-7.ec2.internal");
+    labels.insert("nvidia.com/cuda.driver.major".into(), "590".into());
+    labels.insert("nvidia.com/cuda.driver.minor".into(), "44".into());
+    labels.insert("nvidia.com/cuda.driver.rev".into(), "01".into());
+    let nodes = d.path().join("nodes.json");
+    std::fs::write(&nodes, n.to_string()).unwrap();
+    let o = cudalint()
+        .args([
+            "scan",
+            crate::util::fixture("libmulti.so").to_str().unwrap(),
+            "--quiet",
+            "--format",
+            "json",
+            "--targets-from",
+        ])
+        .arg(&nodes)
+        .output()
+        .unwrap();
+    let r = json_of(&o.stdout);
+    let targets: Vec<(String, String, String)> = r["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = |k: &str| t[k].as_str().unwrap().to_string();
+            (s("name"), s("cc"), s("driver"))
+        })
+        .collect();
+    let want = [
+        ("NVIDIA A10G on driver 580.65.06", "8.6", "580.65.06"),
+        ("NVIDIA A10G on driver 590.44.01", "8.6", "590.44.01"),
+        (H100, "9.0", "580.65.06"),
+        (L4, "8.9", "535.104.05"),
+    ];
+    assert_eq!(targets, want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())), "{r:#}");
+    // The audit of the same nodes names the same pools (a manifest without GPU workloads judges
+    // nothing, and still reads the cluster).
+    let m = d.path().join("cpu.yaml");
+    std::fs::write(&m, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: x}]\n")
+        .unwrap();
+    let o = cudalint()
+        .arg("audit")
+        .arg(&m)
+        .arg("--nodes")
+        .arg(&nodes)
+        .args(["--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let pools: Vec<String> = json_of(&o.stdout)["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pools, targets.iter().map(|t| t.0.clone()).collect::<Vec<_>>());
 }
