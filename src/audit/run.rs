@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::cluster::{self, Node, Placement, Pool};
 use super::error::AuditError;
 use super::manifest::{self, GpuContainer, Workload};
+use super::place;
 use super::report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PoolResult};
 use crate::image::{ImageReport, ScanOptions};
 use crate::lint::LintReport;
@@ -46,7 +47,7 @@ pub fn run(
     let read = read_workloads(&input.manifests)?;
     let lands = landings(&nodes, &pools, &read.gpu)?;
     let (images, scanned) = scan_images(&read.gpu, &input.image_map, scan);
-    let judged = judge_containers(read.gpu, lands, &pools, &images, &scanned, judge, fail_on)?;
+    let judged = judge_containers(read.gpu, lands, (&nodes, &pools), &images, &scanned, judge, fail_on)?;
     for n in judged.lints.iter().flat_map(|l| &l.notes) {
         if !notes.contains(n) {
             notes.push(n.clone());
@@ -233,7 +234,7 @@ struct Judged {
 fn judge_containers(
     workloads: Vec<GpuWorkload>,
     lands: Vec<Vec<Landing>>,
-    pools: &[Pool],
+    (nodes, pools): (&[Node], &[Pool]),
     images: &[AuditImage],
     scanned: &BTreeMap<String, ImageReport>,
     judge: &Judge,
@@ -256,7 +257,8 @@ fn judge_containers(
                 || ac.findings.iter().chain(ac.pools.iter().flat_map(|p| &p.findings)).any(|f| f.severity >= fail_on);
             containers.push(ac);
         }
-        out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers });
+        let placement_fix = place::suggest(&w.workload.meta, &w.placement, &containers, nodes, pools);
+        out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers, placement_fix });
     }
     out.lints = lints.reports;
     Ok(out)

@@ -199,6 +199,28 @@ fn local_images_every_workload_kind_and_pool() {
             (L4, "NVIDIA-L4", "535.104.05", "l4-legacy", 1)
         ]
     );
+    // A placement fix for the one workload that fails on some pools and runs on others: the
+    // DaemonSet, kept off the L4 pool by product (the compute major does not tell an L4 from an
+    // A10G).
+    let fixes: Vec<(&str, &Value)> = r["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| !w["placement_fix"].is_null())
+        .map(|w| (w["name"].as_str().unwrap(), &w["placement_fix"]))
+        .collect();
+    assert_eq!(fixes.len(), 1, "{fixes:#?}");
+    let (name, fix) = fixes[0];
+    assert_eq!(name, "gpu-burn-check");
+    assert_eq!(fix["runs_on"], serde_json::json!([A10G, H100]));
+    assert_eq!(fix["kept_off"], serde_json::json!([L4]));
+    assert_eq!(
+        fix["requirement"],
+        serde_json::json!({"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3"]})
+    );
+    assert!(fix["alternative"].is_null());
+    assert_eq!(fix["pod_spec"], "spec.template.spec");
+    assert!(fix["kubectl"].as_str().unwrap().starts_with("kubectl patch daemonset gpu-burn-check -n kube-system "));
     // Four image references, the CPU-only ones never scanned.
     let imgs_seen: Vec<&str> = r["images"].as_array().unwrap().iter().map(|i| i["image"].as_str().unwrap()).collect();
     assert_eq!(imgs_seen.len(), 4);
@@ -466,12 +488,21 @@ fn markdown_keeps_hostile_names_inside_their_cells() {
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|') && !l.starts_with("|---")).collect();
     assert!(rows.iter().any(|l| l.contains("c\\|x")), "{md}");
     assert!(rows.iter().any(|l| l.contains("``reg.invalid/a`b\\|c:1``")), "{md}");
-    for row in &rows {
-        // Cell borders are the pipes not escaped with a backslash.
-        let borders =
-            row.char_indices().filter(|&(i, c)| c == '|' && (i == 0 || row.as_bytes()[i - 1] != b'\\')).count();
-        assert_eq!(borders, 7, "six cells: {row}");
+    // Cell borders are the pipes not escaped with a backslash: every row of a table has as many
+    // as its header (tables are runs of lines that start with a pipe).
+    let borders =
+        |row: &str| row.char_indices().filter(|&(i, c)| c == '|' && (i == 0 || row.as_bytes()[i - 1] != b'\\')).count();
+    let mut tables = 0;
+    for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
+        tables += 1;
+        let mut lines = table.lines();
+        let header = borders(lines.next().unwrap());
+        for row in lines.filter(|l| !l.starts_with("|---")) {
+            assert_eq!(borders(row), header, "{row}");
+        }
     }
+    // Verdicts, causes (the L4 pool's driver) and what holds whatever the pool.
+    assert_eq!(tables, 3, "{md}");
     assert!(rows.len() > 2, "{md}");
 }
 
@@ -515,6 +546,234 @@ fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     // The JIT warning fails the gate when asked to.
     let o = run(&["--fail-on", "warning"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// Merges a strategic-merge patch as the API server does for the fields a placement fix sets:
+/// maps merge key by key, lists without a merge key (nodeSelectorTerms, matchExpressions) and
+/// scalars are replaced.
+fn strategic_merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                strategic_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+#[test]
+fn placement_fix_applied_back_keeps_every_workload_where_it_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let (multi, hopper) = (d.path().join("multi"), d.path().join("hopper"));
+    oci_layout(&multi, &[&imgs[0].1]);
+    oci_layout(&hopper, &[&imgs[1].1]);
+    // No selector on the Job (the H100 taint tolerated): it lands on every pool, and its
+    // sm_90a-only image runs on the H100 alone. The CronJob's two ORed terms both need the fix.
+    // The Pod has no namespace. The Deployment's two GPU containers must both run.
+    let manifest = r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: dedicated, operator: Exists}]
+      containers:
+      - {name: train, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: ml}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          affinity:
+            nodeAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                nodeSelectorTerms:
+                - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}]
+                - matchFields: [{key: metadata.name, operator: In, values: [ip-10-0-14-7.ec2.internal]}]
+          containers:
+          - {name: eval, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: probe}
+spec:
+  containers:
+  - {name: probe, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pair, namespace: serving}
+spec:
+  selector: {matchLabels: {app: pair}}
+  template:
+    metadata: {labels: {app: pair}}
+    spec:
+      tolerations: [{key: dedicated, operator: Equal, value: llm}]
+      containers:
+      - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+      - {name: llm, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+"#;
+    let audit = |path: &Path, format: &str| {
+        cudalint()
+            .arg("audit")
+            .arg(path)
+            .arg("--nodes")
+            .arg(k8s("nodes.json"))
+            .args(["--quiet", "--no-cache", "--format", format, "--image"])
+            .arg(format!("reg.invalid/multi:1=oci:{}", multi.display()))
+            .arg("--image")
+            .arg(format!("reg.invalid/hopper:1=oci:{}", hopper.display()))
+            .output()
+            .unwrap()
+    };
+    let before = d.path().join("before.yaml");
+    std::fs::write(&before, manifest).unwrap();
+    let o = audit(&before, "json");
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    let fix = |name: &str| -> Value {
+        let w = r["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap();
+        w["placement_fix"].clone()
+    };
+    let product =
+        |values: &[&str]| serde_json::json!({"key": "nvidia.com/gpu.product", "operator": "In", "values": values});
+    let gt8 = serde_json::json!({"key": "nvidia.com/gpu.compute.major", "operator": "Gt", "values": ["8"]});
+    // (workload, the fix but its patch and command, changes in place with `kubectl patch`?)
+    let summary = |runs: &[&str], off: &[&str], req: &Value, alt: Option<&Value>, pod_spec: &str| {
+        let mut v = serde_json::json!({"runs_on": runs, "kept_off": off, "requirement": req, "pod_spec": pod_spec});
+        if let Some(a) = alt {
+            v["alternative"] = a.clone();
+        }
+        v
+    };
+    let (h100, a10g) = (product(&["NVIDIA-H100-80GB-HBM3"]), product(&["NVIDIA-A10G"]));
+    let want: [(&str, Value, bool); 4] = [
+        ("train", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), false),
+        ("nightly", summary(&[A10G], &[L4], &a10g, None, "spec.jobTemplate.spec.template.spec"), true),
+        ("probe", summary(&[A10G], &[L4], &a10g, None, "spec"), false),
+        ("pair", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), true),
+    ];
+    for (name, expected, in_place) in &want {
+        let f = fix(name);
+        let mut got = f.clone();
+        for k in ["patch", "kubectl"] {
+            got.as_object_mut().unwrap_or_else(|| panic!("{name}: no fix")).remove(k);
+        }
+        assert_eq!(&got, expected, "{name}");
+        let (req, pod_spec) = (&expected["requirement"], expected["pod_spec"].as_str().unwrap());
+        // The affinity sits at the pod spec's path in the patch.
+        let ptr: String = pod_spec.split('.').map(|k| format!("/{k}")).collect();
+        let terms = f["patch"]
+            .pointer(&format!(
+                "{ptr}/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+            ))
+            .unwrap_or_else(|| panic!("{name}: {f:#}"));
+        assert!(terms.as_array().unwrap().iter().all(|t| t["matchExpressions"].as_array().unwrap().contains(req)));
+        // `kubectl patch` sends the same body as the manifest patch, without the object's name.
+        match f["kubectl"].as_str() {
+            Some(cmd) => {
+                assert!(*in_place, "{name}: {cmd}");
+                let body = cmd.split_once(" -p '").unwrap().1.strip_suffix('\'').unwrap();
+                let mut patch = f["patch"].clone();
+                for k in ["apiVersion", "kind", "metadata"] {
+                    patch.as_object_mut().unwrap().remove(k);
+                }
+                assert_eq!(serde_json::from_str::<Value>(body).unwrap(), patch, "{name}");
+            }
+            None => assert!(!in_place, "{name}"),
+        }
+    }
+    let cron = fix("nightly");
+    let terms = &cron["patch"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(terms.as_array().unwrap().len(), 2, "both ORed terms kept: {terms:#}");
+    assert!(terms[1]["matchFields"].is_array());
+    assert_eq!(fix("probe")["patch"]["metadata"], serde_json::json!({"name": "probe"}));
+    assert_eq!(fix("train")["patch"]["apiVersion"], "batch/v1");
+
+    // The Markdown's YAML patches are those patches.
+    let md = String::from_utf8(audit(&before, "markdown").stdout).unwrap();
+    let yaml: Vec<Value> = md
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| serde_yaml_ng::from_str(b.split("\n```").next().unwrap()).unwrap())
+        .collect();
+    let patches: Vec<Value> = want.iter().map(|w| fix(w.0)["patch"].clone()).collect();
+    assert_eq!(yaml, patches, "{md}");
+
+    // Applied to the manifest, each patch keeps its workload on the pools where it runs: audited
+    // again, every container runs wherever it can land, on exactly those pools, and the gate
+    // passes.
+    let mut docs: Vec<Value> =
+        serde_yaml_ng::Deserializer::from_str(manifest).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    for p in &patches {
+        let doc =
+            docs.iter_mut().find(|d| d["kind"] == p["kind"] && d["metadata"]["name"] == p["metadata"]["name"]).unwrap();
+        strategic_merge(doc, p);
+    }
+    let after = d.path().join("after.yaml");
+    let text: Vec<String> = docs.iter().map(|d| serde_yaml_ng::to_string(d).unwrap()).collect();
+    std::fs::write(&after, text.join("---\n")).unwrap();
+    let o = audit(&after, "json");
+    let r2 = json_of(&o.stdout);
+    for (name, expected, _) in &want {
+        let w = r2["workloads"].as_array().unwrap().iter().find(|w| w["name"] == *name).unwrap();
+        assert!(w["placement_fix"].is_null(), "{name}");
+        for c in w["containers"].as_array().unwrap() {
+            assert_eq!(c["verdict"], "runs", "{name}: {c:#}");
+            let pools: Vec<Value> = c["pools"].as_array().unwrap().iter().map(|p| p["pool"].clone()).collect();
+            assert_eq!(Value::Array(pools), expected["runs_on"], "{name}");
+        }
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn text_says_each_cause_once_with_its_pools_and_the_constraint() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let bw = d.path().join("bw");
+    oci_layout(&bw, &[&imgs[2].1]);
+    // Blackwell-only code on a cluster without Blackwell: no kernel image on either pool it can
+    // land on, said once with both pools, each pool's GPU in its own words.
+    let m = d.path().join("m.yaml");
+    std::fs::write(
+        &m,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v, namespace: ml}\nspec:\n  template:\n    spec:\n      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Lt, values: ['9']}]}]}}}\n      containers:\n      - {name: v, image: reg.invalid/bw:1, resources: {limits: {nvidia.com/gpu: 1}}}\n",
+    )
+    .unwrap();
+    let o = cudalint()
+        .arg("audit")
+        .arg(&m)
+        .arg("--nodes")
+        .arg(k8s("nodes.json"))
+        .args(["--deep", "--quiet", "--no-cache", "--image"])
+        .arg(format!("reg.invalid/bw:1=oci:{}", bw.display()))
+        .output()
+        .unwrap();
+    let t = String::from_utf8(o.stdout).unwrap();
+    assert!(t.contains("placement: required node affinity nvidia.com/gpu.compute.major Lt 9\n"), "{t}");
+    let cl001: Vec<&str> = t.lines().filter(|l| l.contains(" CL001 ")).collect();
+    assert_eq!(cl001, ["  error CL001 no-kernel-image  /opt/vision/libsm100f.so  on NVIDIA A10G and NVIDIA L4"], "{t}");
+    assert!(t.contains("no kernel image for NVIDIA A10G (compute capability 8.6)"), "{t}");
+    assert!(t.contains("no kernel image for NVIDIA L4 (compute capability 8.9)"), "{t}");
+    // The driver is the driver's, named once: not a GPU named after its pool's driver.
+    assert!(t.contains("NVIDIA L4 runs driver 535.104.05 (CUDA 12.2)"), "{t}");
+    assert!(t.contains("upgrade the driver on NVIDIA L4 to 580.65.06"), "{t}");
+    assert!(!t.contains(", driver 535.104.05 runs") && !t.contains(", driver 535.104.05 to"), "{t}");
+    // Fails wherever it lands: nothing to keep it on.
+    assert!(!t.contains("place it where it runs"), "{t}");
+    // What is found about the image whatever the pool is said once, under the image.
+    assert_eq!(t.matches(" CL007 ").count(), 1, "{t}");
 }
 
 #[test]
