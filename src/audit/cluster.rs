@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::error::AuditError;
 use crate::cuda::gfd;
-use crate::lint::targets::{self, Target};
+use crate::lint::targets::Target;
 
 #[derive(Debug, Clone)]
 pub struct Node {
@@ -18,6 +18,8 @@ pub struct Node {
     /// `spec.taints` with effect NoSchedule or NoExecute (PreferNoSchedule does not keep a pod
     /// off).
     pub taints: Vec<Taint>,
+    /// Its GPU, driver and node group, as pools group it.
+    pub gpu: gfd::PoolNode,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,14 +29,22 @@ pub struct Taint {
     pub effect: String,
 }
 
-/// Nodes with the same GPU, compute capability and driver.
+/// Nodes with the same GPU, compute capability and driver (`gfd::pools`, as `scan
+/// --targets-from` groups them too), and the lint target they are judged as.
 #[derive(Debug, Clone, Serialize)]
 pub struct Pool {
-    /// `NVIDIA-A10G, driver 535.104.05`; also the lint target's name.
-    pub name: String,
-    /// None: the nodes have GPUs but not the GPU feature discovery labels to judge them by.
+    #[serde(flatten)]
+    pub pool: gfd::GpuPool,
+    /// Named as the pool; None: the nodes have GPUs but not the GPU feature discovery labels to
+    /// judge them by.
     pub target: Option<Target>,
-    pub nodes: Vec<String>,
+}
+
+impl std::ops::Deref for Pool {
+    type Target = gfd::GpuPool;
+    fn deref(&self) -> &gfd::GpuPool {
+        &self.pool
+    }
 }
 
 fn has_gpus(node: &Value, labels: &BTreeMap<String, String>) -> bool {
@@ -46,8 +56,8 @@ fn has_gpus(node: &Value, labels: &BTreeMap<String, String>) -> bool {
 }
 
 /// The GPU nodes of a `kubectl get nodes -o json` document (a List, an array or one Node), in
-/// name order, and the pools they form.
-pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditError> {
+/// name order.
+pub fn nodes(doc: &Value, origin: &str) -> Result<Vec<Node>, AuditError> {
     let items: Vec<&Value> = match doc {
         Value::Array(a) => a.iter().collect(),
         v if v.get("items").is_some() => {
@@ -56,7 +66,6 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditE
         v => vec![v],
     };
     let mut out = Vec::new();
-    let mut pools: BTreeMap<String, Pool> = BTreeMap::new();
     for n in items {
         if let Some(k) = n.get("kind").and_then(Value::as_str)
             && k != "Node"
@@ -77,30 +86,9 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditE
         if !has_gpus(n, &labels) {
             continue;
         }
+        let gpu = gfd::PoolNode::of(&name, |k| labels.get(k).map(String::as_str))
+            .map_err(|e| AuditError::input(origin, format!("node {name}: {e}")))?;
         gfd::normalise(&mut labels);
-        let node_v = serde_json::json!({"metadata": {"name": name, "labels": labels}});
-        let target = match targets::from_nodes(&node_v) {
-            // None: the node has GPUs, but not the compute capability labels: it cannot be judged.
-            Ok(mut t) => t.pop(),
-            Err(e) => return Err(AuditError::input(origin, format!("node {name}: {e}"))),
-        };
-        let pool_name = match &target {
-            Some(t) => {
-                let gpu = labels.get(gfd::PRODUCT).cloned().unwrap_or_else(|| format!("sm_{}", t.cc.sm()));
-                match (&t.driver, &t.driver_cuda) {
-                    (Some(d), _) => format!("{gpu}, driver {d}"),
-                    (None, Some(c)) => format!("{gpu}, CUDA {c} driver"),
-                    (None, None) => format!("{gpu}, driver not labelled"),
-                }
-            }
-            None => format!("{} (no GPU feature discovery labels)", labels.get(gfd::PRODUCT).map_or("GPU", |p| p)),
-        };
-        let pool = pools.entry(pool_name.clone()).or_insert_with(|| Pool {
-            name: pool_name.clone(),
-            target: target.map(|t| Target { name: pool_name.clone(), ..t }),
-            nodes: Vec::new(),
-        });
-        pool.nodes.push(name.clone());
         let mut taints = Vec::new();
         for t in n.pointer("/spec/taints").and_then(Value::as_array).into_iter().flatten() {
             let field = |k: &str| t.get(k).and_then(Value::as_str).unwrap_or("").to_string();
@@ -109,14 +97,27 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<(Vec<Node>, Vec<Pool>), AuditE
                 taints.push(Taint { key: field("key"), value: field("value"), effect });
             }
         }
-        out.push(Node { name, labels, taints });
+        out.push(Node { name, labels, taints, gpu });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut pools: Vec<Pool> = pools.into_values().collect();
-    for p in &mut pools {
-        p.nodes.sort();
-    }
-    Ok((out, pools))
+    Ok(out)
+}
+
+/// The pools the nodes form, by name, each with its lint target.
+pub fn pools(nodes: &[Node]) -> Vec<Pool> {
+    let grouped: Vec<gfd::PoolNode> = nodes.iter().map(|n| n.gpu.clone()).collect();
+    gfd::pools(&grouped)
+        .into_iter()
+        .map(|p| {
+            let target = p.cc.map(|cc| Target {
+                name: p.name.clone(),
+                cc,
+                driver: p.driver.clone(),
+                driver_cuda: p.driver_cuda,
+            });
+            Pool { pool: p, target }
+        })
+        .collect()
 }
 
 /// Where a pod may be scheduled, as written in its spec.
@@ -155,7 +156,8 @@ impl Placement {
             }
             p.required_affinity = Some(t.clone());
             // Checked once here, so matching cannot fail later.
-            let probe = Node { name: String::new(), labels: BTreeMap::new(), taints: Vec::new() };
+            let probe =
+                Node { name: String::new(), labels: BTreeMap::new(), taints: Vec::new(), gpu: Default::default() };
             p.matches(&probe).map_err(|e| AuditError::input(origin, e.to_string()))?;
         }
         if let Some(t) = pod.get("tolerations").filter(|v| !v.is_null()) {
@@ -212,6 +214,51 @@ impl Placement {
         }
         Ok(any)
     }
+}
+
+/// A node selector requirement as it reads: `nvidia.com/gpu.product In [NVIDIA-A10G, NVIDIA-L4]`,
+/// `nvidia.com/gpu.compute.major Gt 8`, `spot Exists`.
+pub fn requirement_text(e: &Value) -> String {
+    let f = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("?");
+    let values: Vec<String> = e
+        .get("values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()))
+        .collect();
+    match (f("operator"), values.as_slice()) {
+        (op @ ("Exists" | "DoesNotExist"), _) => format!("{} {op}", f("key")),
+        (op @ ("Gt" | "Lt"), [v]) => format!("{} {op} {v}", f("key")),
+        (op, vs) => format!("{} {op} [{}]", f("key"), vs.join(", ")),
+    }
+}
+
+/// Required node affinity's nodeSelectorTerms as they read: a term's requirements joined by
+/// `and`, the terms by `or` (parenthesised where both appear).
+pub fn terms_text(terms: &Value) -> String {
+    let terms: Vec<Vec<String>> = terms
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            ["matchExpressions", "matchFields"]
+                .iter()
+                .flat_map(|k| t.get(k).and_then(Value::as_array).into_iter().flatten())
+                .map(requirement_text)
+                .collect()
+        })
+        .collect();
+    let several = terms.len() > 1;
+    let texts: Vec<String> = terms
+        .into_iter()
+        .map(|t| match t.len() {
+            0 => "(an empty term: no node)".to_string(),
+            n if n > 1 && several => format!("({})", t.join(" and ")),
+            _ => t.join(" and "),
+        })
+        .collect();
+    texts.join(" or ")
 }
 
 /// One nodeSelectorTerm: all its expressions and fields hold. An empty term matches no node.
@@ -277,6 +324,7 @@ mod tests {
             name: name.into(),
             labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             taints: Vec::new(),
+            gpu: Default::default(),
         }
     }
 
@@ -330,6 +378,14 @@ mod tests {
             (true, true)
         );
         assert_eq!(check(&aff("[{}]")), (false, false), "an empty term matches nothing");
+        let p = placement(&aff(
+            "[{matchExpressions: [{key: spot, operator: Exists}, {key: nvidia.com/gpu.compute.major, operator: Gt, values: ['8']}]}, {matchFields: [{key: metadata.name, operator: In, values: [h1, h2]}]}]",
+        ))
+        .unwrap();
+        assert_eq!(
+            terms_text(p.required_affinity.as_ref().unwrap()),
+            "(spot Exists and nvidia.com/gpu.compute.major Gt 8) or metadata.name In [h1, h2]"
+        );
         let e = placement(&aff("[{matchExpressions: [{key: a, operator: Near, values: [x]}]}]")).unwrap_err();
         assert!(e.contains("p.yaml") && e.contains("Near"), "{e}");
         let e = placement(&aff("[{matchExpressions: [{key: a, operator: Gt, values: ['1', '2']}]}]")).unwrap_err();
@@ -374,14 +430,17 @@ mod tests {
                 "nvidia.com/cuda.driver.major": "535", "nvidia.com/cuda.driver.minor": "104", "nvidia.com/cuda.driver.rev": "05"}}},
             {"kind": "Node", "metadata": {"name": "x-1", "labels": {}}, "status": {"capacity": {"nvidia.com/gpu": "8"}}},
         ]});
-        let (n, p) = nodes(&doc, "nodes.json").unwrap();
+        let n = nodes(&doc, "nodes.json").unwrap();
         assert_eq!(n.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["a-1", "a-2", "x-1"]);
+        let p = pools(&n);
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].name, "GPU (no GPU feature discovery labels)");
         assert!(p[0].target.is_none());
-        assert_eq!(p[1].name, "NVIDIA-A10G, driver 535.104.05");
+        assert_eq!(p[1].name, "NVIDIA A10G");
+        assert_eq!(p[1].describe(), "NVIDIA A10G (sm_86), driver 535.104.05 (CUDA 12.2)");
         assert_eq!(p[1].nodes, ["a-1", "a-2"]);
-        assert_eq!(p[1].target.as_ref().unwrap().cc.to_string(), "8.6");
+        let t = p[1].target.as_ref().unwrap();
+        assert_eq!((t.name.as_str(), t.cc.to_string()), ("NVIDIA A10G", "8.6".into()));
         let e =
             nodes(&serde_json::json!({"kind": "Pod", "metadata": {"name": "x"}}), "n.json").unwrap_err().to_string();
         assert!(e.contains("not a Node"), "{e}");

@@ -20,6 +20,9 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// What names a workload in the reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct WorkloadMeta {
+    /// As written (`apps/v1`); the placement patch names it.
+    #[serde(skip)]
+    pub api_version: String,
     pub kind: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
@@ -160,32 +163,22 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
                 format!("object {} has no kind (not a Kubernetes manifest?)", i + 1),
             ));
         };
-        let pod_ptr = match kind.as_str() {
-            "Deployment"
-            | "StatefulSet"
-            | "DaemonSet"
-            | "ReplicaSet"
-            | "ReplicationController"
-            | "Job"
-            | "PodTemplate" => "/spec/template/spec",
-            "CronJob" => "/spec/jobTemplate/spec/template/spec",
-            "Pod" => "/spec",
-            _ => {
-                *skipped += 1;
-                continue;
-            }
+        let Some(pod_path) = pod_spec_path(&kind) else {
+            *skipped += 1;
+            continue;
         };
+        let pod_ptr: String = pod_path.iter().map(|k| format!("/{k}")).collect();
         let name = str_at(&o, "/metadata/name")
             .or_else(|| str_at(&o, "/metadata/generateName"))
             .ok_or_else(|| AuditError::input(origin, format!("{kind} (object {}) has no metadata.name", i + 1)))?
             .to_string();
-        let pod_ptr = if kind == "PodTemplate" { "/template/spec" } else { pod_ptr };
         let pod = o
-            .pointer(pod_ptr)
+            .pointer(&pod_ptr)
             .filter(|p| p.is_object())
             .cloned()
             .ok_or_else(|| AuditError::input(origin, format!("{kind} {name}: no pod spec at {pod_ptr}")))?;
         let meta = WorkloadMeta {
+            api_version: str_at(&o, "/apiVersion").unwrap_or_default().to_string(),
             kind,
             namespace: str_at(&o, "/metadata/namespace").map(String::from),
             name,
@@ -194,6 +187,20 @@ pub fn workloads(text: &str, origin: &str, skipped: &mut usize) -> Result<Vec<Wo
         out.push(Workload { meta, pod });
     }
     Ok(out)
+}
+
+/// Where a workload kind keeps its pod spec (`spec.template.spec` of a Deployment); None: a
+/// kind that runs no pods.
+pub fn pod_spec_path(kind: &str) -> Option<&'static [&'static str]> {
+    Some(match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "ReplicationController" | "Job" => {
+            &["spec", "template", "spec"]
+        }
+        "CronJob" => &["spec", "jobTemplate", "spec", "template", "spec"],
+        "PodTemplate" => &["template", "spec"],
+        "Pod" => &["spec"],
+        _ => return None,
+    })
 }
 
 /// A quantity as written: `1`, `"2"`; absent or zero is no GPU.

@@ -6,16 +6,19 @@
 //! linted once per distinct set of pools its containers can land on.
 //!
 //! The files: [`manifest`] (workloads) and [`cluster`] (nodes, pools, placement) read the
-//! inputs, [`run()`] goes through the phases into a [`report::AuditReport`], and [`render`] writes
-//! it, one file per format.
+//! inputs, [`run()`] goes through the phases into a [`report::AuditReport`], [`place`] finds
+//! the affinity that keeps a workload where it runs, and [`render`] writes the report, one file
+//! per format.
 
 pub mod cluster;
 mod error;
 pub mod manifest;
+pub mod place;
 pub mod render;
 pub mod report;
 mod run;
 
 pub use error::AuditError;
+pub use place::PlacementFix;
 pub use report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PoolResult};
 pub use run::{AuditInput, Judge, run};

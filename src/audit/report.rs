@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::cluster::{Placement, Pool};
 use super::manifest::WorkloadMeta;
-
+use super::place::PlacementFix;
 use crate::lint::{Finding, HeadlineVerdict, LintReport};
 use crate::schema::Tool;
 
@@ -105,6 +105,10 @@ pub struct AuditWorkload {
     pub meta: WorkloadMeta,
     pub placement: Placement,
     pub containers: Vec<AuditContainer>,
+    /// Fails on some pools it can land on and runs on others: the affinity that keeps it where
+    /// it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_fix: Option<PlacementFix>,
 }
 
 #[derive(Debug, Clone, Serialize)]

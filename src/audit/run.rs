@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::cluster::{self, Node, Placement, Pool};
 use super::error::AuditError;
 use super::manifest::{self, GpuContainer, Workload};
+use super::place;
 use super::report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PoolResult};
 use crate::image::{ImageReport, ScanOptions};
 use crate::lint::LintReport;
@@ -46,7 +47,7 @@ pub fn run(
     let read = read_workloads(&input.manifests)?;
     let lands = landings(&nodes, &pools, &read.gpu)?;
     let (images, scanned) = scan_images(&read.gpu, &input.image_map, scan);
-    let judged = judge_containers(read.gpu, lands, &pools, &images, &scanned, judge, fail_on)?;
+    let judged = judge_containers(read.gpu, lands, (&nodes, &pools), &images, &scanned, judge, fail_on)?;
     for n in judged.lints.iter().flat_map(|l| &l.notes) {
         if !notes.contains(n) {
             notes.push(n.clone());
@@ -68,32 +69,23 @@ pub fn run(
     })
 }
 
-/// The GPU nodes of every nodes file, in name order within a file, and the pools they form
-/// (by name, each pool's nodes sorted and once).
+/// The GPU nodes of every nodes file (a node given twice counts once, as first given), in name
+/// order, and the pools they form, grouped once over all the files so that pools are named
+/// alike whatever file their nodes came from.
 fn read_cluster(files: &[String]) -> Result<(Vec<Node>, Vec<Pool>), AuditError> {
     if files.is_empty() {
         return Err(AuditError::Nothing("no nodes given (--nodes: `kubectl get nodes -o json` output)".into()));
     }
-    let mut nodes = Vec::new();
-    let mut pools: Vec<Pool> = Vec::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut seen = BTreeSet::new();
     for f in files {
         let text = manifest::read_input(f)?;
         for doc in manifest::documents(&text, f)? {
-            let (n, p) = cluster::nodes(&doc, f)?;
-            nodes.extend(n);
-            for p in p {
-                match pools.iter_mut().find(|q| q.name == p.name) {
-                    Some(q) => q.nodes.extend(p.nodes),
-                    None => pools.push(p),
-                }
-            }
+            nodes.extend(cluster::nodes(&doc, f)?.into_iter().filter(|n| seen.insert(n.name.clone())));
         }
     }
-    pools.sort_by(|a, b| a.name.cmp(&b.name));
-    for p in &mut pools {
-        p.nodes.sort();
-        p.nodes.dedup();
-    }
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    let pools = cluster::pools(&nodes);
     if pools.is_empty() {
         return Err(AuditError::Nothing(format!(
             "{}: no GPU nodes (none has nvidia.com/gpu capacity or GPU feature discovery labels)",
@@ -242,7 +234,7 @@ struct Judged {
 fn judge_containers(
     workloads: Vec<GpuWorkload>,
     lands: Vec<Vec<Landing>>,
-    pools: &[Pool],
+    (nodes, pools): (&[Node], &[Pool]),
     images: &[AuditImage],
     scanned: &BTreeMap<String, ImageReport>,
     judge: &Judge,
@@ -269,7 +261,8 @@ fn judge_containers(
                     .any(|f| fail_on.fails(f.severity));
             containers.push(ac);
         }
-        out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers });
+        let placement_fix = place::suggest(&w.workload.meta, &w.placement, &containers, nodes, pools);
+        out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers, placement_fix });
     }
     out.lints = lints.reports;
     Ok(out)

@@ -133,36 +133,34 @@ pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, ConfigError> {
     Ok(out)
 }
 
-/// Nodes without the compute capability labels are left out: none labelled gives an empty list
-/// (a cluster audit reports such nodes as not judgeable; a target file refuses it).
+/// One target per GPU pool: nodes with the same GPU product, compute capability and driver,
+/// grouped and named as `cudalint audit` groups and names them (`gfd::pools`), so that a scan
+/// has a column per pool, not per node. Nodes without the compute capability labels are left
+/// out: none labelled gives an empty list (a cluster audit reports such nodes as not judgeable;
+/// a target file refuses it).
 pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
-    let nodes: Vec<&serde_json::Value> = match v {
+    let items: Vec<&serde_json::Value> = match v {
         serde_json::Value::Array(a) => a.iter().collect(),
         v if v.get("items").is_some() => v["items"].as_array().into_iter().flatten().collect(),
         v => vec![v],
     };
-    let mut out = Vec::new();
-    for node in nodes {
+    let mut nodes = Vec::new();
+    for (i, node) in items.into_iter().enumerate() {
         let labels = node.pointer("/metadata/labels").unwrap_or(node);
         let get = |k: &str| labels.get(k).and_then(|x| x.as_str());
-        let (Some(ma), Some(mi)) = (get(gfd::COMPUTE_MAJOR), get(gfd::COMPUTE_MINOR)) else { continue };
-        let cc = Cc {
-            major: ma.parse().map_err(|_| ConfigError::new(format!("bad {}", gfd::COMPUTE_MAJOR)))?,
-            minor: mi.parse().map_err(|_| ConfigError::new(format!("bad {}", gfd::COMPUTE_MINOR)))?,
-        };
-        let node_name = node.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("node");
-        let product = get(gfd::PRODUCT).map(|p| p.replace('-', " "));
-        let name = match &product {
-            Some(p) => format!("{node_name} ({p})"),
-            None => node_name.to_string(),
-        };
-        let drv = match gfd::driver(get) {
-            Some(spec) => Some(driver(&spec)?),
-            None => None,
-        };
-        out.push(Target { name, cc, driver: drv.as_ref().map(|d| d.0.clone()), driver_cuda: drv.map(|d| d.1) });
+        let name = node
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .map_or_else(|| format!("node {}", i + 1), String::from);
+        let n = gfd::PoolNode::of(&name, get).map_err(|e| ConfigError::new(format!("node {name}: {e}")))?;
+        if n.gpu.cc.is_some() {
+            nodes.push(n);
+        }
     }
-    Ok(out)
+    Ok(gfd::pools(&nodes)
+        .into_iter()
+        .filter_map(|p| Some(Target { cc: p.cc?, name: p.name, driver: p.driver, driver_cuda: p.driver_cuda }))
+        .collect())
 }
 
 /// Same CC and driver once only, in a stable order.
@@ -188,7 +186,7 @@ mod tests {
             "nvidia.com/gpu.product": "NVIDIA-A10G", "nvidia.com/cuda.driver.major": "535",
             "nvidia.com/cuda.driver.minor": "104", "nvidia.com/cuda.driver.rev": "05"}}}]});
         let t = from_nodes(&nodes).unwrap();
-        assert_eq!(t[0].name, "gpu-a (NVIDIA A10G)");
+        assert_eq!(t[0].name, "NVIDIA A10G");
         assert_eq!(t[0].driver.as_ref().unwrap().to_string(), "535.104.05");
         let newer = serde_json::json!([{"metadata": {"name": "gpu-b", "labels": {
             "nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",

@@ -84,9 +84,9 @@ fn v(w: &str, c: &str, verdict: &str, pools: &[(&str, &str, &[&str])]) -> Verdic
     )
 }
 
-const A10G: &str = "NVIDIA-A10G";
-const H100: &str = "NVIDIA-H100-80GB-HBM3";
-const L4: &str = "NVIDIA-L4";
+const A10G: &str = "NVIDIA A10G";
+const H100: &str = "NVIDIA H100 80GB HBM3";
+const L4: &str = "NVIDIA L4";
 
 /// What the cluster in fixtures/k8s/nodes.json makes of the manifests: each line follows from
 /// the placement rules and the device code (sm_90a runs on 9.0 only; sm_86 SASS runs on 8.6 and
@@ -174,21 +174,53 @@ fn local_images_every_workload_kind_and_pool() {
     assert_eq!(r["other_objects"], 5);
     assert_eq!(r["failed"], true);
     assert_eq!(r["incomplete"], false);
-    // Three pools, by GPU and driver; GFD's newer driver-version labels read on the H100 nodes.
-    let pools: Vec<(&str, usize)> = r["pools"]
+    // Three pools, by GPU and driver, each named by its GPU alone (no two share one); GFD's
+    // newer driver-version labels read on the H100 nodes.
+    let pools: Vec<(&str, &str, &str, &str, usize)> = r["pools"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap(), p["nodes"].as_array().unwrap().len()))
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap();
+            (
+                s("name"),
+                s("product"),
+                s("driver"),
+                p["node_groups"][0].as_str().unwrap(),
+                p["nodes"].as_array().unwrap().len(),
+            )
+        })
         .collect();
     assert_eq!(
         pools,
         [
-            ("NVIDIA-A10G, driver 580.65.06", 2),
-            ("NVIDIA-H100-80GB-HBM3, driver 580.65.06", 2),
-            ("NVIDIA-L4, driver 535.104.05", 1)
+            (A10G, "NVIDIA-A10G", "580.65.06", "a10g-pool", 2),
+            (H100, "NVIDIA-H100-80GB-HBM3", "580.65.06", "h100-pool", 2),
+            (L4, "NVIDIA-L4", "535.104.05", "l4-legacy", 1)
         ]
     );
+    // A placement fix for the one workload that fails on some pools and runs on others: the
+    // DaemonSet, kept off the L4 pool by product (the compute major does not tell an L4 from an
+    // A10G).
+    let fixes: Vec<(&str, &Value)> = r["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| !w["placement_fix"].is_null())
+        .map(|w| (w["name"].as_str().unwrap(), &w["placement_fix"]))
+        .collect();
+    assert_eq!(fixes.len(), 1, "{fixes:#?}");
+    let (name, fix) = fixes[0];
+    assert_eq!(name, "gpu-burn-check");
+    assert_eq!(fix["runs_on"], serde_json::json!([A10G, H100]));
+    assert_eq!(fix["kept_off"], serde_json::json!([L4]));
+    assert_eq!(
+        fix["requirement"],
+        serde_json::json!({"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G", "NVIDIA-H100-80GB-HBM3"]})
+    );
+    assert!(fix["alternative"].is_null());
+    assert_eq!(fix["pod_spec"], "spec.template.spec");
+    assert!(fix["kubectl"].as_str().unwrap().starts_with("kubectl patch daemonset gpu-burn-check -n kube-system "));
     // Four image references, the CPU-only ones never scanned.
     let imgs_seen: Vec<&str> = r["images"].as_array().unwrap().iter().map(|i| i["image"].as_str().unwrap()).collect();
     assert_eq!(imgs_seen.len(), 4);
@@ -456,12 +488,21 @@ fn markdown_keeps_hostile_names_inside_their_cells() {
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|') && !l.starts_with("|---")).collect();
     assert!(rows.iter().any(|l| l.contains("c\\|x")), "{md}");
     assert!(rows.iter().any(|l| l.contains("``reg.invalid/a`b\\|c:1``")), "{md}");
-    for row in &rows {
-        // Cell borders are the pipes not escaped with a backslash.
-        let borders =
-            row.char_indices().filter(|&(i, c)| c == '|' && (i == 0 || row.as_bytes()[i - 1] != b'\\')).count();
-        assert_eq!(borders, 7, "six cells: {row}");
+    // Cell borders are the pipes not escaped with a backslash: every row of a table has as many
+    // as its header (tables are runs of lines that start with a pipe).
+    let borders =
+        |row: &str| row.char_indices().filter(|&(i, c)| c == '|' && (i == 0 || row.as_bytes()[i - 1] != b'\\')).count();
+    let mut tables = 0;
+    for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
+        tables += 1;
+        let mut lines = table.lines();
+        let header = borders(lines.next().unwrap());
+        for row in lines.filter(|l| !l.starts_with("|---")) {
+            assert_eq!(borders(row), header, "{row}");
+        }
     }
+    // Verdicts, causes (the L4 pool's driver) and what holds whatever the pool.
+    assert_eq!(tables, 3, "{md}");
     assert!(rows.len() > 2, "{md}");
 }
 
@@ -505,4 +546,297 @@ fn ptx_only_on_a_pool_runs_through_jit_and_fail_on_warning_gates_it() {
     // The JIT warning fails the gate when asked to.
     let o = run(&["--fail-on", "warning"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// Merges a strategic-merge patch as the API server does for the fields a placement fix sets:
+/// maps merge key by key, lists without a merge key (nodeSelectorTerms, matchExpressions) and
+/// scalars are replaced.
+fn strategic_merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                strategic_merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+#[test]
+fn placement_fix_applied_back_keeps_every_workload_where_it_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let (multi, hopper) = (d.path().join("multi"), d.path().join("hopper"));
+    oci_layout(&multi, &[&imgs[0].1]);
+    oci_layout(&hopper, &[&imgs[1].1]);
+    // No selector on the Job (the H100 taint tolerated): it lands on every pool, and its
+    // sm_90a-only image runs on the H100 alone. The CronJob's two ORed terms both need the fix.
+    // The Pod has no namespace. The Deployment's two GPU containers must both run.
+    let manifest = r#"apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      tolerations: [{key: dedicated, operator: Exists}]
+      containers:
+      - {name: train, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: nightly, namespace: ml}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          affinity:
+            nodeAffinity:
+              requiredDuringSchedulingIgnoredDuringExecution:
+                nodeSelectorTerms:
+                - matchExpressions: [{key: topology.kubernetes.io/zone, operator: In, values: [us-east-1a]}]
+                - matchFields: [{key: metadata.name, operator: In, values: [ip-10-0-14-7.ec2.internal]}]
+          containers:
+          - {name: eval, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: probe}
+spec:
+  containers:
+  - {name: probe, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pair, namespace: serving}
+spec:
+  selector: {matchLabels: {app: pair}}
+  template:
+    metadata: {labels: {app: pair}}
+    spec:
+      tolerations: [{key: dedicated, operator: Equal, value: llm}]
+      containers:
+      - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
+      - {name: llm, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+"#;
+    let audit = |path: &Path, format: &str| {
+        cudalint()
+            .arg("audit")
+            .arg(path)
+            .arg("--nodes")
+            .arg(k8s("nodes.json"))
+            .args(["--quiet", "--no-cache", "--format", format, "--image"])
+            .arg(format!("reg.invalid/multi:1=oci:{}", multi.display()))
+            .arg("--image")
+            .arg(format!("reg.invalid/hopper:1=oci:{}", hopper.display()))
+            .output()
+            .unwrap()
+    };
+    let before = d.path().join("before.yaml");
+    std::fs::write(&before, manifest).unwrap();
+    let o = audit(&before, "json");
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json_of(&o.stdout);
+    let fix = |name: &str| -> Value {
+        let w = r["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap();
+        w["placement_fix"].clone()
+    };
+    let product =
+        |values: &[&str]| serde_json::json!({"key": "nvidia.com/gpu.product", "operator": "In", "values": values});
+    let gt8 = serde_json::json!({"key": "nvidia.com/gpu.compute.major", "operator": "Gt", "values": ["8"]});
+    // (workload, the fix but its patch and command, changes in place with `kubectl patch`?)
+    let summary = |runs: &[&str], off: &[&str], req: &Value, alt: Option<&Value>, pod_spec: &str| {
+        let mut v = serde_json::json!({"runs_on": runs, "kept_off": off, "requirement": req, "pod_spec": pod_spec});
+        if let Some(a) = alt {
+            v["alternative"] = a.clone();
+        }
+        v
+    };
+    let (h100, a10g) = (product(&["NVIDIA-H100-80GB-HBM3"]), product(&["NVIDIA-A10G"]));
+    let want: [(&str, Value, bool); 4] = [
+        ("train", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), false),
+        ("nightly", summary(&[A10G], &[L4], &a10g, None, "spec.jobTemplate.spec.template.spec"), true),
+        ("probe", summary(&[A10G], &[L4], &a10g, None, "spec"), false),
+        ("pair", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), true),
+    ];
+    for (name, expected, in_place) in &want {
+        let f = fix(name);
+        let mut got = f.clone();
+        for k in ["patch", "kubectl"] {
+            got.as_object_mut().unwrap_or_else(|| panic!("{name}: no fix")).remove(k);
+        }
+        assert_eq!(&got, expected, "{name}");
+        let (req, pod_spec) = (&expected["requirement"], expected["pod_spec"].as_str().unwrap());
+        // The affinity sits at the pod spec's path in the patch.
+        let ptr: String = pod_spec.split('.').map(|k| format!("/{k}")).collect();
+        let terms = f["patch"]
+            .pointer(&format!(
+                "{ptr}/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"
+            ))
+            .unwrap_or_else(|| panic!("{name}: {f:#}"));
+        assert!(terms.as_array().unwrap().iter().all(|t| t["matchExpressions"].as_array().unwrap().contains(req)));
+        // `kubectl patch` sends the same body as the manifest patch, without the object's name.
+        match f["kubectl"].as_str() {
+            Some(cmd) => {
+                assert!(*in_place, "{name}: {cmd}");
+                let body = cmd.split_once(" -p '").unwrap().1.strip_suffix('\'').unwrap();
+                let mut patch = f["patch"].clone();
+                for k in ["apiVersion", "kind", "metadata"] {
+                    patch.as_object_mut().unwrap().remove(k);
+                }
+                assert_eq!(serde_json::from_str::<Value>(body).unwrap(), patch, "{name}");
+            }
+            None => assert!(!in_place, "{name}"),
+        }
+    }
+    let cron = fix("nightly");
+    let terms = &cron["patch"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(terms.as_array().unwrap().len(), 2, "both ORed terms kept: {terms:#}");
+    assert!(terms[1]["matchFields"].is_array());
+    assert_eq!(fix("probe")["patch"]["metadata"], serde_json::json!({"name": "probe"}));
+    assert_eq!(fix("train")["patch"]["apiVersion"], "batch/v1");
+
+    // The Markdown's YAML patches are those patches.
+    let md = String::from_utf8(audit(&before, "markdown").stdout).unwrap();
+    let yaml: Vec<Value> = md
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| serde_yaml_ng::from_str(b.split("\n```").next().unwrap()).unwrap())
+        .collect();
+    let patches: Vec<Value> = want.iter().map(|w| fix(w.0)["patch"].clone()).collect();
+    assert_eq!(yaml, patches, "{md}");
+
+    // Applied to the manifest, each patch keeps its workload on the pools where it runs: audited
+    // again, every container runs wherever it can land, on exactly those pools, and the gate
+    // passes.
+    let mut docs: Vec<Value> =
+        serde_yaml_ng::Deserializer::from_str(manifest).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    for p in &patches {
+        let doc =
+            docs.iter_mut().find(|d| d["kind"] == p["kind"] && d["metadata"]["name"] == p["metadata"]["name"]).unwrap();
+        strategic_merge(doc, p);
+    }
+    let after = d.path().join("after.yaml");
+    let text: Vec<String> = docs.iter().map(|d| serde_yaml_ng::to_string(d).unwrap()).collect();
+    std::fs::write(&after, text.join("---\n")).unwrap();
+    let o = audit(&after, "json");
+    let r2 = json_of(&o.stdout);
+    for (name, expected, _) in &want {
+        let w = r2["workloads"].as_array().unwrap().iter().find(|w| w["name"] == *name).unwrap();
+        assert!(w["placement_fix"].is_null(), "{name}");
+        for c in w["containers"].as_array().unwrap() {
+            assert_eq!(c["verdict"], "runs", "{name}: {c:#}");
+            let pools: Vec<Value> = c["pools"].as_array().unwrap().iter().map(|p| p["pool"].clone()).collect();
+            assert_eq!(Value::Array(pools), expected["runs_on"], "{name}");
+        }
+    }
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+#[test]
+fn text_says_each_cause_once_with_its_pools_and_the_constraint() {
+    let d = tempfile::tempdir().unwrap();
+    let imgs = images();
+    let bw = d.path().join("bw");
+    oci_layout(&bw, &[&imgs[2].1]);
+    // Blackwell-only code on a cluster without Blackwell: no kernel image on either pool it can
+    // land on, said once with both pools, each pool's GPU in its own words.
+    let m = d.path().join("m.yaml");
+    std::fs::write(
+        &m,
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: v, namespace: ml}\nspec:\n  template:\n    spec:\n      affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: nvidia.com/gpu.compute.major, operator: Lt, values: ['9']}]}]}}}\n      containers:\n      - {name: v, image: reg.invalid/bw:1, resources: {limits: {nvidia.com/gpu: 1}}}\n",
+    )
+    .unwrap();
+    let o = cudalint()
+        .arg("audit")
+        .arg(&m)
+        .arg("--nodes")
+        .arg(k8s("nodes.json"))
+        .args(["--deep", "--quiet", "--no-cache", "--image"])
+        .arg(format!("reg.invalid/bw:1=oci:{}", bw.display()))
+        .output()
+        .unwrap();
+    let t = String::from_utf8(o.stdout).unwrap();
+    assert!(t.contains("placement: required node affinity nvidia.com/gpu.compute.major Lt 9\n"), "{t}");
+    let cl001: Vec<&str> = t.lines().filter(|l| l.contains(" CL001 ")).collect();
+    assert_eq!(cl001, ["  error CL001 no-kernel-image  /opt/vision/libsm100f.so  on NVIDIA A10G and NVIDIA L4"], "{t}");
+    assert!(t.contains("no kernel image for NVIDIA A10G (compute capability 8.6)"), "{t}");
+    assert!(t.contains("no kernel image for NVIDIA L4 (compute capability 8.9)"), "{t}");
+    // The driver is the driver's, named once: not a GPU named after its pool's driver.
+    assert!(t.contains("NVIDIA L4 runs driver 535.104.05 (CUDA 12.2)"), "{t}");
+    assert!(t.contains("upgrade the driver on NVIDIA L4 to 580.65.06"), "{t}");
+    assert!(!t.contains(", driver 535.104.05 runs") && !t.contains(", driver 535.104.05 to"), "{t}");
+    // Fails wherever it lands: nothing to keep it on.
+    assert!(!t.contains("place it where it runs"), "{t}");
+    // What is found about the image whatever the pool is said once, under the image.
+    assert_eq!(t.matches(" CL007 ").count(), 1, "{t}");
+}
+
+#[test]
+fn scan_targets_from_nodes_has_one_target_per_pool_named_as_audit_names_them() {
+    let d = tempfile::tempdir().unwrap();
+    // Mid-upgrade: one A10G node of the same node group on a newer driver makes a fourth pool;
+    // the two A10G pools are told apart by driver.
+    let mut n: Value = serde_json::from_slice(&std::fs::read(k8s("nodes.json")).unwrap()).unwrap();
+    let labels = n["items"][1]["metadata"]["labels"].as_object_mut().unwrap();
+    assert_eq!(labels["kubernetes.io/hostname"], "ip-10-0-14-7.ec2.internal");
+    labels.insert("nvidia.com/cuda.driver.major".into(), "590".into());
+    labels.insert("nvidia.com/cuda.driver.minor".into(), "44".into());
+    labels.insert("nvidia.com/cuda.driver.rev".into(), "01".into());
+    let nodes = d.path().join("nodes.json");
+    std::fs::write(&nodes, n.to_string()).unwrap();
+    let o = cudalint()
+        .args([
+            "scan",
+            crate::util::fixture("libmulti.so").to_str().unwrap(),
+            "--quiet",
+            "--format",
+            "json",
+            "--targets-from",
+        ])
+        .arg(&nodes)
+        .output()
+        .unwrap();
+    let r = json_of(&o.stdout);
+    let targets: Vec<(String, String, String)> = r["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let s = |k: &str| t[k].as_str().unwrap().to_string();
+            (s("name"), s("cc"), s("driver"))
+        })
+        .collect();
+    let want = [
+        ("NVIDIA A10G on driver 580.65.06", "8.6", "580.65.06"),
+        ("NVIDIA A10G on driver 590.44.01", "8.6", "590.44.01"),
+        (H100, "9.0", "580.65.06"),
+        (L4, "8.9", "535.104.05"),
+    ];
+    assert_eq!(targets, want.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())), "{r:#}");
+    // The audit of the same nodes names the same pools (a manifest without GPU workloads judges
+    // nothing, and still reads the cluster).
+    let m = d.path().join("cpu.yaml");
+    std::fs::write(&m, "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: c, image: x}]\n")
+        .unwrap();
+    let o = cudalint()
+        .arg("audit")
+        .arg(&m)
+        .arg("--nodes")
+        .arg(&nodes)
+        .args(["--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let pools: Vec<String> = json_of(&o.stdout)["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pools, targets.iter().map(|t| t.0.clone()).collect::<Vec<_>>());
 }

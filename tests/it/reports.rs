@@ -314,7 +314,7 @@ fn targets_from_nvidia_smi_and_node_labels() {
         .output()
         .unwrap();
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["targets"][0]["name"], "gpu-1 (NVIDIA H100 80GB HBM3)");
+    assert_eq!(r["targets"][0]["name"], "NVIDIA H100 80GB HBM3", "named by its pool, as audit names it");
     assert_eq!(r["targets"][0]["driver_cuda"], "13.0");
 }
 
