@@ -38,16 +38,31 @@ fn demo() -> PathBuf {
     root().join("fixtures/demo/demo-image.tar")
 }
 
-/// Runs `cudalint scan IMAGE --gpu H100,L4 ARGS --format json -o lint.json`: exit code, stderr,
-/// the lint report.
+/// Runs `cudalint scan IMAGE --gpu H100,L4 ARGS --format json=lint.json`: exit code, stderr,
+/// the lint report. ARGS name their report's file as `--format FMT --output PATH`, written here
+/// as `--format FMT=PATH` (two reports in one run each name their file).
 fn scan(image: &str, args: &[&str], dir: &Path) -> (i32, String, Value) {
     let lint = dir.join("lint.json");
+    let mut given: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match (args[i], args.get(i + 2)) {
+            ("--format", Some(&("--output" | "-o"))) => {
+                given.extend(["--format".to_string(), format!("{}={}", args[i + 1], args[i + 3])]);
+                i += 4;
+            }
+            (a, _) => {
+                given.push(a.to_string());
+                i += 1;
+            }
+        }
+    }
     let out = Command::cargo_bin("cudalint")
         .unwrap()
         .args(["scan", image, "--gpu", "H100,L4", "--quiet"])
-        .args(args)
-        .args(["--format", "json", "--output"])
-        .arg(&lint)
+        .args(&given)
+        .arg("--format")
+        .arg(format!("json={}", lint.display()))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -62,10 +62,10 @@ fn reports(dir: &Path) -> (PathBuf, Value) {
         .unwrap()
         .arg("scan")
         .arg(format!("dir:{}", rootfs(dir).display()))
-        .args(["--gpu", GPUS, "--quiet", "--format", "html", "--output"])
-        .arg(&html)
-        .args(["--format", "json", "--output"])
-        .arg(&json)
+        .args(["--gpu", GPUS, "--quiet", "--format"])
+        .arg(format!("html={}", html.display()))
+        .arg("--format")
+        .arg(format!("json={}", json.display()))
         .output()
         .unwrap();
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&out.stderr));

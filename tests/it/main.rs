@@ -3,6 +3,7 @@
 //! that start registries, Chromium or maturin, or read the multi-GB stacks.
 
 mod audit;
+mod configuration;
 mod cuobjdump;
 mod cyclonedx;
 mod device;

@@ -24,6 +24,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("cudalint audit", "pulls the manifests' images; tests/it/audit.rs maps them with --image"),
     ("--on-device", "needs a GPU; scripts/device-check.sh"),
     ("syft ", "needs Syft; fixtures/sbom holds an SBOM it wrote, which the --enrich example reads"),
+    ("dir:.venv", "needs a venv with NVIDIA wheels; tests/it/cyclonedx.rs enriches cyclonedx-py's SBOM of one"),
 ];
 
 /// A fenced block: its info string, first line number and text.
