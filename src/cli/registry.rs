@@ -9,10 +9,18 @@ use anyhow::Context;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
+use crate::image::Platform;
 use crate::registry::catalog::{self, Selection};
 use crate::report::registry::{self as summary, ImageResult, Merger, RunStats, Summary};
 
 #[derive(clap::Args, Debug)]
+// `--platform` is shared with `scan` (one platform, default the host's); here it takes several
+// and defaults to all, so its help says so.
+#[command(mut_arg("platform", |a| a.help(
+    "Platforms to scan of multi-platform images (os/arch[/variant], comma-separated: linux/amd64,linux/arm64); \
+     default: every platform the image has, each its own result. A tag that is one image is \
+     scanned whatever its platform."
+)))]
 pub struct RegistryScanArgs {
     /// Registry host[:port].
     pub registry: String,
@@ -22,7 +30,10 @@ pub struct RegistryScanArgs {
     /// Only tags matching this glob (repeatable; default all).
     #[arg(long)]
     pub tag: Vec<String>,
-    /// Only the newest N tags of each repository (tags in natural version order).
+    /// Only the newest N tags of each repository, `latest` like any other: by the creation time
+    /// in each tag's image config (its manifest and config are read, no layer), tags created at
+    /// the same time in natural order (`v10` newer than `v9`). Tags whose creation time cannot be
+    /// read sort last, as the oldest.
     #[arg(long)]
     pub newest: Option<usize>,
     /// Scan shard K of N (0-based K): `--shard 2/8`, or `--shard index/8` to take K from
@@ -63,8 +74,23 @@ fn exit_code(images: &[ImageResult]) -> ExitCode {
     }
 }
 
-pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
+/// `registry --platform`: platforms separated by commas, as `--gpu` takes GPUs (the flag itself
+/// is `scan`'s, which takes one value once), each once in the order given.
+fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
+    let mut out: Vec<Platform> = Vec::new();
+    for p in v.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let p = Platform::parse(p)?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load(a.targets.spec())?;
+    // Several platforms: parsed here, not by `scan_options` (which takes one).
+    let chosen = parse_platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
@@ -72,28 +98,107 @@ pub fn run(a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let own_store = a.registry_args.analysis_store.as_deref().and_then(|s| s.strip_prefix(&format!("{}/", a.registry)));
     let exclude = own_store.map(str::to_string).into_iter().collect();
     let sel = Selection { repos: a.repo.clone(), tags: a.tag.clone(), newest: a.newest, shard, exclude };
-    let images = catalog::list(&a.registry, &sel, &opts.registry).with_context(|| a.registry.clone())?;
+    // An index is dated by the platform asked for first, else the host's (else its first).
+    let prefer = chosen.first().cloned().unwrap_or_else(Platform::host);
+    let quiet = a.read.quiet;
+    let mut created = |repo: &str, tags: &[String]| -> Vec<Option<String>> {
+        let note = |tag: &str, why: &str| {
+            if !quiet {
+                eprintln!(
+                    "cudalint: {}/{}:{}: no creation time ({why}); --newest counts it as oldest",
+                    a.registry,
+                    crate::escape::text(repo),
+                    crate::escape::text(tag)
+                );
+            }
+        };
+        match crate::image::remote::creation_times(&a.registry, repo, tags, &prefer, &opts) {
+            Ok(times) => tags
+                .iter()
+                .zip(times)
+                .map(|(tag, t)| match t {
+                    Ok(Some(t)) if catalog::parse_time(&t).is_some() => Some(t),
+                    Ok(Some(t)) => {
+                        note(tag, &format!("{:?} is not an RFC 3339 time", crate::escape::text(&t)));
+                        None
+                    }
+                    Ok(None) => {
+                        note(tag, "its image config has none");
+                        None
+                    }
+                    Err(e) => {
+                        note(tag, &e.to_string());
+                        None
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                let e = e.to_string();
+                tags.iter().for_each(|t| note(t, &e));
+                vec![None; tags.len()]
+            }
+        }
+    };
+    let images = catalog::list(&a.registry, &sel, &opts.registry, &mut created).with_context(|| a.registry.clone())?;
     std::fs::create_dir_all(&a.output_dir).with_context(|| a.output_dir.display().to_string())?;
     let mut results = Vec::new();
     for image in images {
         if !a.read.quiet {
             eprintln!("cudalint: scanning {}", crate::escape::text(&image));
         }
-        // A failure of one image is recorded and the run goes on (exit 2 at the end).
-        let result = match crate::image::remote::scan(&image, &opts)
-            .map_err(|e| e.to_string())
-            .and_then(|inv| policy.judge(&inv, &policy.targets, None).map_err(|e| e.to_string()))
-        {
-            Ok(report) => {
-                let name = summary::report_file_name(&image);
-                let path = a.output_dir.join(&name);
-                let json = crate::report::json::render(&report, &Default::default())?;
-                std::fs::write(&path, json).with_context(|| path.display().to_string())?;
-                ImageResult::judged(&image, &report, name)
+        // A failure of one image (or platform) is recorded and the run goes on (exit 2 at the end).
+        let platforms = match crate::image::remote::platforms(&image, &opts) {
+            Ok(None) => vec![None],
+            Ok(Some(offered)) => {
+                let scanned: Vec<Option<Platform>> = offered
+                    .iter()
+                    .filter(|p| chosen.is_empty() || chosen.iter().any(|c| c.accepts(p)))
+                    .cloned()
+                    .map(Some)
+                    .collect();
+                if scanned.is_empty() {
+                    let e = crate::image::ScanError::Platform {
+                        wanted: chosen.iter().map(Platform::to_string).collect::<Vec<_>>().join(", "),
+                        available: offered.iter().map(Platform::to_string).collect(),
+                    };
+                    results.push(ImageResult::failed(&image, None, e.to_string()));
+                    continue;
+                }
+                if !a.read.quiet {
+                    let names: Vec<String> = scanned.iter().flatten().map(Platform::to_string).collect();
+                    eprintln!(
+                        "cudalint: {}: {} of its {} platforms: {}",
+                        crate::escape::text(&image),
+                        scanned.len(),
+                        offered.len(),
+                        names.join(", ")
+                    );
+                }
+                scanned
             }
-            Err(e) => ImageResult::failed(&image, e),
+            Err(e) => {
+                results.push(ImageResult::failed(&image, None, e.to_string()));
+                continue;
+            }
         };
-        results.push(result);
+        for platform in platforms {
+            opts.platform = platform.clone();
+            let label = platform.as_ref().map(Platform::to_string);
+            let result = match crate::image::remote::scan(&image, &opts)
+                .map_err(|e| e.to_string())
+                .and_then(|inv| policy.judge(&inv, &policy.targets, None).map_err(|e| e.to_string()))
+            {
+                Ok(report) => {
+                    let name = summary::report_file_name(&image, label.as_deref());
+                    let path = a.output_dir.join(&name);
+                    let json = crate::report::json::render(&report, &Default::default())?;
+                    std::fs::write(&path, json).with_context(|| path.display().to_string())?;
+                    ImageResult::judged(&image, label, &report, name)
+                }
+                Err(e) => ImageResult::failed(&image, label, e),
+            };
+            results.push(result);
+        }
     }
     let counts = &opts.counts;
     let mut stats = RunStats {

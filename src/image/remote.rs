@@ -238,6 +238,67 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     pipeline::run(&mut RemoteImage::connect(spec, opts)?, opts)
 }
 
+/// The platforms the registry image `spec` offers when it is an index of several image
+/// manifests, sorted and each once; None when it is one image (scanned whatever its platform,
+/// as `scan` does). Reads the indexes only (a single image: its manifest and config), no layer.
+pub fn platforms(spec: &str, opts: &ScanOptions) -> Result<Option<Vec<Platform>>, ScanError> {
+    let mut image = RemoteImage::connect(spec, opts)?;
+    // `resolve_oci` is what chooses a platform (for `scan` too): asked for one no image has, it
+    // takes a single manifest whatever its platform and, among several, names every platform
+    // there is. Asking it keeps this list and the manifest each platform's scan reads the same.
+    let nowhere = Platform { os: String::new(), arch: String::new(), variant: None };
+    match image.resolve(&nowhere) {
+        Ok(_) => Ok(None),
+        // Several manifests, none with a platform: the scan says so (no platform to choose).
+        Err(ScanError::Platform { available, .. }) if available.is_empty() => Ok(None),
+        Err(ScanError::Platform { available, .. }) => {
+            let mut ps = available
+                .iter()
+                .map(|p| Platform::parse(p))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ScanError::Image(format!("{}: {e} in its index", esc(spec))))?;
+            ps.sort_by_key(Platform::to_string);
+            ps.dedup();
+            Ok(Some(ps))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The creation time (`created` of the image config, as written; None if it has none) of each
+/// of `tags` of `registry`'s repository `repo`, in order, over one connection: manifests and
+/// configs only, no layer. An index is dated by its `prefer` image, else by its first platform's
+/// (platforms of one build are created together). Err: the connection failed; an inner Err: that
+/// tag could not be read.
+pub fn creation_times(
+    registry: &str,
+    repo: &str,
+    tags: &[String],
+    prefer: &Platform,
+    opts: &ScanOptions,
+) -> Result<Vec<Result<Option<String>, ScanError>>, ScanError> {
+    let Some(first) = tags.first() else { return Ok(Vec::new()) };
+    let mut image = RemoteImage::connect(&format!("{registry}/{repo}:{first}"), opts)?;
+    let mut out = Vec::with_capacity(tags.len());
+    for tag in tags {
+        let one = parse_reference(&format!("{registry}/{repo}:{tag}")).map_err(ScanError::from).and_then(|r| {
+            // Another tag of the same repository: the connection (and its token) serves it too.
+            image.reference = r.clone();
+            image.remote.reference = r;
+            let resolved = match image.resolve(prefer) {
+                Err(ScanError::Platform { available, .. }) if !available.is_empty() => {
+                    let p = Platform::parse(&available[0]).map_err(|e| ScanError::Image(e.to_string()))?;
+                    image.resolve(&p)
+                }
+                r => r,
+            }?;
+            Ok(resolved.config.created().clone())
+        });
+        out.push(one);
+    }
+    Ok(out)
+}
+
 /// The support matrix attached to the registry image `spec` (`support --from-attestation`):
 /// the platform's manifest is resolved (manifests and the config are read, no layer), and the
 /// newest usable support statement about it is read ([`attest::read_support`]).

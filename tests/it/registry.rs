@@ -535,7 +535,7 @@ fn catalog_scan_shards_together_equal_the_whole() {
     let d = out.path().join("indexed");
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--shard", "index/3", "--output-dir"])
+        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--gpu", "H100", "--shard", "index/3", "--output-dir"])
         .arg(&d)
         .env("JOB_COMPLETION_INDEX", "1")
         .output()
@@ -561,7 +561,7 @@ fn an_image_that_fails_to_scan_is_reported_and_the_run_goes_on() {
     let out = tempfile::tempdir().unwrap();
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--output-dir"])
+        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--gpu", "H100", "--output-dir"])
         .arg(out.path())
         .output()
         .unwrap();
@@ -578,6 +578,186 @@ fn an_image_that_fails_to_scan_is_reported_and_the_run_goes_on() {
     assert!(statuses.iter().any(|(i, st)| i.contains("bad/img") && *st == "error"));
     assert!(statuses.iter().any(|(i, st)| i.contains("good/img") && *st != "error"));
     let _ = fixture("libsm100f.so");
+}
+
+/// A one-image OCI layout whose config says it was `created` then (None: no `created` at all),
+/// holding one CUDA library at `path`: configs differ by their time, so do the tags pushed.
+fn layout_created(dir: &Path, lib: &str, path: &'static str, created: Option<&str>) {
+    let img = Image::new(vec![(tar(&[Ent::File(path, read_fixture(lib))]), Comp::Gzip)]);
+    let built = img.build();
+    let mut config: serde_json::Value = serde_json::from_slice(&built.config).unwrap();
+    if let Some(c) = created {
+        config["created"] = c.into();
+    }
+    let config = serde_json::to_vec(&config).unwrap();
+    let mut manifest: serde_json::Value = serde_json::from_slice(&built.manifest).unwrap();
+    manifest["config"]["digest"] = sha256_of(&config).into();
+    manifest["config"]["size"] = config.len().into();
+    let manifest = serde_json::to_vec(&manifest).unwrap();
+    for b in built.blobs.iter().chain([&config, &manifest]) {
+        let f = dir.join("blobs/sha256").join(&sha256_of(b)["sha256:".len()..]);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, b).unwrap();
+    }
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": sha256_of(&manifest), "size": manifest.len(),
+        "annotations": {"org.opencontainers.image.ref.name": "latest"}}]});
+    std::fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+}
+
+fn registry_run(reg: &Registry, dir: &Path, extra: &[&str]) -> std::process::Output {
+    Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--gpu", "H100", "--output-dir"])
+        .arg(dir)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn summary_of(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// (image, platform) of every result of a summary, in its order.
+fn rows(s: &serde_json::Value) -> Vec<(String, Option<String>)> {
+    s["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["image"].as_str().unwrap().to_string(), i["platform"].as_str().map(String::from)))
+        .collect()
+}
+
+#[test]
+fn newest_orders_tags_by_creation_time_latest_included_unreadable_last() {
+    let reg = Registry::start(false, None);
+    // Natural order is latest < v9 < v10 < v11 < zstd: by name the newest two would be v11 and
+    // zstd. By creation time they are latest and v9; zstd has no creation time at all.
+    for (tag, created) in [
+        ("v9", Some("2024-03-01T00:00:00Z")),
+        ("v10", Some("2024-01-01T00:00:00.5+00:00")),
+        ("v11", Some("2024-02-01T09:00:00+09:00")), // 2024-02-01T00:00:00Z
+        ("latest", Some("2024-04-01T00:00:00.123456789Z")),
+        ("zstd", None),
+    ] {
+        let l = tempfile::tempdir().unwrap();
+        layout_created(l.path(), "libsm90a.so", "usr/lib/libsm90a.so", created);
+        reg.push(l.path(), &format!("torch/vllm:{tag}"), None);
+    }
+    let out = tempfile::tempdir().unwrap();
+    let picked = |n: &str| {
+        let d = out.path().join(n);
+        let o = registry_run(&reg, &d, &["--newest", n]);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut tags: Vec<String> =
+            rows(&summary_of(&d)).into_iter().map(|(i, _)| i.rsplit(':').next().unwrap().to_string()).collect();
+        tags.sort();
+        tags
+    };
+    assert_eq!(picked("2"), ["latest", "v9"]);
+    // v11 (created at 09:00 in +09:00, midnight UTC) is newer than v10: offsets are read.
+    assert_eq!(picked("3"), ["latest", "v11", "v9"]);
+    // The tag without a creation time is the last taken.
+    assert_eq!(picked("4"), ["latest", "v10", "v11", "v9"]);
+    assert_eq!(picked("5"), ["latest", "v10", "v11", "v9", "zstd"]);
+    // Not quiet: the tag that has no creation time is named.
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["registry", &reg.host(), "--no-cache", "--gpu", "H100", "--newest", "1", "--output-dir"])
+        .arg(out.path().join("loud"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("torch/vllm:zstd: no creation time") && !err.contains(":v9: no creation"), "{err}");
+}
+
+#[test]
+fn multi_platform_images_are_scanned_per_platform_and_the_summary_says_why() {
+    let reg = Registry::start(false, None);
+    // amd64 carries sm_90a code (runs on H100), arm64 sm_100f only (fails there).
+    let amd = Image::new(vec![(tar(&[Ent::File("usr/lib/libsm90a.so", read_fixture("libsm90a.so"))]), Comp::Gzip)]);
+    let mut arm =
+        Image::new(vec![(tar(&[Ent::File("usr/lib/libsm100f.so", read_fixture("libsm100f.so"))]), Comp::Gzip)]);
+    arm.arch = "arm64";
+    let multi = tempfile::tempdir().unwrap();
+    oci_layout(multi.path(), &[&amd, &arm]);
+    reg.push(multi.path(), "team/app:1", None);
+    let single = tempfile::tempdir().unwrap();
+    oci_layout(single.path(), &[&arm]);
+    reg.push(single.path(), "team/one:1", None);
+    let out = tempfile::tempdir().unwrap();
+    let whole = out.path().join("whole");
+    let o = registry_run(&reg, &whole, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary_of(&whole);
+    let (app, one) = (format!("{}/team/app:1", reg.host()), format!("{}/team/one:1", reg.host()));
+    assert_eq!(
+        rows(&s),
+        [
+            (app.clone(), Some("linux/amd64".to_string())),
+            (app.clone(), Some("linux/arm64".to_string())),
+            (one.clone(), None)
+        ]
+    );
+    let images = s["images"].as_array().unwrap();
+    let field = |i: usize, k: &str| images[i][k].as_str().unwrap_or_default().to_string();
+    assert_eq!([field(0, "status"), field(1, "status"), field(2, "status")], ["pass", "fail", "fail"]);
+    assert_eq!(field(0, "reason"), "runs on all targets");
+    // The first failing headline, in one line.
+    for i in [1, 2] {
+        let r = field(i, "reason");
+        assert!(r.starts_with("H100") && r.contains("fails — ") && r.contains("libsm100f.so"), "{r}");
+        assert!(!r.contains('\n'));
+    }
+    // One report per platform, each of its own platform, none overwriting another.
+    let files: Vec<String> = (0..3).map(|i| field(i, "report")).collect();
+    assert_eq!(files.iter().collect::<std::collections::BTreeSet<_>>().len(), 3, "{files:?}");
+    for (i, want) in [(0, "linux/amd64"), (1, "linux/arm64")] {
+        let r: serde_json::Value = serde_json::from_slice(&std::fs::read(whole.join(&files[i])).unwrap()).unwrap();
+        assert_eq!(r["image"]["platform"], want, "{}", files[i]);
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!("{app} (linux/arm64)")) && text.contains(&format!("{app} (linux/amd64)")), "{text}");
+    assert!(text.contains("2 images (1 multi-platform: 2 platforms scanned), 3 results: 1 passed, 2 failed"), "{text}");
+    let arm_line = text.lines().find(|l| l.starts_with(&format!("{app} (linux/arm64)"))).unwrap();
+    assert!(arm_line.contains("H100") && arm_line.contains("libsm100f.so"), "{arm_line}");
+
+    // Sharded and merged: the same rows, platforms and reasons.
+    let mut parts = Vec::new();
+    for k in 0..2 {
+        let d = out.path().join(format!("shard{k}"));
+        registry_run(&reg, &d, &["--shard", &format!("{k}/2")]);
+        parts.push(d.join("summary.json"));
+    }
+    let merged = out.path().join("merged.json");
+    let o = Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(m["images"], s["images"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("2 platforms scanned"));
+
+    // Chosen platforms: only those; a tag that is one image is scanned whatever its platform.
+    let d = out.path().join("arm");
+    let o = registry_run(&reg, &d, &["--platform", "linux/arm64"]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(rows(&summary_of(&d)), [(app.clone(), Some("linux/arm64".to_string())), (one.clone(), None)]);
+    let d = out.path().join("both");
+    registry_run(&reg, &d, &["--platform", "linux/arm64,linux/amd64"]);
+    assert_eq!(rows(&summary_of(&d)), rows(&s));
+    // None of them offered: an error naming what is.
+    let d = out.path().join("s390x");
+    let o = registry_run(&reg, &d, &["--platform", "linux/s390x"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = &summary_of(&d)["images"][0];
+    assert_eq!((e["image"].as_str(), e["status"].as_str()), (Some(app.as_str()), Some("error")));
+    let r = e["reason"].as_str().unwrap();
+    assert!(r.contains("linux/s390x") && r.contains("linux/amd64, linux/arm64"), "{r}");
+    let o = registry_run(&reg, &out.path().join("bad"), &["--platform", "linux"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not os/arch"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// What the hostile registry answers to one request.
@@ -907,7 +1087,7 @@ fn catalog_pagination_that_makes_no_progress_is_an_error() {
     let out = tempfile::tempdir().unwrap();
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--output-dir"])
+        .args(["registry", &reg.host(), "--quiet", "--no-cache", "--gpu", "H100", "--output-dir"])
         .arg(out.path())
         .timeout(Duration::from_secs(120))
         .output()
@@ -925,7 +1105,7 @@ fn catalog_pagination_that_makes_no_progress_is_an_error() {
     });
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["registry", &looping.host(), "--quiet", "--no-cache", "--output-dir"])
+        .args(["registry", &looping.host(), "--quiet", "--no-cache", "--gpu", "H100", "--output-dir"])
         .arg(out.path())
         .timeout(Duration::from_secs(120))
         .output()
