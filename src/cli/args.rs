@@ -83,6 +83,21 @@ impl PolicyArgs {
     }
 }
 
+/// Why a scan with no targets stops (exit 2): it would judge nothing and say "passed".
+pub fn no_targets(policy: &crate::lint::policy::Policy) -> String {
+    let config = match &policy.files.config {
+        Some(c) => format!("{c} has no [targets]"),
+        None => format!("no {} found from here up to the repository root", crate::lint::policy::CONFIG_FILE),
+    };
+    format!(
+        "no targets: a verdict needs the GPUs the image will run on. Give them on the command line \
+         (--gpu H100,L4, --arch sm_90, or --targets-from nodes.json), in the environment \
+         (CUDALINT_GPU=H100,L4), or in cudalint.toml ([targets] gpus = [\"H100\", \"L4\"]; {config}). \
+         `cudalint support IMAGE` lists every GPU the image runs on; --format inventory, listing or \
+         cyclonedx alone needs no targets"
+    )
+}
+
 /// A flag whose values are the words of a `words!` enum (formats, severities): listed in
 /// `--help` and completions as clap lists enum values (the library types carry no clap derive).
 pub fn words_parser<T: crate::schema::Words + Clone>() -> impl clap::builder::TypedValueParser<Value = T> {

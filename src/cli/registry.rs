@@ -89,6 +89,9 @@ fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
 
 pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load(a.targets.spec())?;
+    if policy.targets.is_empty() {
+        anyhow::bail!(super::args::no_targets(&policy));
+    }
     // Several platforms: parsed here, not by `scan_options` (which takes one).
     let chosen = parse_platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry_args)?;

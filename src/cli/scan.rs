@@ -81,7 +81,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     // Listings (SBOM, inventory) describe the image; only a verdict needs targets and gates.
     let listing_only = reports.iter().all(|r| r.format.is_inventory());
     if policy.targets.is_empty() && !a.device.on_device && !listing_only {
-        anyhow::bail!(no_targets(&policy));
+        anyhow::bail!(super::args::no_targets(&policy));
     }
     if a.verbose {
         eprintln!("cudalint: {}", policy.files.line().unwrap_or_else(|| "no config, ignore file or baseline".into()));
@@ -172,21 +172,6 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         a.out.emit(to, &out.text)?;
     }
     Ok(if report.failed && !listing_only { ExitCode::from(1) } else { ExitCode::SUCCESS })
-}
-
-/// Why a scan with no targets stops (exit 2): it would judge nothing and say "passed".
-fn no_targets(policy: &crate::lint::policy::Policy) -> String {
-    let config = match &policy.files.config {
-        Some(c) => format!("{c} has no [targets]"),
-        None => format!("no {} found from here up to the repository root", crate::lint::policy::CONFIG_FILE),
-    };
-    format!(
-        "no targets: a verdict needs the GPUs the image will run on. Give them on the command line \
-         (--gpu H100,L4, --arch sm_90, or --targets-from nodes.json), in the environment \
-         (CUDALINT_GPU=H100,L4), or in cudalint.toml ([targets] gpus = [\"H100\", \"L4\"]; {config}). \
-         `cudalint support IMAGE` lists every GPU the image runs on; --format inventory, listing or \
-         cyclonedx alone needs no targets"
-    )
 }
 
 /// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.

@@ -87,7 +87,7 @@ pub fn reason(r: &LintReport) -> String {
         return one_line(&h.text);
     }
     if r.failed {
-        let top = r.findings.iter().filter(|f| f.severity >= r.fail_on).map(|f| f.severity).max();
+        let top = r.findings.iter().filter(|f| r.fail_on.fails(f.severity)).map(|f| f.severity).max();
         if let Some(f) = r.findings.iter().find(|f| Some(f.severity) == top) {
             let at = f.path.as_deref().map(|p| format!(" ({})", p.rsplit('/').next().unwrap_or(p))).unwrap_or_default();
             return one_line(&format!("{} {}{at}: {}", f.severity, f.rule, f.message));
