@@ -106,7 +106,14 @@ fn resolve(
     };
     Ok(match layout {
         Layout::Docker => (oci::resolve_docker_archive(store, want)?, SourceKind::DockerArchive),
-        Layout::Oci => (oci::resolve_oci(store, want, platform)?, SourceKind::OciArchive),
+        Layout::Oci => {
+            let mut r = oci::resolve_oci(store, want, platform)?;
+            // An archive on disk titles a bare-tag image by its file name (a stream has none).
+            if std::path::Path::new(what).is_file() {
+                r.name = oci::qualify_tag(r.name, std::path::Path::new(what));
+            }
+            (r, SourceKind::OciArchive)
+        }
     })
 }
 

@@ -118,14 +118,15 @@ fn action_scan_step_writes_sarif_summary_and_exit_code() {
     let dir = tempfile::tempdir().unwrap();
     let (summary, output) = (dir.path().join("summary.md"), dir.path().join("output"));
     let bin = assert_cmd::cargo::cargo_bin("cudalint");
-    let run = |image: &str| {
+    let run_with = |image: &str, gpus: &str| {
         std::fs::write(&summary, "").unwrap();
         std::fs::write(&output, "").unwrap();
         Std::new(which("bash"))
             .arg(root().join("scripts/action-scan.sh"))
             .current_dir(root())
             .env("INPUT_IMAGE", image)
-            .env("INPUT_GPUS", "H100,L4")
+            .env("INPUT_GPUS", gpus)
+            .env_remove("CUDALINT_GPU")
             .env("INPUT_DRIVER", "535.104.05")
             .env("INPUT_FAIL_ON", "error")
             .env("RUNNER_TEMP", dir.path())
@@ -135,6 +136,7 @@ fn action_scan_step_writes_sarif_summary_and_exit_code() {
             .output()
             .unwrap()
     };
+    let run = |image: &str| run_with(image, "H100,L4");
     let out = run("fixtures/demo/demo-image.tar");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=1\n");
@@ -147,7 +149,15 @@ fn action_scan_step_writes_sarif_summary_and_exit_code() {
     assert!(out.status.success());
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=2\n");
     assert!(!dir.path().join("cudalint.sarif").exists());
-    assert!(std::fs::read_to_string(&summary).unwrap().contains("did not finish (exit 2)"));
+    let said = std::fs::read_to_string(&summary).unwrap();
+    assert!(said.contains("did not finish (exit 2)") && said.contains("does-not-exist.tar"), "{said}");
+    // An empty `gpus` input and no cudalint.toml: the gate judged nothing, so it is not green;
+    // the summary says why, not only that it stopped.
+    let out = run_with("fixtures/demo/demo-image.tar", "");
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=2\n");
+    let said = std::fs::read_to_string(&summary).unwrap();
+    assert!(said.contains("no targets") && said.contains("CUDALINT_GPU"), "{said}");
 }
 
 /// Docker cannot run here: check the Dockerfile's shape (known instructions, a musl build stage,
