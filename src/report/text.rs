@@ -331,3 +331,35 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
         let _ = writeln!(out, "  not loaded: {} {}: {}", esc(&s.binary), esc(&s.module), esc(&s.reason));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{fit_path, wrap, width_of};
+
+    #[test]
+    fn findings_wrap_to_the_terminal_and_keep_their_indent() {
+        let msg = "no kernel image for L4 (compute capability 8.9): none of the 2 module(s) carries SASS";
+        // No width (a file, a pipe): one line.
+        assert_eq!(wrap("", msg, 8, None), format!("        {msg}"));
+        let w = wrap("fix: ", msg, 8, Some(40));
+        let lines: Vec<&str> = w.lines().collect();
+        assert!(lines.len() > 2, "{w}");
+        assert!(lines.iter().all(|l| width_of(l) <= 40), "{w}");
+        assert!(lines[0].starts_with("        fix: no"), "{w}");
+        assert!(lines[1..].iter().all(|l| l.starts_with("          ") && !l.starts_with("           ")), "{w}");
+        // Every word is still there, in order.
+        let words: Vec<&str> = w.split_whitespace().skip(1).collect();
+        assert_eq!(words.join(" "), msg);
+        // ANSI codes take no columns.
+        assert_eq!(width_of("\x1b[2mfix:\x1b[0m"), 4);
+    }
+
+    #[test]
+    fn long_paths_give_way_from_the_left() {
+        let p = "/usr/lib/python3/site-packages/torch/lib/libtorch_cuda.so";
+        assert_eq!(fit_path(p, 100), p);
+        let cut = fit_path(p, 30);
+        assert_eq!(cut.chars().count(), 30);
+        assert!(cut.starts_with('…') && cut.ends_with("/lib/libtorch_cuda.so"), "{cut}");
+    }
+}
