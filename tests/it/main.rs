@@ -20,6 +20,8 @@ mod inspect_layouts;
 mod inspect_linkers;
 #[cfg(feature = "slow-tests")]
 mod install;
+#[cfg(feature = "slow-tests")]
+mod kubernetes;
 mod layer_tar;
 mod layering;
 #[cfg(feature = "slow-tests")]

@@ -388,7 +388,7 @@ fn basic_auth_over_tls_with_a_test_ca() {
     assert!(env_ok.status.code() != Some(2), "{}", String::from_utf8_lossy(&env_ok.stderr));
     let env_other = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", &spec, "--quiet", "--no-cache", "--ca-cert"])
+        .args(["scan", &spec, "--quiet", "--no-cache", "--gpu", "H100", "--ca-cert"])
         .arg(reg.ca())
         .env("CUDALINT_REGISTRY_USERNAME", "ci")
         .env("CUDALINT_REGISTRY_PASSWORD", "s3cret")
@@ -933,7 +933,7 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
     let with_creds = |extra: &[&str]| {
         Command::cargo_bin("cudalint")
             .unwrap()
-            .args(["scan", &spec, "--quiet", "--no-cache", "--username", "ci", "--password-stdin"])
+            .args(["scan", &spec, "--quiet", "--no-cache", "--username", "ci", "--password-stdin", "--gpu", "H100"])
             .args(extra)
             .write_stdin("s3cret\n")
             .output()
@@ -1158,7 +1158,7 @@ fn registry_error_bodies_reach_the_terminal_escaped() {
     });
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", &format!("{}/e/img:1", reg.host()), "--quiet", "--no-cache"])
+        .args(["scan", &format!("{}/e/img:1", reg.host()), "--quiet", "--no-cache", "--gpu", "H100"])
         .timeout(Duration::from_secs(120))
         .output()
         .unwrap();

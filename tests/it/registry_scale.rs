@@ -444,7 +444,9 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     let work = tempfile::tempdir().unwrap();
     let inv = work.path().join("inv.json");
     let spec = format!("{}/scale/a:1", reg.host());
-    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", "inventory", "-o", inv.to_str().unwrap()]);
+    // A verdict beside the listing, so the gate applies (a listing alone never fails it).
+    let inv_arg = format!("inventory={}", inv.display());
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", &inv_arg, "--format", "text"]);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
     let manifest = pulled["image"]["manifest_digest"].as_str().unwrap().to_string();
@@ -466,12 +468,10 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     let proxy = crate::registry::Proxy::start(reg.port);
     let via = format!("{}/scale/a:1", proxy.host());
     let inv2 = work.path().join("inv2.json");
+    let inv2_arg = format!("inventory={}", inv2.display());
     for gpu in ["H100", "A100", "B300", "RTX 5090"] {
-        let attested = scan_cmd(
-            &via,
-            &["--from-attestation", "--gpu", gpu, "--format", "inventory", "-o", inv2.to_str().unwrap()],
-        );
-        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "inventory", "-o", "/dev/null"]);
+        let attested = scan_cmd(&via, &["--from-attestation", "--gpu", gpu, "--format", &inv2_arg, "--format", "text"]);
+        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "text"]);
         assert_eq!(attested.status.code(), fresh.status.code(), "{gpu}: {}", String::from_utf8_lossy(&attested.stderr));
         let read: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv2).unwrap()).unwrap();
         assert_eq!(read["files"], pulled["files"]);
