@@ -89,7 +89,12 @@ async fn events(app: &App, req: Request<Incoming>) -> Reply {
         return r;
     }
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-    let too_large = || text(StatusCode::PAYLOAD_TOO_LARGE, format!("an event envelope is at most {MAX_BODY} bytes"));
+    let too_large = || {
+        let mut r = text(StatusCode::PAYLOAD_TOO_LARGE, format!("an event envelope is at most {MAX_BODY} bytes"));
+        // The rest of the body is not read: the connection cannot carry another request.
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return too_large();
     }
