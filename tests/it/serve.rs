@@ -87,6 +87,12 @@ impl Serve {
 
     /// `bytes` sent as they are, and the answer's status and body.
     fn raw(&self, bytes: &[u8]) -> (u16, String) {
+        let (code, _, body) = self.answer(bytes);
+        (code, body)
+    }
+
+    /// `bytes` sent as they are: the answer's status, head and body.
+    fn answer(&self, bytes: &[u8]) -> (u16, String, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         s.write_all(bytes).unwrap();
@@ -94,8 +100,8 @@ impl Serve {
         let _ = s.read_to_end(&mut out);
         let text = String::from_utf8_lossy(&out).into_owned();
         let code = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status: {text:?}"));
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-        (code, body)
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (code, head.to_string(), body.to_string())
     }
 
     fn post(&self, auth: Option<&str>, body: &[u8]) -> (u16, String) {
@@ -239,17 +245,21 @@ fn image(arch: &'static str) -> Image {
     img
 }
 
-/// An envelope with `n` copies of a push event of `repo@digest`.
-fn envelope(host: &str, repo: &str, digest: &str, n: usize) -> Vec<u8> {
-    let event = serde_json::json!({
+/// A push event of `repo@digest` as distribution sends it.
+fn push_event(host: &str, repo: &str, digest: &str) -> serde_json::Value {
+    serde_json::json!({
         "id": "e1", "timestamp": "2025-01-01T00:00:00Z", "action": "push",
         "target": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "size": 400, "digest": digest,
                    "length": 400, "repository": repo, "url": format!("http://{host}/v2/{repo}/manifests/{digest}"),
                    "tag": "1"},
         "request": {"id": "r1", "addr": "127.0.0.1:1", "host": host, "method": "PUT", "useragent": "test"},
         "actor": {}, "source": {"addr": "localhost:5000", "instanceID": "i1"},
-    });
-    serde_json::to_vec(&serde_json::json!({ "events": vec![event; n] })).unwrap()
+    })
+}
+
+/// An envelope with `n` copies of a push event of `repo@digest`.
+fn envelope(host: &str, repo: &str, digest: &str, n: usize) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "events": vec![push_event(host, repo, digest); n] })).unwrap()
 }
 
 #[test]
@@ -384,4 +394,32 @@ fn serve_refuses_to_start_without_targets_or_with_a_registry_url_it_cannot_use()
     let o = run(&["--gpu", "H100", "--registry-url", "http://registry:5000"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give HOST[:PORT]"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn a_full_queue_answers_503_so_the_registry_sends_the_events_again() {
+    // Nothing listens on port 9 of loopback: each scan fails at once, and the queue holds one.
+    let serve = Serve::start(&["--gpu", "H100", "--queue", "1", "--registry-url", "127.0.0.1:9"]);
+    // Ten manifests in one envelope: the one worker cannot empty the queue between two of them
+    // (each of its jobs is a connection attempt; the webhook queues them in microseconds).
+    let events: Vec<serde_json::Value> =
+        (0..10).map(|i| push_event("registry.example:5000", "team/app", &format!("sha256:{i:064x}"))).collect();
+    let body = serde_json::to_vec(&serde_json::json!({ "events": events })).unwrap();
+    let mut req = format!(
+        "POST /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    let (code, head, body) = serve.answer(&req);
+    assert_eq!(code, 503, "{body}");
+    assert!(head.to_lowercase().contains("retry-after: "), "{head}");
+    let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let queued = answer["queued"].as_u64().unwrap();
+    assert!((1..10).contains(&queued), "{body}");
+    assert_eq!(serve.metric("events_rejected_total"), (10 - queued) as f64);
+    assert_eq!(serve.metric("webhook_responses_total{code=\"503\"}"), 1.0);
+    // What was queued is scanned (and fails: no registry), the rest waits for the resend.
+    serve.until("the queued scans end", || serve.metric("scans_failed_total") == queued as f64);
+    assert!(serve.log().contains("error: 127.0.0.1:9/team/app@sha256:"), "{}", serve.log());
 }
