@@ -72,7 +72,7 @@ impl Job {
         format!("{}/{}@{}", self.host, self.repository, self.digest)
     }
 
-    /// The same manifest's sibling `digest` (an image of a pushed index).
+    /// Another manifest of the same repository: an image of a pushed index.
     pub fn with_digest(&self, digest: &str) -> Job {
         Job { digest: digest.to_string(), tag: None, ..self.clone() }
     }

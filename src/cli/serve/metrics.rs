@@ -69,7 +69,7 @@ impl Metrics {
         family(
             "events_deduplicated_total",
             "counter",
-            "Manifest pushes already queued, being scanned, or scanned lately by this process.",
+            "Manifests already queued, being scanned, or scanned lately by this process (pushed again, or images of a pushed index).",
             &one(get(&self.events_deduplicated)),
         );
         family(
