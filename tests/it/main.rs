@@ -31,6 +31,8 @@ mod registry_scale;
 mod reports;
 mod rules;
 mod scan;
+#[cfg(feature = "slow-tests")]
+mod serve;
 mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
