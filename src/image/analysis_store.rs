@@ -10,6 +10,11 @@
 //! and its body hashes to what the header says; anything else is ignored and the layer pulled.
 //! A stored analysis is trusted as far as the repository is: whoever can push there can make
 //! the scan see what they like in a layer.
+//!
+//! A store that goes away (no connection, no answer, 5xx) is noticed at its first such failure
+//! and bypassed from then on: no lookup, claim or push is sent to it again, every layer is
+//! analysed here, and the run's summary says so. Its requests are bounded by [`STORE_STALL`],
+//! not retried, and not the scan's own stall timeout: a cache is worth seconds, not minutes.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,9 +37,15 @@ const MAX_ENTRY_BLOB: u64 = 64 << 20;
 pub const CLAIM_SETTLE: Duration = Duration::from_secs(1);
 /// The longest pause between two reads of a settling claim.
 const SETTLE_POLL: Duration = Duration::from_millis(400);
+/// How long a store request may go without an answer (or without 16 KiB of one), and a
+/// connection attempt may take, before the store counts as unreachable.
+pub const STORE_STALL: Duration = Duration::from_secs(5);
 
 pub struct AnalysisStore {
-    remote: Remote,
+    /// None: the store was unreachable when the run began.
+    remote: Option<Remote>,
+    /// `host/name`, for messages.
+    name: String,
     /// How long a claim holds: others wait for its analysis at most this long, and a claim
     /// older than this (a killed shard's) is ignored.
     claim_timeout: Duration,
@@ -44,6 +55,10 @@ pub struct AnalysisStore {
     pub hits: AtomicU64,
     pub pushed: AtomicU64,
     pub push_errors: AtomicU64,
+    /// Analyses looked up (requests sent; none once the store is unreachable).
+    pub lookups: AtomicU64,
+    /// The store failed as a whole once: it is not asked again.
+    down: AtomicBool,
     warned: AtomicBool,
 }
 
@@ -86,7 +101,9 @@ pub enum Claim {
 }
 
 impl AnalysisStore {
-    /// Connects to `repo` (`host/name`) asking for pull and push.
+    /// Connects to `repo` (`host/name`) asking for pull and push. A store that cannot be
+    /// reached at all is not an error: it is bypassed from the start (said on stderr and in
+    /// the summary); a refusal (credentials, a bad name) is.
     pub fn connect(repo: &str, o: &RegistryOptions) -> Result<AnalysisStore, ScanError> {
         let r = parse_reference(repo)?;
         // The store's tags are its own: a tag or digest in the name is a mistake.
@@ -98,10 +115,30 @@ impl AnalysisStore {
         }
         let r = Reference::with_tag(r.registry().to_string(), r.repository().to_string(), "latest".into());
         let scope = format!("repository:{}:pull,push", r.repository());
+        let name = format!("{}/{}", r.registry(), r.repository());
+        let o = RegistryOptions {
+            stall_timeout: o.stall_timeout.min(STORE_STALL),
+            connect_timeout: o.connect_timeout.min(STORE_STALL),
+            // Not retried: the first connection failure, stall or 5xx bypasses the store (a
+            // retry would cost every shard another stall window; a store missed only costs
+            // local analyses).
+            retries: 0,
+            ..o.clone()
+        };
         // A store lives for the whole run (many images), not one image's deadline.
-        let remote = Remote::connect_scoped(r, o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600))?;
+        let remote = match Remote::connect_scoped(r, &o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600)) {
+            Ok(r) => Some(r),
+            Err(e) if e.is_unreachable() => {
+                eprintln!("cudalint: analysis store {}: {e}; analysing locally", esc(&name));
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
         Ok(AnalysisStore {
+            down: AtomicBool::new(remote.is_none()),
             remote,
+            name,
+            lookups: AtomicU64::new(0),
             claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
             claim_settle: CLAIM_SETTLE,
             claim_waits: AtomicU64::new(0),
@@ -122,17 +159,39 @@ impl AnalysisStore {
         self
     }
 
-    fn reference(&self, tag: String) -> Reference {
-        Reference::with_tag(
-            self.remote.reference.registry().to_string(),
-            self.remote.reference.repository().to_string(),
-            tag,
-        )
+    /// The connection, while the store has not failed.
+    fn remote(&self) -> Option<&Remote> {
+        if self.down.load(Ordering::Relaxed) { None } else { self.remote.as_ref() }
+    }
+
+    /// Whether the store failed as a whole (unreachable, stalled, 5xx) and is bypassed.
+    pub fn unreachable(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// `r`, noting a failure of the store as a whole: from then on it is bypassed.
+    fn watch<T>(&self, r: Result<T, RegistryError>) -> Result<T, RegistryError> {
+        if let Err(e) = &r
+            && e.is_unreachable()
+            && !self.down.swap(true, Ordering::Relaxed)
+        {
+            let n = self.lookups.load(Ordering::Relaxed);
+            eprintln!(
+                "cudalint: analysis store {}: {e}; unreachable after {n} lookups, analysing locally",
+                esc(&self.name)
+            );
+        }
+        r
+    }
+
+    fn reference(&self, remote: &Remote, tag: String) -> Reference {
+        Reference::with_tag(remote.reference.registry().to_string(), remote.reference.repository().to_string(), tag)
     }
 
     /// The claim on a key as (id, unix seconds), if one can be read.
     fn read_claim(&self, tag: &str) -> Option<(String, u64)> {
-        let (m, _) = self.remote.manifest(&self.reference(tag.to_string())).ok()?;
+        let remote = self.remote()?;
+        let (m, _) = self.watch(remote.manifest(&self.reference(remote, tag.to_string()))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
         if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_CLAIM) {
             return None;
@@ -152,6 +211,9 @@ impl AnalysisStore {
     /// claim was overwritten knows it lost at the first read that shows another live claim; one
     /// whose claim still stands can know it won only when the settle time has passed.
     pub fn claim(&self, k: &LayerKey) -> Claim {
+        if self.remote().is_none() {
+            return Claim::Mine;
+        }
         let t = claim_tag(k);
         let digest = &k.digest;
         let live = |at: u64| now_secs().saturating_sub(at) < self.claim_timeout.as_secs();
@@ -165,16 +227,21 @@ impl AnalysisStore {
             return Claim::Mine;
         }
         // Paid in full only by the shard that wins, which found no analysis and no live claim.
+        // A store that fails meanwhile ends the wait: no one else will get through either.
         let overwritten = poll(Instant::now() + self.claim_settle, SETTLE_POLL, || {
-            self.read_claim(&t).filter(|(other, at)| *other != id && live(*at))
+            if self.unreachable() {
+                return Some(None);
+            }
+            self.read_claim(&t).filter(|(other, at)| *other != id && live(*at)).map(Some)
         });
-        if overwritten.is_some() { Claim::Theirs } else { Claim::Mine }
+        if overwritten.flatten().is_some() { Claim::Theirs } else { Claim::Mine }
     }
 
     /// Pushes a claim; `at` 0 releases it (a claim that old is stale to everyone).
     fn write_claim(&self, t: &str, id: &str, at: u64, digest: &str) -> Result<(), RegistryError> {
+        let Some(remote) = self.remote() else { return Err(self.bypassed()) };
         let at = at.to_string();
-        self.remote.push_artifact(&Artifact {
+        self.watch(remote.push_artifact(&Artifact {
             artifact_type: LAYER_CLAIM,
             payload_type: MediaType::EmptyJSON.as_ref(),
             payload: b"{}",
@@ -186,24 +253,38 @@ impl AnalysisStore {
             ],
             tag: Some(t),
             label: "manifest",
-        })?;
+        }))?;
         Ok(())
     }
 
-    /// Waits for another shard's analysis of a layer, at most the claim timeout.
+    /// The error of a request not sent because the store is bypassed.
+    fn bypassed(&self) -> RegistryError {
+        RegistryError::Unreachable { what: format!("analysis store {}", esc(&self.name)), message: "bypassed".into() }
+    }
+
+    /// Waits for another shard's analysis of a layer, at most the claim timeout, and no longer
+    /// once the store fails (the claimant cannot push its analysis either).
     pub fn wait_for(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
         self.claim_waits.fetch_add(1, Ordering::Relaxed);
-        poll(Instant::now() + self.claim_timeout, Duration::from_millis(500), || self.get(k))
+        poll(Instant::now() + self.claim_timeout, Duration::from_millis(500), || {
+            if self.unreachable() {
+                return Some(None);
+            }
+            self.get(k).map(Some)
+        })
+        .flatten()
     }
 
     pub fn repository(&self) -> String {
-        format!("{}/{}", self.remote.reference.registry(), self.remote.reference.repository())
+        self.name.clone()
     }
 
     /// The stored analysis of a layer, if there is one whose key matches; any failure to read
     /// it (absent, unreachable, malformed, another key) is a miss: the layer is pulled.
     pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
-        let (m, _) = self.remote.manifest(&self.reference(tag(k))).ok()?;
+        let remote = self.remote()?;
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let (m, _) = self.watch(remote.manifest(&self.reference(remote, tag(k)))).ok()?;
         let v: serde_json::Value = serde_json::from_slice(&m).ok()?;
         if v.get("artifactType").and_then(|a| a.as_str()) != Some(LAYER_ANALYSIS) {
             return None;
@@ -217,7 +298,7 @@ impl AnalysisStore {
         }
         let blob_digest = l.get("digest")?.as_str()?;
         // Verified against its digest by small_blob; then the header must name this key.
-        let entry = self.remote.small_blob(blob_digest).ok()?;
+        let entry = self.watch(remote.small_blob(blob_digest)).ok()?;
         let layer = crate::cache::decode(&entry[..], &k.digest, &k.variant)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(layer)
@@ -226,6 +307,9 @@ impl AnalysisStore {
     /// Stores an analysis (verified layers only). A failure is counted and said once on stderr:
     /// it costs later shards a pull, never a wrong result.
     pub fn put(&self, k: &LayerKey, layer: &AnalyzedLayer) {
+        if self.unreachable() {
+            return;
+        }
         let entry = match crate::cache::encode(&k.digest, &k.variant, layer) {
             Ok(Some(e)) => e,
             _ => return,
@@ -239,7 +323,8 @@ impl AnalysisStore {
             }
             Err(e) => {
                 self.push_errors.fetch_add(1, Ordering::Relaxed);
-                if !self.warned.swap(true, Ordering::Relaxed) {
+                // A store that went away has said so already (`watch`).
+                if !self.unreachable() && !self.warned.swap(true, Ordering::Relaxed) {
                     eprintln!("cudalint: analysis store {}: {e} (analyses are not shared)", esc(&self.repository()));
                 }
             }
@@ -247,7 +332,8 @@ impl AnalysisStore {
     }
 
     fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), RegistryError> {
-        self.remote.push_artifact(&Artifact {
+        let Some(remote) = self.remote() else { return Err(self.bypassed()) };
+        self.watch(remote.push_artifact(&Artifact {
             artifact_type: LAYER_ANALYSIS,
             payload_type: LAYER_ANALYSIS_ENTRY,
             payload: entry,
@@ -255,7 +341,7 @@ impl AnalysisStore {
             annotations: &[("dev.cudalint.layer.digest", layer_digest)],
             tag: Some(tag),
             label: "manifest",
-        })?;
+        }))?;
         Ok(())
     }
 }
