@@ -353,7 +353,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         stats.store_hits = st.hits.load(Ordering::Relaxed);
         stats.store_pushed = st.pushed.load(Ordering::Relaxed);
         stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
-        stats.store_lookups = st.lookups.load(Ordering::Relaxed);
+        stats.store_lookups = st.lookups();
         stats.store_unreachable = u64::from(st.unreachable());
     }
     let since = previous.map(|p| Since::count(p.given, &results, p.all_rejudged));
