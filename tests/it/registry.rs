@@ -1315,6 +1315,24 @@ fn an_analysis_store_claim_is_lost_as_soon_as_another_lands_and_won_once_it_sett
     let (lost, took) = claimant.join().unwrap();
     assert!(lost, "the later claim wins");
     assert!(took < settle / 2, "known at once, not after the settle time: {took:?}");
+
+    // A won claim is renewed while its analysis runs (here: never pushed): its `at` moves on,
+    // so others keep waiting for it past the lease.
+    let (k, tag) = (key("c"), format!("cudalint-claim-{}", key("c").hex()));
+    let at = |m: &(Vec<u8>, String)| -> u64 {
+        let v: serde_json::Value = serde_json::from_slice(&m.0).unwrap();
+        v["annotations"]["dev.cudalint.claim.at"].as_str().unwrap().parse().unwrap()
+    };
+    let at_tag = parse_reference(&format!("{repo}:{tag}")).unwrap();
+    let holder = store(&repo, Duration::from_millis(200)).with_claim_timeout(Duration::from_secs(3));
+    assert!(matches!(holder.claim(&k), Claim::Mine));
+    let first = at(&other.manifest(&at_tag).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at(&other.manifest(&at_tag).unwrap()) == first {
+        assert!(Instant::now() < deadline, "the claim was never renewed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(holder);
 }
 
 fn cli_support(spec: &str, extra: &[&str]) -> std::process::Output {

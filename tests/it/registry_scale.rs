@@ -426,6 +426,16 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let stale = run("stale", &[]);
     assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
     assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
+    // A fresh claim that is never renewed (its shard was killed just after claiming, or lost
+    // the store), with the default 600 s timeout: waited for only until its lease runs out.
+    // (The run's bound of 300 s would fail a wait for the whole timeout.)
+    delete_analyses();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    set_claims(now);
+    let unrenewed = run("unrenewed", &[]);
+    assert_eq!(stat(&unrenewed, "store_claim_waits"), 2, "{}", unrenewed["stats"]);
+    assert_eq!(stat(&unrenewed, "layers_analysed"), 2, "{}", unrenewed["stats"]);
+    assert_eq!(unrenewed["images"], first["images"]);
 }
 
 fn scan_cmd(spec: &str, extra: &[&str]) -> std::process::Output {
