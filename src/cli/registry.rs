@@ -9,9 +9,11 @@ use anyhow::Context;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
-use crate::image::Platform;
+use crate::image::remote::Probe;
+use crate::image::{Platform, ScanOptions};
+use crate::lint::policy::Policy;
 use crate::registry::catalog::{self, Selection};
-use crate::report::registry::{self as summary, ImageResult, Merger, RunStats, Summary};
+use crate::report::registry::{self as summary, Change, ImageResult, Merger, RunStats, Since, Summary};
 
 #[derive(clap::Args, Debug)]
 // `--platform` is shared with `scan` (one platform, default the host's); here it takes several
@@ -44,6 +46,13 @@ pub struct RegistryScanArgs {
     /// Directory for one JSON report per image and summary.json.
     #[arg(long, default_value = "cudalint-reports")]
     pub output_dir: PathBuf,
+    /// The summary.json of a previous run: only tags whose manifest digest changed (or that are
+    /// new, or failed then) are judged again; the others' results and reports are carried over
+    /// (reports copied from beside that summary). Every tag is judged again when the targets,
+    /// rules, policy, analysis options, platforms or cudalint version differ from that run's.
+    /// For shards, give each shard its own previous summary (shards split the same way).
+    #[arg(long, value_name = "SUMMARY")]
+    pub since: Option<PathBuf>,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -74,6 +83,110 @@ fn exit_code(images: &[ImageResult]) -> ExitCode {
     }
 }
 
+/// What decides the verdicts of a run, hashed: the cudalint version, the targets, what fails the
+/// gate, every rule (its file's text), rule settings, ignores (and whether each has expired),
+/// the baseline, the analysis options and the platforms asked for. `--since` carries results
+/// over only between runs with the same fingerprint.
+fn fingerprint(policy: &Policy, opts: &ScanOptions, platforms: &[Platform]) -> String {
+    use std::fmt::Write;
+    let mut h = String::new();
+    let _ = writeln!(h, "cudalint {}", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(h, "targets {}", serde_json::to_string(&policy.targets).unwrap_or_default());
+    let _ = writeln!(h, "fail-on {}", policy.fail_on);
+    for r in &policy.rules {
+        let builtin = crate::lint::rules::BUILTIN_RULES.iter().find(|(n, _)| r.source == format!("rules/{n}"));
+        let text = match builtin {
+            Some((_, t)) => t.to_string(),
+            None => std::fs::read_to_string(&r.source).unwrap_or_else(|_| r.when_src.clone()),
+        };
+        let _ = writeln!(h, "rule {} {} {}", r.code, r.severity, crate::digest::sha256(text.as_bytes()));
+    }
+    let _ = writeln!(h, "disable {:?} severity {:?}", policy.config.disable, policy.config.severity);
+    let today = crate::lint::config::today();
+    for i in &policy.ignores {
+        let _ = writeln!(h, "ignore {:?} expired {}", i.entry, i.expired(today));
+    }
+    let _ = writeln!(h, "baseline {:?}", policy.baseline);
+    let _ = writeln!(h, "analysis {}", crate::cache::variant(&opts.inspect));
+    let _ = writeln!(h, "platforms {}", platforms.iter().map(Platform::to_string).collect::<Vec<_>>().join(","));
+    crate::digest::sha256(h.as_bytes())
+}
+
+/// The previous run `--since` names: its results by image, where its reports lie, and why none
+/// can be carried over (its fingerprint differs), if so.
+struct Previous {
+    given: String,
+    dir: PathBuf,
+    images: std::collections::BTreeMap<String, Vec<ImageResult>>,
+    all_rejudged: Option<String>,
+}
+
+impl Previous {
+    fn load(path: &Path, registry: &str, fingerprint: &str) -> anyhow::Result<Previous> {
+        let given = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("--since {given}"))?;
+        let s = summary::read(&given, &text)?;
+        if s.registry != registry {
+            anyhow::bail!(
+                "--since {given}: a summary of registry {}, not {}",
+                crate::escape::text(&s.registry),
+                crate::escape::text(registry)
+            );
+        }
+        let all_rejudged = match &s.fingerprint {
+            Some(f) if f == fingerprint => None,
+            Some(_) => Some(
+                "the targets, rules, policy, analysis options, platforms or cudalint version differ from that run's"
+                    .to_string(),
+            ),
+            None => Some("that summary records no fingerprint".to_string()),
+        };
+        let mut images: std::collections::BTreeMap<String, Vec<ImageResult>> = Default::default();
+        for i in s.images {
+            images.entry(i.image.clone()).or_default().push(i);
+        }
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(Previous { given, dir, images, all_rejudged })
+    }
+
+    /// How the tag `image`, whose manifest digest is now `digest`, relates to the previous run.
+    fn change(&self, image: &str, digest: Option<&str>) -> Change {
+        match (self.images.get(image), digest) {
+            (None, _) => Change::New,
+            (Some(rows), Some(d)) if rows.iter().any(|r| r.digest.as_deref() != Some(d)) => Change::Changed,
+            // The same digest, or none read now (its manifest could not be read): judged again.
+            (Some(_), _) => Change::Rejudged,
+        }
+    }
+
+    /// The previous results of `image`, marked carried, when they can be: the same digest and
+    /// fingerprint, judged (no error), each report still beside the previous summary (copied
+    /// into `out`, unless that is where it lies).
+    fn carry(&self, image: &str, digest: &str, out: &Path) -> anyhow::Result<Option<Vec<ImageResult>>> {
+        let Some(rows) = self.images.get(image) else { return Ok(None) };
+        let same = rows.iter().all(|r| {
+            r.digest.as_deref() == Some(digest)
+                && matches!(r.status, summary::ImageStatus::Pass | summary::ImageStatus::Fail)
+                && r.report.as_deref().is_some_and(|f| self.dir.join(f).is_file())
+        });
+        if self.all_rejudged.is_some() || !same {
+            return Ok(None);
+        }
+        let here = |d: &Path| std::fs::canonicalize(if d.as_os_str().is_empty() { Path::new(".") } else { d }).ok();
+        let copy = here(&self.dir) != here(out);
+        let mut carried = Vec::new();
+        for r in rows {
+            let name = r.report.as_deref().expect("checked above");
+            if copy {
+                let (from, to) = (self.dir.join(name), out.join(name));
+                std::fs::copy(&from, &to).with_context(|| format!("{} to {}", from.display(), to.display()))?;
+            }
+            carried.push(ImageResult { change: Some(Change::Carried), ..r.clone() });
+        }
+        Ok(Some(carried))
+    }
+}
+
 /// `registry --platform`: platforms separated by commas, as `--gpu` takes GPUs (the flag itself
 /// is `scan`'s, which takes one value once), each once in the order given.
 fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
@@ -97,6 +210,8 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
+    let fingerprint = fingerprint(&policy, &opts, &chosen);
+    let previous = a.since.as_deref().map(|p| Previous::load(p, &a.registry, &fingerprint)).transpose()?;
     // The analysis store, when it lives in the registry being scanned, is not scanned itself.
     let own_store = a.registry_args.analysis_store.as_deref().and_then(|s| s.strip_prefix(&format!("{}/", a.registry)));
     let exclude = own_store.map(str::to_string).into_iter().collect();
@@ -146,13 +261,36 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&a.output_dir).with_context(|| a.output_dir.display().to_string())?;
     let mut results = Vec::new();
     for image in images {
+        // A failure of one image (or platform) is recorded and the run goes on (exit 2 at the end).
+        let (digest, platforms) = match crate::image::remote::probe(&image, &opts) {
+            Ok(Probe::NotImage { digest, what }) => {
+                if !a.read.quiet {
+                    eprintln!("cudalint: skipping {}: not an image ({what})", crate::escape::text(&image));
+                }
+                results.push(ImageResult::skipped(&image, digest, &what.to_string()));
+                continue;
+            }
+            Ok(Probe::Image { digest, platforms }) => (digest, platforms),
+            Err(e) => {
+                let change = previous.as_ref().map(|p| p.change(&image, None));
+                results.push(ImageResult { change, ..ImageResult::failed(&image, None, e.to_string()) });
+                continue;
+            }
+        };
+        if let Some(p) = &previous
+            && let Some(rows) = p.carry(&image, &digest, &a.output_dir)?
+        {
+            results.extend(rows);
+            continue;
+        }
+        let change = previous.as_ref().map(|p| p.change(&image, Some(&digest)));
+        let row = |r: ImageResult| ImageResult { digest: Some(digest.clone()), change, ..r };
         if !a.read.quiet {
             eprintln!("cudalint: scanning {}", crate::escape::text(&image));
         }
-        // A failure of one image (or platform) is recorded and the run goes on (exit 2 at the end).
-        let platforms = match crate::image::remote::platforms(&image, &opts) {
-            Ok(None) => vec![None],
-            Ok(Some(offered)) => {
+        let platforms = match platforms {
+            None => vec![None],
+            Some(offered) => {
                 let scanned: Vec<Option<Platform>> = offered
                     .iter()
                     .filter(|p| chosen.is_empty() || chosen.iter().any(|c| c.accepts(p)))
@@ -164,7 +302,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
                         wanted: chosen.iter().map(Platform::to_string).collect::<Vec<_>>().join(", "),
                         available: offered.iter().map(Platform::to_string).collect(),
                     };
-                    results.push(ImageResult::failed(&image, None, e.to_string()));
+                    results.push(row(ImageResult::failed(&image, None, e.to_string())));
                     continue;
                 }
                 if !a.read.quiet {
@@ -178,10 +316,6 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
                     );
                 }
                 scanned
-            }
-            Err(e) => {
-                results.push(ImageResult::failed(&image, None, e.to_string()));
-                continue;
             }
         };
         for platform in platforms {
@@ -200,7 +334,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => ImageResult::failed(&image, label, e),
             };
-            results.push(result);
+            results.push(row(result));
         }
     }
     let counts = &opts.counts;
@@ -219,13 +353,18 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         stats.store_hits = st.hits.load(Ordering::Relaxed);
         stats.store_pushed = st.pushed.load(Ordering::Relaxed);
         stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
+        stats.store_lookups = st.lookups();
+        stats.store_unreachable = u64::from(st.unreachable());
     }
+    let since = previous.map(|p| Since::count(p.given, &results, p.all_rejudged));
     let doc = Summary {
         schema: crate::schema::REGISTRY_SUMMARY.into(),
         registry: a.registry.clone(),
         shards: shard.map(|(k, n)| vec![format!("{k}/{n}")]).unwrap_or_default(),
         images: results,
         stats,
+        fingerprint: Some(fingerprint),
+        since,
     };
     write_summary(&a.output_dir.join("summary.json"), &doc)?;
     write_stdout(&summary::text(&doc))?;

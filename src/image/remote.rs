@@ -13,7 +13,7 @@ use super::pipeline::{self, Blob, LayerSource};
 use super::{ImageReport, ScanError, ScanOptions, SourceKind, attest};
 use crate::escape::text as esc;
 use crate::layer::{AnalyzedLayer, LayerRef};
-use crate::registry::media::MediaType;
+use crate::registry::media::{self, MediaType, NotImage};
 use crate::registry::{MAX_MANIFEST_READS, Remote, parse_reference};
 
 /// The registry seen as an image layout: `index.json` is the reference's manifest (or an index
@@ -120,6 +120,9 @@ pub struct RemoteImage {
     push: bool,
     /// The scan's counters (layers pulled).
     counts: std::sync::Arc<super::LayerCounts>,
+    /// The reference's manifest and digest when already read (by [`probe`]): resolved from
+    /// these bytes, not read again.
+    top: Option<(Vec<u8>, String)>,
 }
 
 impl RemoteImage {
@@ -134,8 +137,28 @@ impl RemoteImage {
             subject: None,
             push: false,
             counts: opts.counts.clone(),
+            top: None,
         })
     }
+}
+
+/// A registry tag that is not an image, as scan errors say it.
+fn not_an_image(spec: &str, what: &NotImage) -> ScanError {
+    ScanError::Image(format!("{}: not an image ({})", esc(spec), esc(&what.to_string())))
+}
+
+/// The index an image is resolved from, without the entries that are no image: artifacts
+/// listed in it (`artifactType`) and BuildKit's attestation manifests. (Only the top index can
+/// be rewritten: nested ones are verified against their digests as read.)
+fn images_only(index: &[u8]) -> Vec<u8> {
+    let mut v: serde_json::Value = match serde_json::from_slice(index) {
+        Ok(v) => v,
+        Err(_) => return index.to_vec(),
+    };
+    if let Some(entries) = v.get_mut("manifests").and_then(|m| m.as_array_mut()) {
+        entries.retain(media::is_image_entry);
+    }
+    serde_json::to_vec(&v).expect("json")
 }
 
 impl LayerSource for RemoteImage {
@@ -144,10 +167,16 @@ impl LayerSource for RemoteImage {
     }
 
     fn resolve(&mut self, platform: &Platform) -> Result<Resolved, ScanError> {
-        let (top, top_digest) = self.remote.manifest(&self.reference)?;
+        let (top, top_digest) = match self.top.take() {
+            Some(t) => t,
+            None => self.remote.manifest(&self.reference)?,
+        };
+        if let Some(what) = media::not_an_image(&top, self.reference.tag()) {
+            return Err(not_an_image(&self.reference.whole(), &what));
+        }
         let mt = media_type_of(&top);
         let index = if mt.contains("index") || mt.contains("manifest.list") {
-            top.clone()
+            images_only(&top)
         } else {
             serde_json::to_vec(&serde_json::json!({
                 "schemaVersion": 2,
@@ -238,19 +267,34 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     pipeline::run(&mut RemoteImage::connect(spec, opts)?, opts)
 }
 
-/// The platforms the registry image `spec` offers when it is an index of several image
-/// manifests, sorted and each once; None when it is one image (scanned whatever its platform,
-/// as `scan` does). Reads the indexes only (a single image: its manifest and config), no layer.
-pub fn platforms(spec: &str, opts: &ScanOptions) -> Result<Option<Vec<Platform>>, ScanError> {
+/// What a registry tag holds, told from its manifest (and, for an index of several platforms,
+/// its indexes), never a layer.
+pub enum Probe {
+    /// An image, or an index of images: its manifest's digest, and the platforms it offers when
+    /// it is an index of several (sorted, each once; None: one image, scanned whatever its
+    /// platform, as `scan` does).
+    Image { digest: String, platforms: Option<Vec<Platform>> },
+    /// Anything else (a Helm chart, a signature, an SBOM, an analysis-store entry): skipped.
+    NotImage { digest: String, what: NotImage },
+}
+
+/// Reads the registry tag `spec`'s manifest and tells what it is ([`Probe`]). A single image:
+/// its manifest and config are read; an index: the indexes only.
+pub fn probe(spec: &str, opts: &ScanOptions) -> Result<Probe, ScanError> {
     let mut image = RemoteImage::connect(spec, opts)?;
+    let (top, digest) = image.remote.manifest(&image.reference)?;
+    if let Some(what) = media::not_an_image(&top, image.reference.tag()) {
+        return Ok(Probe::NotImage { digest, what });
+    }
+    image.top = Some((top, digest.clone()));
     // `resolve_oci` is what chooses a platform (for `scan` too): asked for one no image has, it
     // takes a single manifest whatever its platform and, among several, names every platform
     // there is. Asking it keeps this list and the manifest each platform's scan reads the same.
     let nowhere = Platform { os: String::new(), arch: String::new(), variant: None };
-    match image.resolve(&nowhere) {
-        Ok(_) => Ok(None),
+    let platforms = match image.resolve(&nowhere) {
+        Ok(_) => None,
         // Several manifests, none with a platform: the scan says so (no platform to choose).
-        Err(ScanError::Platform { available, .. }) if available.is_empty() => Ok(None),
+        Err(ScanError::Platform { available, .. }) if available.is_empty() => None,
         Err(ScanError::Platform { available, .. }) => {
             let mut ps = available
                 .iter()
@@ -259,10 +303,11 @@ pub fn platforms(spec: &str, opts: &ScanOptions) -> Result<Option<Vec<Platform>>
                 .map_err(|e| ScanError::Image(format!("{}: {e} in its index", esc(spec))))?;
             ps.sort_by_key(Platform::to_string);
             ps.dedup();
-            Ok(Some(ps))
+            Some(ps)
         }
-        Err(e) => Err(e),
-    }
+        Err(e) => return Err(e),
+    };
+    Ok(Probe::Image { digest, platforms })
 }
 
 /// The creation time (`created` of the image config, as written; None if it has none) of each

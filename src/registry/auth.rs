@@ -96,9 +96,7 @@ impl Auth {
         let what = format!("registry {}", esc(&self.registry));
         t.requests.fetch_add(1, Ordering::Relaxed);
         let url = t.base.join("/v2/").expect("registry paths are valid URLs");
-        let res = http::send(http::get(t.http, url, None, None, None), t.limits, &what)
-            .await
-            .map_err(|e| http::transport_failure(&what, &e, t.limits.deadline))?;
+        let res = http::send(http::get(t.http, url, None, None, None), t.limits, &what, 0).await?;
         if res.status().is_success() {
             return Ok(None);
         }
@@ -157,9 +155,7 @@ impl Auth {
         }
         t.requests.fetch_add(1, Ordering::Relaxed);
         let twhat = format!("{what} token");
-        let res = http::send(req, t.limits, &twhat).await.map_err(|e| {
-            TokenError::Request(http::transport_failure(&twhat, &e, t.limits.deadline).error.to_string())
-        })?;
+        let res = http::send(req, t.limits, &twhat, 0).await.map_err(|f| TokenError::Request(f.error.to_string()))?;
         if !res.status().is_success() {
             return Err(TokenError::Request(http::status_error(res, t.limits, &twhat).await.to_string()));
         }

@@ -81,8 +81,8 @@ impl Inner {
         loop {
             let auth = self.auth.current();
             self.requests.fetch_add(1, Ordering::Relaxed);
-            let r =
-                http::send(http::get(&self.http, url.clone(), accept, auth.as_deref(), from), self.limits, what).await;
+            let r = http::send(http::get(&self.http, url.clone(), accept, auth.as_deref(), from), self.limits, what, 0)
+                .await;
             let retry = match r {
                 Ok(res) if res.status().is_success() => return Ok(res),
                 Ok(res) if res.status() == StatusCode::UNAUTHORIZED && !renewed => {
@@ -96,8 +96,7 @@ impl Inner {
                 Ok(res) => {
                     return Err(Failure { error: http::status_error(res, self.limits, what).await, transport: false });
                 }
-                Err(e) => {
-                    let f = http::transport_failure(what, &e, self.limits.deadline);
+                Err(f) => {
                     if !f.transport || Instant::now() >= self.limits.deadline {
                         return Err(f);
                     }

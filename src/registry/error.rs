@@ -31,10 +31,15 @@ pub enum RegistryError {
     Token { what: String, reason: TokenError },
     #[error("{what}: the registry answered {status}{detail}")]
     Status { what: String, status: StatusCode, detail: String },
-    /// A request that failed, or a registry that broke the protocol or a bound (a size, the
-    /// stall timeout, pagination, authentication): `what` names the request.
+    /// A request that failed, or a registry that broke the protocol or a bound (a size,
+    /// pagination, authentication): `what` names the request.
     #[error("{what}: {message}")]
     Request { what: String, message: String },
+    /// The registry could not be reached or stopped answering: no connection, a dropped one,
+    /// a timeout, a stall (fewer than `http::STALL_BYTES` in the stall window, or no answer at
+    /// all). What an analysis store that went away fails with.
+    #[error("{what}: {message}")]
+    Unreachable { what: String, message: String },
 }
 
 impl RegistryError {
@@ -44,6 +49,19 @@ impl RegistryError {
 
     pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> RegistryError {
         RegistryError::Io { path: path.as_ref().display().to_string(), source }
+    }
+
+    /// The registry is gone or failing as a whole, not refusing this one request: unreachable,
+    /// past the deadline, answering 5xx or 429 after the retries, or its token realm likewise.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            RegistryError::Unreachable { .. } | RegistryError::Deadline { .. } => true,
+            RegistryError::Status { status, .. } => {
+                status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
+            }
+            RegistryError::Token { reason: TokenError::Request(_), .. } => true,
+            _ => false,
+        }
     }
 }
 

@@ -82,9 +82,21 @@ pub fn transport_failure(what: &str, e: &reqwest::Error, deadline: Instant) -> F
         return Failure { error: deadline_error(what), transport: false };
     }
     let msg = if e.is_timeout() { "timed out".to_string() } else { esc(&error_chain(e)) };
-    Failure {
-        error: RegistryError::request(what, msg),
-        transport: e.is_connect() || e.is_request() || e.is_timeout() || e.is_body(),
+    let transport = e.is_connect() || e.is_request() || e.is_timeout() || e.is_body();
+    let what = what.to_string();
+    let error = if transport {
+        RegistryError::Unreachable { what, message: msg }
+    } else {
+        RegistryError::Request { what, message: msg }
+    };
+    Failure { error, transport }
+}
+
+/// A registry that stopped answering within the stall window.
+fn stalled(what: &str, stall: Duration, answer: &str) -> RegistryError {
+    RegistryError::Unreachable {
+        what: what.to_string(),
+        message: format!("the registry stalled ({answer} in {} s, --registry-stall-timeout)", stall.as_secs_f64()),
     }
 }
 
@@ -97,7 +109,7 @@ pub enum BodyError {
 impl BodyError {
     pub fn into_error(self, what: &str) -> RegistryError {
         match self {
-            BodyError::Transport(e) => RegistryError::request(what, e),
+            BodyError::Transport(e) => RegistryError::Unreachable { what: what.to_string(), message: e },
             BodyError::Fatal(e) => e,
         }
     }
@@ -145,12 +157,10 @@ impl Body {
             Ok(Err(e)) => return Err(BodyError::Transport(esc(&error_chain(&e)))),
             Err(_) if Instant::now() >= self.lim.deadline => return Err(BodyError::Fatal(deadline_error(what))),
             Err(_) => {
-                return Err(BodyError::Fatal(RegistryError::request(
+                return Err(BodyError::Fatal(stalled(
                     what,
-                    format!(
-                        "the registry stalled (fewer than {STALL_BYTES} bytes in {} s, --registry-stall-timeout)",
-                        self.lim.stall.as_secs_f64()
-                    ),
+                    self.lim.stall,
+                    &format!("fewer than {STALL_BYTES} bytes"),
                 )));
             }
         };
@@ -333,10 +343,19 @@ pub fn get(
     r
 }
 
-/// Sends within the deadline.
-pub async fn send(r: reqwest::RequestBuilder, lim: Limits, what: &str) -> Result<Response, reqwest::Error> {
+/// Sends within the deadline, `sending` bytes of body. The answer's headers must come within
+/// the stall window (plus one window per `STALL_BYTES` sent): a registry that takes the
+/// connection and never answers has stalled as much as one that stops sending.
+pub async fn send(r: reqwest::RequestBuilder, lim: Limits, what: &str, sending: u64) -> Result<Response, Failure> {
     let left = lim.left(what).unwrap_or(Duration::from_millis(1));
-    r.timeout(left).send().await
+    let windows = u32::try_from(1 + sending / STALL_BYTES).unwrap_or(u32::MAX);
+    let answer = lim.stall.saturating_mul(windows).min(left);
+    match tokio::time::timeout(answer, r.timeout(left).send()).await {
+        Ok(Ok(res)) => Ok(res),
+        Ok(Err(e)) => Err(transport_failure(what, &e, lim.deadline)),
+        Err(_) if Instant::now() >= lim.deadline => Err(Failure { error: deadline_error(what), transport: false }),
+        Err(_) => Err(Failure { error: stalled(what, lim.stall, "no answer"), transport: true }),
+    }
 }
 
 pub fn www_authenticate(res: &Response) -> Option<Challenge> {

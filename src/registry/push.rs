@@ -96,9 +96,11 @@ impl Remote {
         let digest = digest::sha256(data);
         let repo = self.reference.repository();
         let what = format!("blob {digest}");
-        let head = self.send(Method::HEAD, &format!("/v2/{repo}/blobs/{digest}"), None, Vec::new(), &what);
-        if head.is_ok() {
-            return Ok(());
+        match self.send(Method::HEAD, &format!("/v2/{repo}/blobs/{digest}"), None, Vec::new(), &what) {
+            Ok(_) => return Ok(()),
+            // A registry that cannot be reached will not take the upload either.
+            Err(e) if e.is_unreachable() => return Err(e),
+            Err(_) => {}
         }
         let res = self.send(Method::POST, &format!("/v2/{repo}/blobs/uploads/"), None, Vec::new(), &what)?;
         let loc = res
@@ -150,9 +152,7 @@ impl Remote {
                     r = r.header(reqwest::header::CONTENT_TYPE, c);
                 }
                 inner.requests.fetch_add(1, Ordering::Relaxed);
-                let res = http::send(r, inner.limits, what)
-                    .await
-                    .map_err(|e| RegistryError::request(what, esc(&http::error_chain(&e))))?;
+                let res = http::send(r, inner.limits, what, body.len() as u64).await.map_err(|f| f.error)?;
                 if res.status() == StatusCode::UNAUTHORIZED && !renewed {
                     renewed = true;
                     inner.renew().await.map_err(|f| f.error)?;

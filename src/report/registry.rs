@@ -23,6 +23,9 @@ pub enum ImageStatus {
     Fail,
     /// The scan or the judgement failed (the run exits 2).
     Error,
+    /// Not an image (a Helm chart, a signature, an SBOM, an analysis-store entry): listed,
+    /// never scanned, never an error; `reason` says what it is.
+    Skipped,
 }
 
 impl ImageStatus {
@@ -31,6 +34,7 @@ impl ImageStatus {
             ImageStatus::Pass => "pass",
             ImageStatus::Fail => "fail",
             ImageStatus::Error => "error",
+            ImageStatus::Skipped => "skipped",
         }
     }
 }
@@ -63,6 +67,29 @@ pub struct ImageResult {
     /// it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The tag's manifest (or index) digest as read: what `--since` compares. Absent where the
+    /// manifest could not be read, and in summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// With `--since`: whether the result is new, changed, judged again or carried over from
+    /// the previous summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+}
+
+/// How a result of a `--since` run relates to the previous summary's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    /// A tag the previous summary does not have.
+    New,
+    /// Its manifest digest differs from the previous summary's: judged again.
+    Changed,
+    /// The same digest, judged again: the targets, rules or policy changed, the previous
+    /// result was an error, or its report is gone.
+    Rejudged,
+    /// The same digest and policy: the previous result (and its report) carried over.
+    Carried,
 }
 
 /// One line of at most this many characters: a reason is a table cell, the report has the rest.
@@ -123,6 +150,25 @@ impl ImageResult {
             report: Some(report_file),
             message: None,
             reason: Some(reason(r)),
+            digest: None,
+            change: None,
+        }
+    }
+
+    /// A tag that is not an image: `what` says what it is (`Helm chart, <media type>`).
+    pub fn skipped(image: &str, digest: String, what: &str) -> Self {
+        ImageResult {
+            image: image.to_string(),
+            platform: None,
+            status: ImageStatus::Skipped,
+            errors: 0,
+            warnings: 0,
+            infos: 0,
+            report: None,
+            message: None,
+            reason: Some(one_line(&format!("not an image ({what})"))),
+            digest: Some(digest),
+            change: None,
         }
     }
 
@@ -138,6 +184,8 @@ impl ImageResult {
             report: None,
             reason: Some(one_line(&message)),
             message: Some(message),
+            digest: None,
+            change: None,
         }
     }
 
@@ -161,6 +209,49 @@ pub struct Summary {
     /// varies between runs (which shard analysed a shared layer), unlike `images`.
     #[serde(default)]
     pub stats: RunStats,
+    /// What decided the verdicts: a hash of the cudalint version, targets, rules, policy,
+    /// analysis options and platforms. `--since` carries results over only from a summary with
+    /// the same fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// With `--since`: the previous summary and how many tags were new, changed, judged again,
+    /// carried over and skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Since>,
+}
+
+/// A `--since` run against its previous summary, counted in tags (a multi-platform tag is one).
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Since {
+    /// The previous summary, as given.
+    pub previous: String,
+    pub new: u64,
+    pub changed: u64,
+    pub rejudged: u64,
+    pub carried: u64,
+    pub skipped: u64,
+    /// Why every tag was judged again (the fingerprint differs), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_rejudged: Option<String>,
+}
+
+impl Since {
+    /// Counts the tags of `images` (rows of one tag counted once) by their change.
+    pub fn count(previous: String, images: &[ImageResult], all_rejudged: Option<String>) -> Since {
+        let mut s = Since { previous, all_rejudged, ..Default::default() };
+        let mut seen = std::collections::BTreeSet::new();
+        for i in images.iter().filter(|i| seen.insert(i.image.as_str())) {
+            let n = match (i.status, i.change) {
+                (ImageStatus::Skipped, _) => &mut s.skipped,
+                (_, Some(Change::New)) => &mut s.new,
+                (_, Some(Change::Changed)) => &mut s.changed,
+                (_, Some(Change::Carried)) => &mut s.carried,
+                (_, Some(Change::Rejudged) | None) => &mut s.rejudged,
+            };
+            *n += 1;
+        }
+        s
+    }
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -183,6 +274,13 @@ pub struct RunStats {
     /// Layers another shard had claimed in the store when this one wanted them.
     #[serde(default)]
     pub store_claim_waits: u64,
+    /// Analyses looked up in the store (each a request to it).
+    #[serde(default)]
+    pub store_lookups: u64,
+    /// Runs (shards) that found the store unreachable and analysed locally from then on, with
+    /// no further lookup or claim: 0 or 1 for one run, summed by merge.
+    #[serde(default)]
+    pub store_unreachable: u64,
 }
 
 impl RunStats {
@@ -195,6 +293,8 @@ impl RunStats {
         self.store_hits += o.store_hits;
         self.store_pushed += o.store_pushed;
         self.store_claim_waits += o.store_claim_waits;
+        self.store_lookups += o.store_lookups;
+        self.store_unreachable += o.store_unreachable;
     }
 }
 
@@ -264,14 +364,15 @@ pub fn json(s: &Summary) -> String {
 }
 
 /// The table for people: a line per image (per platform of a multi-platform image) with its
-/// first reason, and the totals.
+/// first reason, a line per tag skipped as no image, and the totals; with `--since`, how many
+/// tags were new, changed, judged again, carried and skipped; a store that became unreachable.
 pub fn text(s: &Summary) -> String {
     let images = &s.images;
     let labels: Vec<String> = images.iter().map(|i| esc(&i.label())).collect();
     let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(5).max(5);
-    let mut out = format!("{:<w$}  status  errors  warnings  info  reason\n", "image");
+    let mut out = format!("{:<w$}  status   errors  warnings  info  reason\n", "image");
     for (i, label) in images.iter().zip(&labels) {
-        out.push_str(&format!("{label:<w$}  {:<6}  {:>6}  {:>8}  {:>4}", i.status, i.errors, i.warnings, i.infos));
+        out.push_str(&format!("{label:<w$}  {:<7}  {:>6}  {:>8}  {:>4}", i.status, i.errors, i.warnings, i.infos));
         // Summaries from before `reason` carry the error as `message` only.
         if let Some(r) = i.reason.as_ref().or(i.message.as_ref()) {
             out.push_str(&format!("  {}", esc(&one_line(r))));
@@ -279,34 +380,76 @@ pub fn text(s: &Summary) -> String {
         out.push('\n');
     }
     let count = |s: ImageStatus| images.iter().filter(|i| i.status == s).count();
-    let mut distinct: Vec<&str> = images.iter().map(|i| i.image.as_str()).collect();
+    let judged: Vec<&ImageResult> = images.iter().filter(|i| i.status != ImageStatus::Skipped).collect();
+    let mut distinct: Vec<&str> = judged.iter().map(|i| i.image.as_str()).collect();
     distinct.dedup();
-    let mut multi: Vec<&str> = images.iter().filter(|i| i.platform.is_some()).map(|i| i.image.as_str()).collect();
+    let mut multi: Vec<&str> = judged.iter().filter(|i| i.platform.is_some()).map(|i| i.image.as_str()).collect();
     multi.dedup();
     let n = |k: usize, what: &str| if k == 1 { format!("1 {what}") } else { format!("{k} {what}s") };
     let what = if multi.is_empty() {
         n(distinct.len(), "image")
     } else {
-        let platforms = images.iter().filter(|i| i.platform.is_some()).count();
+        let platforms = judged.iter().filter(|i| i.platform.is_some()).count();
         format!(
             "{} ({} multi-platform: {}), {}",
             n(distinct.len(), "image"),
             multi.len(),
             n(platforms, "platform") + " scanned",
-            n(images.len(), "result")
+            n(judged.len(), "result")
         )
     };
     out.push_str(&format!(
-        "\n{what}: {} passed, {} failed, {} could not be scanned\n",
+        "\n{what}: {} passed, {} failed, {} could not be scanned",
         count(ImageStatus::Pass),
         count(ImageStatus::Fail),
         count(ImageStatus::Error)
     ));
+    match count(ImageStatus::Skipped) {
+        0 => out.push('\n'),
+        k => out.push_str(&format!("; {} skipped (not images)\n", n(k, "tag"))),
+    }
+    if let Some(since) = &s.since {
+        out.push_str(&format!(
+            "since {}: {} new, {} changed, {} judged again, {} carried, {} skipped\n",
+            esc(&since.previous),
+            since.new,
+            since.changed,
+            since.rejudged,
+            since.carried,
+            since.skipped
+        ));
+        if let Some(why) = &since.all_rejudged {
+            out.push_str(&format!("  every tag judged again: {}\n", esc(why)));
+        }
+    }
+    let st = &s.stats;
+    if st.store_unreachable > 0 {
+        let shards = s.shards.len() as u64;
+        let lookups = n(st.store_lookups as usize, "lookup");
+        if shards > 1 {
+            out.push_str(&format!(
+                "store: unreachable in {} of {shards} shards after {lookups} in all, analysed locally\n",
+                st.store_unreachable
+            ));
+        } else {
+            out.push_str(&format!("store: unreachable after {lookups}, analysed locally\n"));
+        }
+    }
     out
 }
 
 /// Summaries of sharded runs, added one at a time (the first bad one stops the merge), then
 /// checked to be one complete set of shards of one registry.
+/// A summary.json's `text`, checked to be one; `origin` names it in errors.
+pub fn read(origin: &str, text: &str) -> Result<Summary, ReportError> {
+    let s: Summary =
+        serde_json::from_str(text).map_err(|source| ReportError::SummaryJson { origin: origin.to_string(), source })?;
+    if s.schema != crate::schema::REGISTRY_SUMMARY {
+        return Err(ReportError::NotSummary { origin: origin.to_string() });
+    }
+    Ok(s)
+}
+
 #[derive(Default)]
 pub struct Merger {
     /// By image, then platform (a tag that is one image first): the order a run writes.
@@ -314,17 +457,16 @@ pub struct Merger {
     registry: String,
     shards: Vec<String>,
     stats: RunStats,
+    /// Each summary's fingerprint (None: it has none).
+    fingerprints: Vec<Option<String>>,
+    since: Option<Since>,
 }
 
 impl Merger {
     /// Adds the summary.json `text`; `origin` names it in errors. A later summary's result for an
     /// image (a platform of an image) replaces an earlier one's.
     pub fn add(&mut self, origin: &str, text: &str) -> Result<(), ReportError> {
-        let s: Summary = serde_json::from_str(text)
-            .map_err(|source| ReportError::SummaryJson { origin: origin.to_string(), source })?;
-        if s.schema != crate::schema::REGISTRY_SUMMARY {
-            return Err(ReportError::NotSummary { origin: origin.to_string() });
-        }
+        let s = read(origin, text)?;
         if !self.registry.is_empty() && self.registry != s.registry {
             return Err(ReportError::OtherRegistry {
                 origin: origin.to_string(),
@@ -335,6 +477,18 @@ impl Merger {
         self.registry = s.registry;
         self.shards.extend(s.shards);
         self.stats.add(&s.stats);
+        self.fingerprints.push(s.fingerprint);
+        if let Some(o) = s.since {
+            // The counts add up (each shard counted its own tags); the first previous summary
+            // and reason name them.
+            let m = self.since.get_or_insert_with(|| Since { previous: o.previous.clone(), ..Default::default() });
+            m.new += o.new;
+            m.changed += o.changed;
+            m.rejudged += o.rejudged;
+            m.carried += o.carried;
+            m.skipped += o.skipped;
+            m.all_rejudged = m.all_rejudged.take().or(o.all_rejudged);
+        }
         for i in s.images {
             self.images.insert((i.image.clone(), i.platform.clone()), i);
         }
@@ -342,17 +496,23 @@ impl Merger {
     }
 
     /// The merged summary: images sorted by name (platforms by name), shards in order, stats
-    /// summed.
+    /// and `--since` counts summed; the fingerprint kept when every summary has the same one.
     pub fn finish(self) -> Result<Summary, ReportError> {
-        let Merger { images, registry, mut shards, stats } = self;
+        let Merger { images, registry, mut shards, stats, fingerprints, since } = self;
         check_shards(&shards)?;
         shards.sort_by_key(|s| parse_shard(s).ok());
+        let fingerprint = match fingerprints.split_first() {
+            Some((first, rest)) if rest.iter().all(|f| f == first) => first.clone(),
+            _ => None,
+        };
         Ok(Summary {
             schema: crate::schema::REGISTRY_SUMMARY.into(),
             registry,
             shards,
             images: images.into_values().collect(),
             stats,
+            fingerprint,
+            since,
         })
     }
 }
@@ -372,6 +532,8 @@ mod tests {
             report: None,
             message: None,
             reason: None,
+            digest: None,
+            change: None,
         }
     }
 
@@ -398,6 +560,8 @@ mod tests {
                 shards: vec![format!("{k}/2")],
                 images,
                 stats: RunStats::default(),
+                fingerprint: None,
+                since: None,
             })
         };
         let mut m = Merger::default();
@@ -423,5 +587,77 @@ mod tests {
         let t = text(&m.finish().unwrap());
         assert!(t.contains("error  ") && t.contains("manifest r/c:1: not found in the registry"), "{t}");
         assert!(t.contains("\n1 image: 0 passed, 0 failed, 1 could not be scanned"), "{t}");
+    }
+
+    #[test]
+    fn skipped_tags_since_counts_and_an_unreachable_store_are_said_and_merged() {
+        let with = |image: &str, status, change| ImageResult {
+            change,
+            digest: Some("sha256:d".into()),
+            ..row(image, None, status)
+        };
+        let shard = |k: u64, images: Vec<ImageResult>, fingerprint: &str, unreachable: u64| {
+            let since = Since::count("prev/summary.json".into(), &images, None);
+            json(&Summary {
+                schema: crate::schema::REGISTRY_SUMMARY.into(),
+                registry: "r".into(),
+                shards: vec![format!("{k}/2")],
+                images,
+                stats: RunStats { store_lookups: 3, store_unreachable: unreachable, ..Default::default() },
+                fingerprint: Some(fingerprint.into()),
+                since: Some(since),
+            })
+        };
+        let skipped = ImageResult::skipped(
+            "r/chart:1",
+            "sha256:c".into(),
+            "Helm chart, application/vnd.cncf.helm.config.v1+json",
+        );
+        assert_eq!(
+            skipped.reason.as_deref(),
+            Some("not an image (Helm chart, application/vnd.cncf.helm.config.v1+json)")
+        );
+        let zero = vec![
+            with("r/a:1", ImageStatus::Pass, Some(Change::Carried)),
+            with("r/b:1", ImageStatus::Fail, Some(Change::Changed)),
+            skipped,
+        ];
+        let one = vec![
+            with("r/c:1", ImageStatus::Pass, Some(Change::New)),
+            with("r/d:1", ImageStatus::Error, Some(Change::Rejudged)),
+        ];
+        let mut m = Merger::default();
+        m.add("0", &shard(0, zero.clone(), "f1", 1)).unwrap();
+        m.add("1", &shard(1, one.clone(), "f1", 1)).unwrap();
+        let s = m.finish().unwrap();
+        assert_eq!(s.fingerprint.as_deref(), Some("f1"));
+        let since = s.since.clone().unwrap();
+        assert_eq!((since.new, since.changed, since.rejudged, since.carried, since.skipped), (1, 1, 1, 1, 1));
+        let t = text(&s);
+        assert!(t.contains("r/chart:1  skipped  "), "{t}");
+        assert!(
+            t.contains("\n4 images: 2 passed, 1 failed, 1 could not be scanned; 1 tag skipped (not images)\n"),
+            "{t}"
+        );
+        assert!(t.contains("since prev/summary.json: 1 new, 1 changed, 1 judged again, 1 carried, 1 skipped\n"), "{t}");
+        assert!(t.contains("store: unreachable in 2 of 2 shards after 6 lookups in all, analysed locally"), "{t}");
+        // Shards with other fingerprints: the merge has none (a later --since judges all again).
+        let mut m = Merger::default();
+        m.add("0", &shard(0, zero, "f1", 0)).unwrap();
+        m.add("1", &shard(1, one, "f2", 0)).unwrap();
+        let s = m.finish().unwrap();
+        assert_eq!(s.fingerprint, None);
+        assert!(!text(&s).contains("store:"), "{}", text(&s));
+        // One run: the store line names its lookups.
+        let one_run = Summary {
+            shards: vec![],
+            stats: RunStats { store_lookups: 1, store_unreachable: 1, ..Default::default() },
+            ..s
+        };
+        assert!(
+            text(&one_run).contains("\nstore: unreachable after 1 lookup, analysed locally\n"),
+            "{}",
+            text(&one_run)
+        );
     }
 }

@@ -14,7 +14,7 @@ use assert_cmd::Command;
 use cudalint::image::{ScanError, ScanOptions};
 use cudalint::registry::{RealmRefusal, RegistryError, RegistryOptions, Remote, TokenError, parse_reference};
 
-use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::images::{Comp, Ent, Image, compress, oci_layout, tar};
 use crate::scan::which;
 use crate::util::{fixture, read_fixture};
 
@@ -162,6 +162,54 @@ impl Registry {
         assert!(out.status.success(), "skopeo push {repo_tag}: {}", String::from_utf8_lossy(&out.stderr));
     }
 
+    /// A bare HTTP/1.1 request to the registry (plain HTTP, no auth): status, the `Location`
+    /// header if any, and the body.
+    pub fn http(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Option<String>, Vec<u8>) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let accept = format!("{OCI_MANIFEST}, {OCI_INDEX}");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.host(),
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&out[..split]).to_string();
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        let location = head.lines().find_map(|l| {
+            l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("location")).map(|(_, v)| v.trim().to_string())
+        });
+        (status, location, out[split + 4..].to_vec())
+    }
+
+    /// Uploads a blob into `repo` (POST, then PUT with its digest).
+    pub fn put_blob(&self, repo: &str, data: &[u8]) {
+        let (st, loc, body) = self.http("POST", &format!("/v2/{repo}/blobs/uploads/"), "text/plain", b"");
+        assert_eq!(st, 202, "{}", String::from_utf8_lossy(&body));
+        let loc = loc.unwrap();
+        // The Location may be absolute: keep its path and query.
+        let path = match loc.find("/v2/") {
+            Some(i) => loc[i..].to_string(),
+            None => loc,
+        };
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let (st, _, body) =
+            self.http("PUT", &format!("{path}{sep}digest={}", sha256_of(data)), "application/octet-stream", data);
+        assert_eq!(st, 201, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// Puts a manifest (or index) into `repo` under `reference` (a tag or its digest); returns
+    /// its digest.
+    pub fn put_manifest(&self, repo: &str, reference: &str, media_type: &str, manifest: &[u8]) -> String {
+        let (st, _, body) = self.http("PUT", &format!("/v2/{repo}/manifests/{reference}"), media_type, manifest);
+        assert_eq!(st, 201, "{repo}:{reference}: {}", String::from_utf8_lossy(&body));
+        sha256_of(manifest)
+    }
+
     /// The file holding a blob in the registry's storage.
     pub fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.strip_prefix("sha256:").unwrap();
@@ -170,11 +218,14 @@ impl Registry {
 }
 
 /// A TCP proxy that counts HTTP requests by path and can stop relaying (and refuse new
-/// connections) after a number of response bytes: a registry that dies mid-download.
+/// connections) after a number of response bytes: a registry that dies mid-download. With
+/// `hang` set it freezes instead (a stopped process): connections stay open, new ones are
+/// taken, and nothing more is answered.
 pub struct Proxy {
     pub port: u16,
     pub requests: Arc<Mutex<Vec<String>>>,
     pub cut_after: Arc<AtomicU64>,
+    pub hang: Arc<AtomicBool>,
     stopped: Arc<AtomicBool>,
 }
 
@@ -185,13 +236,17 @@ impl Proxy {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let cut_after = Arc::new(AtomicU64::new(u64::MAX));
         let stopped = Arc::new(AtomicBool::new(false));
+        let hang = Arc::new(AtomicBool::new(false));
         let relayed = Arc::new(AtomicU64::new(0));
-        let (r2, c2, s2) = (requests.clone(), cut_after.clone(), stopped.clone());
+        let (r2, c2, s2, h2) = (requests.clone(), cut_after.clone(), stopped.clone(), hang.clone());
         std::thread::spawn(move || {
+            let mut held = Vec::new();
             for conn in listener.incoming() {
                 let Ok(client) = conn else { continue };
                 if s2.load(Ordering::SeqCst) {
-                    drop(client);
+                    if h2.load(Ordering::SeqCst) {
+                        held.push(client);
+                    }
                     continue;
                 }
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
@@ -216,7 +271,7 @@ impl Proxy {
                     let _ = s_out.shutdown(std::net::Shutdown::Write);
                 });
                 let (mut s_in, mut c_out) = (server, client);
-                let (cut, stop, relayed) = (c2.clone(), s2.clone(), relayed.clone());
+                let (cut, stop, relayed, hang) = (c2.clone(), s2.clone(), relayed.clone(), h2.clone());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 16384];
                     while let Ok(n) = s_in.read(&mut buf) {
@@ -224,9 +279,13 @@ impl Proxy {
                             break;
                         }
                         let total = relayed.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
-                        if total > cut.load(Ordering::SeqCst) {
-                            // The registry "dies": this connection drops, no new one is served.
+                        if total > cut.load(Ordering::SeqCst) || stop.load(Ordering::SeqCst) {
+                            // The registry "dies": this connection drops, no new one is served;
+                            // or it freezes: the connection stays open and silent.
                             stop.store(true, Ordering::SeqCst);
+                            if hang.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_secs(3600));
+                            }
                             let _ = c_out.shutdown(std::net::Shutdown::Both);
                             break;
                         }
@@ -238,7 +297,7 @@ impl Proxy {
                 });
             }
         });
-        Proxy { port, requests, cut_after, stopped }
+        Proxy { port, requests, cut_after, hang, stopped }
     }
 
     pub fn host(&self) -> String {
@@ -933,7 +992,7 @@ fn credentials_never_go_to_a_token_realm_on_another_host() {
     let with_creds = |extra: &[&str]| {
         Command::cargo_bin("cudalint")
             .unwrap()
-            .args(["scan", &spec, "--quiet", "--no-cache", "--username", "ci", "--password-stdin", "--gpu", "H100"])
+            .args(["scan", &spec, "--quiet", "--no-cache", "--gpu", "H100", "--username", "ci", "--password-stdin"])
             .args(extra)
             .write_stdin("s3cret\n")
             .output()
@@ -1256,6 +1315,24 @@ fn an_analysis_store_claim_is_lost_as_soon_as_another_lands_and_won_once_it_sett
     let (lost, took) = claimant.join().unwrap();
     assert!(lost, "the later claim wins");
     assert!(took < settle / 2, "known at once, not after the settle time: {took:?}");
+
+    // A won claim is renewed while its analysis runs (here: never pushed): its `at` moves on,
+    // so others keep waiting for it past the lease.
+    let (k, tag) = (key("c"), format!("cudalint-claim-{}", key("c").hex()));
+    let at = |m: &(Vec<u8>, String)| -> u64 {
+        let v: serde_json::Value = serde_json::from_slice(&m.0).unwrap();
+        v["annotations"]["dev.cudalint.claim.at"].as_str().unwrap().parse().unwrap()
+    };
+    let at_tag = parse_reference(&format!("{repo}:{tag}")).unwrap();
+    let holder = store(&repo, Duration::from_millis(200)).with_claim_timeout(Duration::from_secs(3));
+    assert!(matches!(holder.claim(&k), Claim::Mine));
+    let first = at(&other.manifest(&at_tag).unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at(&other.manifest(&at_tag).unwrap()) == first {
+        assert!(Instant::now() < deadline, "the claim was never renewed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(holder);
 }
 
 fn cli_support(spec: &str, extra: &[&str]) -> std::process::Output {
@@ -1413,4 +1490,383 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     for k in ["summary", "floor", "require", "gpus"] {
         assert_eq!(read[k], pushed[k], "{k}");
     }
+}
+
+/// Pushes an image (its blobs, config and manifest) under `repo:tag`; returns the manifest's
+/// digest.
+fn put_image(reg: &Registry, repo: &str, tag: &str, img: &Image) -> String {
+    let b = img.build();
+    for blob in b.blobs.iter().chain([&b.config]) {
+        reg.put_blob(repo, blob);
+    }
+    reg.put_manifest(repo, tag, OCI_MANIFEST, &b.manifest)
+}
+
+/// Pushes a manifest of `config` and `layers` (media type, bytes, annotations), with
+/// `artifactType` and the `subject` (digest, size) when given, under `tag` (else by its
+/// digest); returns (digest, manifest bytes).
+fn put_artifact(
+    reg: &Registry,
+    repo: &str,
+    tag: Option<&str>,
+    artifact_type: Option<&str>,
+    config: (&str, &[u8]),
+    layers: &[(&str, &[u8], serde_json::Value)],
+    subject: Option<(&str, usize)>,
+) -> (String, Vec<u8>) {
+    reg.put_blob(repo, config.1);
+    let mut descs = Vec::new();
+    for (mt, data, annotations) in layers {
+        reg.put_blob(repo, data);
+        let mut d = serde_json::json!({"mediaType": mt, "digest": sha256_of(data), "size": data.len()});
+        if !annotations.is_null() {
+            d["annotations"] = annotations.clone();
+        }
+        descs.push(d);
+    }
+    let mut m = serde_json::json!({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": {"mediaType": config.0, "digest": sha256_of(config.1), "size": config.1.len()},
+        "layers": descs,
+    });
+    if let Some(t) = artifact_type {
+        m["artifactType"] = t.into();
+    }
+    if let Some((d, size)) = subject {
+        m["subject"] = serde_json::json!({"mediaType": OCI_MANIFEST, "digest": d, "size": size});
+    }
+    let m = serde_json::to_vec(&m).unwrap();
+    let digest = sha256_of(&m);
+    (reg.put_manifest(repo, tag.unwrap_or(&digest), OCI_MANIFEST, &m), m)
+}
+
+/// One CUDA library in a gzip layer: `libsm90a.so` runs on H100, `libsm100f.so` does not.
+fn one_lib_image(lib: &str, path: &'static str) -> Image {
+    Image::new(vec![(tar(&[Ent::File(path, read_fixture(lib))]), Comp::Gzip)])
+}
+
+/// What a registry holds besides images, as the tools that make them push it.
+struct Artifacts {
+    /// The clean image `app/clean:1`'s manifest digest.
+    clean: String,
+    /// Blob digests of every artifact's layers (none may be pulled), and the BuildKit
+    /// attestation manifest's digest (not even its manifest may be read).
+    artifact_blobs: Vec<String>,
+    attestation_manifest: String,
+}
+
+/// A loopback registry holding: `app/clean:1`, an image that runs on H100; `app/buildkit:1`,
+/// BuildKit's index of an image that does not (sm_100f only) and its attestation manifest;
+/// a Helm chart `charts/demo:0.1.0`; cosign's signature and attestation of the clean image
+/// (`sha256-<hex>.sig`, `.att`); an OCI 1.1 SBOM artifact about it (`app/clean:spdx`); another
+/// run's analysis store (`other/analyses`); and cudalint's own attestation of the clean image
+/// (the referrers tag schema's index `sha256-<hex>`, this registry having no referrers API).
+fn artifact_registry(reg: &Registry, work: &Path) -> Artifacts {
+    let clean = put_image(reg, "app/clean", "1", &one_lib_image("libsm90a.so", "usr/lib/libsm90a.so"));
+    let clean_size = reg.http("GET", "/v2/app/clean/manifests/1", "text/plain", b"").2.len();
+    let hex = clean.strip_prefix("sha256:").unwrap().to_string();
+    let mut artifact_blobs = Vec::new();
+    let mut keep = |layers: &[(&str, &[u8], serde_json::Value)]| {
+        artifact_blobs.extend(layers.iter().map(|(_, d, _)| sha256_of(d)));
+    };
+
+    // BuildKit: the image and its attestation manifest (platform unknown/unknown) in one index.
+    let img = one_lib_image("libsm100f.so", "opt/k/libsm100f.so");
+    let built = img.build();
+    for blob in built.blobs.iter().chain([&built.config]) {
+        reg.put_blob("app/buildkit", blob);
+    }
+    let image_digest = reg.put_manifest("app/buildkit", &sha256_of(&built.manifest), OCI_MANIFEST, &built.manifest);
+    let statement = br#"{"_type":"https://in-toto.io/Statement/v1","predicateType":"https://spdx.dev/Document"}"#;
+    let att_config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "unknown", "os": "unknown", "config": {},
+        "rootfs": {"type": "layers", "diff_ids": [sha256_of(statement)]}}))
+    .unwrap();
+    let att_layers = [(
+        "application/vnd.in-toto+json",
+        &statement[..],
+        serde_json::json!({"in-toto.io/predicate-type": "https://spdx.dev/Document"}),
+    )];
+    keep(&att_layers);
+    let (att, att_bytes) = put_artifact(
+        reg,
+        "app/buildkit",
+        None,
+        None,
+        ("application/vnd.oci.image.config.v1+json", &att_config),
+        &att_layers,
+        None,
+    );
+    let index = serde_json::to_vec(&serde_json::json!({
+    "schemaVersion": 2, "mediaType": OCI_INDEX,
+    "manifests": [
+        {"mediaType": OCI_MANIFEST, "digest": image_digest, "size": built.manifest.len(),
+         "platform": {"architecture": "amd64", "os": "linux"}},
+        {"mediaType": OCI_MANIFEST, "digest": att, "size": att_bytes.len(),
+         "platform": {"architecture": "unknown", "os": "unknown"},
+         "annotations": {"vnd.docker.reference.type": "attestation-manifest",
+                         "vnd.docker.reference.digest": image_digest}},
+    ]}))
+    .unwrap();
+    reg.put_manifest("app/buildkit", "1", OCI_INDEX, &index);
+
+    // Helm (`helm push`): its config and the chart as a tar+gzip layer.
+    let chart = compress(
+        &tar(&[Ent::File("demo/Chart.yaml", b"apiVersion: v2\nname: demo\nversion: 0.1.0\n".to_vec())]),
+        Comp::Gzip,
+    );
+    let helm_layers = [("application/vnd.cncf.helm.chart.content.v1.tar+gzip", &chart[..], serde_json::Value::Null)];
+    keep(&helm_layers);
+    put_artifact(
+        reg,
+        "charts/demo",
+        Some("0.1.0"),
+        None,
+        ("application/vnd.cncf.helm.config.v1+json", br#"{"apiVersion":"v2","name":"demo","version":"0.1.0"}"#),
+        &helm_layers,
+        None,
+    );
+
+    // cosign: an image-config manifest whose layer is the simple-signing payload (or, for an
+    // attestation, a DSSE envelope), tagged after the image's digest.
+    let cosign_config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "", "os": "", "config": {}, "created": "0001-01-01T00:00:00Z",
+        "rootfs": {"type": "layers", "diff_ids": []}}))
+    .unwrap();
+    let payload = serde_json::to_vec(&serde_json::json!({"critical": {
+        "identity": {"docker-reference": format!("{}/app/clean", reg.host())},
+        "image": {"docker-manifest-digest": clean}, "type": "cosign container image signature"}, "optional": null}))
+    .unwrap();
+    let sig_layers = [(
+        "application/vnd.dev.cosign.simplesigning.v1+json",
+        &payload[..],
+        serde_json::json!({"dev.cosignproject.cosign/signature": "MEUCIQ=="}),
+    )];
+    keep(&sig_layers);
+    let oci_config = "application/vnd.oci.image.config.v1+json";
+    put_artifact(
+        reg,
+        "app/clean",
+        Some(&format!("sha256-{hex}.sig")),
+        None,
+        (oci_config, &cosign_config),
+        &sig_layers,
+        None,
+    );
+    let envelope = br#"{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[]}"#;
+    let att_layers =
+        [("application/vnd.dsse.envelope.v1+json", &envelope[..], serde_json::json!({"predicateType": "cosign/vuln"}))];
+    keep(&att_layers);
+    put_artifact(
+        reg,
+        "app/clean",
+        Some(&format!("sha256-{hex}.att")),
+        None,
+        (oci_config, &cosign_config),
+        &att_layers,
+        None,
+    );
+
+    // An OCI 1.1 SBOM: artifactType, the empty config, the subject.
+    let spdx = br#"{"spdxVersion":"SPDX-2.3","name":"clean"}"#;
+    let sbom_layers = [("application/spdx+json", &spdx[..], serde_json::Value::Null)];
+    keep(&sbom_layers);
+    put_artifact(
+        reg,
+        "app/clean",
+        Some("spdx"),
+        Some("application/spdx+json"),
+        ("application/vnd.oci.empty.v1+json", b"{}"),
+        &sbom_layers,
+        Some((&clean, clean_size)),
+    );
+
+    // Another run's analysis store, and cudalint's own attestation of the clean image.
+    let o = registry_run(
+        reg,
+        &work.join("store-run"),
+        &["--repo", "app/clean", "--tag", "1", "--analysis-store", &format!("{}/other/analyses", reg.host())],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = cli_scan(&format!("{}/app/clean:1", reg.host()), &["--attest", "--gpu", "H100", "-o", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    Artifacts { clean, artifact_blobs, attestation_manifest: att }
+}
+
+/// (image without the host, status, reason) of every result of a summary.
+fn verdicts(s: &serde_json::Value) -> Vec<(String, String, String)> {
+    s["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let image = i["image"].as_str().unwrap();
+            (
+                image.split_once('/').unwrap().1.to_string(),
+                i["status"].as_str().unwrap().to_string(),
+                i["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn artifacts_beside_images_are_skipped_naming_their_type_and_the_exit_is_the_images() {
+    let reg = Registry::start(false, None);
+    let work = tempfile::tempdir().unwrap();
+    let a = artifact_registry(&reg, work.path());
+    let hex = a.clean.strip_prefix("sha256:").unwrap();
+    // Through a proxy that records every request: artifacts are read no further than their
+    // manifests.
+    let proxy = Proxy::start(reg.port);
+    let out = work.path().join("all");
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["registry", &proxy.host(), "--quiet", "--no-cache", "--gpu", "H100", "--output-dir"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    // The BuildKit image fails on H100 (exit 1); no artifact is an error (no exit 2).
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let s = summary_of(&out);
+    let got = verdicts(&s);
+    let find = |image: &str| got.iter().find(|(i, _, _)| i == image).unwrap_or_else(|| panic!("{image}: {got:?}"));
+    assert_eq!(find("app/clean:1").1, "pass", "{got:?}");
+    // The index's image only: one result, not one per index entry.
+    assert_eq!(find("app/buildkit:1").1, "fail", "{got:?}");
+    assert_eq!(got.iter().filter(|(i, _, _)| i.starts_with("app/buildkit")).count(), 1, "{got:?}");
+    let skipped = |image: &str, kind: &str| {
+        let (_, status, reason) = find(image);
+        assert_eq!(status, "skipped", "{image}: {got:?}");
+        assert_eq!(reason, &format!("not an image ({kind})"), "{image}");
+    };
+    skipped("charts/demo:0.1.0", "Helm chart, application/vnd.cncf.helm.config.v1+json");
+    skipped(
+        &format!("app/clean:sha256-{hex}.sig"),
+        "cosign signature, application/vnd.dev.cosign.simplesigning.v1+json",
+    );
+    skipped(&format!("app/clean:sha256-{hex}.att"), "DSSE attestation, application/vnd.dsse.envelope.v1+json");
+    skipped("app/clean:spdx", "SBOM, application/spdx+json");
+    skipped(&format!("app/clean:sha256-{hex}"), "index of in-toto attestations, application/vnd.in-toto+json");
+    let store: Vec<&(String, String, String)> =
+        got.iter().filter(|(i, _, _)| i.starts_with("other/analyses:")).collect();
+    assert!(store.len() >= 2, "{got:?}");
+    for (image, status, reason) in store {
+        assert_eq!(status, "skipped", "{image}");
+        let kind = if image.contains(":cudalint-layer-") {
+            "cudalint analysis store entry, application/vnd.cudalint.layer-analysis.v1"
+        } else {
+            "cudalint analysis store claim, application/vnd.cudalint.layer-claim.v1"
+        };
+        assert_eq!(reason, &format!("not an image ({kind})"), "{image}");
+    }
+    assert_eq!(got.iter().filter(|(_, st, _)| st == "error").count(), 0, "{got:?}");
+    // Every skipped tag records its manifest digest; the table counts them apart.
+    assert!(
+        s["images"].as_array().unwrap().iter().all(|i| i["digest"].as_str().is_some_and(|d| d.starts_with("sha256:")))
+    );
+    let n = got.iter().filter(|(_, st, _)| st == "skipped").count();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(&format!("2 images: 1 passed, 1 failed, 0 could not be scanned; {n} tags skipped (not images)")),
+        "{text}"
+    );
+    let requests = proxy.requests.lock().unwrap().clone();
+    // (The images' layers were read through it: it saw the requests.)
+    assert!(requests.iter().any(|r| r.contains("/v2/app/buildkit/blobs/")), "{requests:?}");
+    for d in &a.artifact_blobs {
+        assert!(!requests.iter().any(|r| r.contains(d.as_str())), "{d} was read: {requests:?}");
+    }
+    assert!(!requests.iter().any(|r| r.contains(&a.attestation_manifest)), "{requests:?}");
+    assert!(!requests.iter().any(|r| r.contains("/blobs/") && !r.contains("/v2/app/")), "{requests:?}");
+    // The clean image and the artifacts alone: exit 0, whatever the artifacts.
+    let o = registry_run(
+        &reg,
+        &work.path().join("clean"),
+        &["--repo", "app/clean", "--repo", "charts/*", "--repo", "other/*"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // `scan` of an artifact: exit 2, saying what it is.
+    let o = cli_scan(&format!("{}/charts/demo:0.1.0", reg.host()), &["--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("charts/demo:0.1.0: not an image (Helm chart, application/vnd.cncf.helm.config.v1+json)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
+    let reg = Registry::start(false, None);
+    let work = tempfile::tempdir().unwrap();
+    artifact_registry(&reg, work.path());
+    let w = work.path();
+    let run = |name: &str, extra: &[&str]| {
+        let d = w.join(name);
+        let o = registry_run(&reg, &d, extra);
+        (o, summary_of(&d), d)
+    };
+    let since = |s: &serde_json::Value, k: &str| s["since"][k].as_u64().unwrap_or_else(|| panic!("since.{k}: {s}"));
+    let (o, first, _) = run("first", &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let skipped = verdicts(&first).iter().filter(|(_, st, _)| st == "skipped").count() as u64;
+    assert!(first["fingerprint"].as_str().is_some_and(|f| f.starts_with("sha256:")), "{first}");
+
+    // Nothing changed: every image carried, its report copied, nothing pulled; the exit is
+    // still the images' verdicts.
+    let prev = w.join("first/summary.json");
+    let (o, again, dir) = run("again", &["--since", prev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(verdicts(&again), verdicts(&first));
+    assert_eq!((since(&again, "new"), since(&again, "changed"), since(&again, "rejudged")), (0, 0, 0), "{again}");
+    assert_eq!((since(&again, "carried"), since(&again, "skipped")), (2, skipped), "{again}");
+    assert_eq!(again["stats"]["layers_pulled"], 0, "{again}");
+    for i in again["images"].as_array().unwrap().iter().filter(|i| i["status"] != "skipped") {
+        assert_eq!(i["change"], "carried", "{i}");
+        let report = dir.join(i["report"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read(&report).unwrap(),
+            std::fs::read(w.join("first").join(i["report"].as_str().unwrap())).unwrap()
+        );
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains(&format!(": 0 new, 0 changed, 0 judged again, 2 carried, {skipped} skipped")), "{text}");
+
+    // The clean tag re-pushed, now failing on H100: it alone is judged again (one layer pulled).
+    put_image(&reg, "app/clean", "1", &one_lib_image("libsm100f.so", "usr/lib/libsm100f.so"));
+    let prev = w.join("again/summary.json");
+    let (o, changed, _) = run("changed", &["--since", prev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let row = |s: &serde_json::Value, image: &str| {
+        s["images"].as_array().unwrap().iter().find(|i| i["image"].as_str().unwrap().ends_with(image)).unwrap().clone()
+    };
+    assert_eq!(row(&changed, "/app/clean:1")["change"], "changed");
+    assert_eq!(row(&changed, "/app/clean:1")["status"], "fail");
+    assert_ne!(row(&changed, "/app/clean:1")["digest"], row(&first, "/app/clean:1")["digest"]);
+    assert_eq!(row(&changed, "/app/buildkit:1")["change"], "carried");
+    assert_eq!((since(&changed, "changed"), since(&changed, "carried")), (1, 1), "{changed}");
+    assert_eq!(changed["stats"]["layers_pulled"], 1, "{changed}");
+
+    // Other targets: nothing is carried, and the summary says why.
+    let prev = w.join("changed/summary.json");
+    let (o, other, _) = run("other-gpu", &["--since", prev.to_str().unwrap(), "--gpu", "B200"]);
+    assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!((since(&other, "carried"), since(&other, "rejudged")), (0, 2), "{other}");
+    assert!(other["since"]["all_rejudged"].as_str().is_some_and(|w| w.contains("targets")), "{other}");
+
+    // Shards, each against the previous whole run's summary, merge into the whole again.
+    let mut parts = Vec::new();
+    for k in 0..2 {
+        let (o, _, d) = run(&format!("shard{k}"), &["--since", prev.to_str().unwrap(), "--shard", &format!("{k}/2")]);
+        assert_eq!(o.status.code().map(|c| c < 2), Some(true), "{}", stderr(&o));
+        parts.push(d.join("summary.json"));
+    }
+    let merged = w.join("merged.json");
+    let o = Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+    assert_eq!(verdicts(&m), verdicts(&changed));
+    assert_eq!(m["fingerprint"], changed["fingerprint"]);
+    assert_eq!((since(&m, "carried"), since(&m, "skipped"), since(&m, "changed")), (2, skipped, 0), "{m}");
 }

@@ -426,6 +426,16 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let stale = run("stale", &[]);
     assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
     assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
+    // A fresh claim that is never renewed (its shard was killed just after claiming, or lost
+    // the store), with the default 600 s timeout: waited for only until its lease runs out.
+    // (The run's bound of 300 s would fail a wait for the whole timeout.)
+    delete_analyses();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    set_claims(now);
+    let unrenewed = run("unrenewed", &[]);
+    assert_eq!(stat(&unrenewed, "store_claim_waits"), 2, "{}", unrenewed["stats"]);
+    assert_eq!(stat(&unrenewed, "layers_analysed"), 2, "{}", unrenewed["stats"]);
+    assert_eq!(unrenewed["images"], first["images"]);
 }
 
 fn scan_cmd(spec: &str, extra: &[&str]) -> std::process::Output {
@@ -444,9 +454,10 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     let work = tempfile::tempdir().unwrap();
     let inv = work.path().join("inv.json");
     let spec = format!("{}/scale/a:1", reg.host());
-    // A verdict beside the listing, so the gate applies (a listing alone never fails it).
-    let inv_arg = format!("inventory={}", inv.display());
-    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", &inv_arg, "--format", "text"]);
+    // The inventory alone never fails the gate: a text report beside it makes the verdict the
+    // exit code.
+    let inv_to = format!("inventory={}", inv.display());
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", &inv_to, "--format", "text=/dev/null"]);
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
     let manifest = pulled["image"]["manifest_digest"].as_str().unwrap().to_string();
@@ -468,10 +479,11 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     let proxy = crate::registry::Proxy::start(reg.port);
     let via = format!("{}/scale/a:1", proxy.host());
     let inv2 = work.path().join("inv2.json");
-    let inv2_arg = format!("inventory={}", inv2.display());
+    let inv2_to = format!("inventory={}", inv2.display());
     for gpu in ["H100", "A100", "B300", "RTX 5090"] {
-        let attested = scan_cmd(&via, &["--from-attestation", "--gpu", gpu, "--format", &inv2_arg, "--format", "text"]);
-        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "text"]);
+        let attested =
+            scan_cmd(&via, &["--from-attestation", "--gpu", gpu, "--format", &inv2_to, "--format", "text=/dev/null"]);
+        let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "text=/dev/null"]);
         assert_eq!(attested.status.code(), fresh.status.code(), "{gpu}: {}", String::from_utf8_lossy(&attested.stderr));
         let read: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv2).unwrap()).unwrap();
         assert_eq!(read["files"], pulled["files"]);
@@ -495,5 +507,59 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     // (scale/b shares the base layer: not pulled either.)
     for l in pulled["image"]["layers"].as_array().unwrap() {
         assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
+    }
+}
+
+#[test]
+fn a_store_that_goes_away_mid_run_is_noticed_once_per_shard_and_bypassed() {
+    let (reg, _layouts) = shared_layer_registry();
+    // The store lives in a registry of its own, behind a proxy that stops it after its first
+    // few answers: the connections and lookups before that are served, then it is gone.
+    let store_reg = Registry::start(false, None);
+    let work = tempfile::tempdir().unwrap();
+    let plain = work.path().join("plain");
+    let o = registry_cmd(&reg, &plain, &work.path().join("plain-cache"), &[]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let unique = stat(&summary(&plain), "layers_analysed");
+    // Dropped: connections refused and cut; frozen: connections taken and never answered
+    // (a stopped process), which only the store's stall bound ends.
+    for (mode, hang) in [("dropped", false), ("frozen", true)] {
+        let proxy = crate::registry::Proxy::start(store_reg.port);
+        proxy.hang.store(hang, std::sync::atomic::Ordering::SeqCst);
+        proxy.cut_after.store(4096, std::sync::atomic::Ordering::SeqCst);
+        let store = format!("{}/cudalint/analyses-{mode}", proxy.host());
+        let children: Vec<_> = (0..4)
+            .map(|k| {
+                let d = work.path().join(format!("{mode}{k}"));
+                let cache = work.path().join(format!("{mode}{k}-cache"));
+                let c = registry_cmd(&reg, &d, &cache, &["--shard", &format!("{k}/4"), "--analysis-store", &store]);
+                (d, c)
+            })
+            .map(|(d, mut c)| (d, c.spawn().unwrap()))
+            .collect();
+        let mut parts = Vec::new();
+        for (d, c) in children {
+            let o = c.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{mode}: {err}");
+            let s = summary(&d);
+            // Each shard noticed once, said so once, and analysed the rest here.
+            assert_eq!(stat(&s, "store_unreachable"), 1, "{mode} {}: {}", d.display(), s["stats"]);
+            assert_eq!(err.matches("analysing locally").count(), 1, "{mode}: {err}");
+            parts.push(d.join("summary.json"));
+        }
+        let merged = work.path().join(format!("{mode}.json"));
+        let o =
+            Command::cargo_bin("cudalint").unwrap().arg("merge").args(&parts).arg("-o").arg(&merged).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains("store: unreachable in 4 of 4 shards after "), "{text}");
+        let m: serde_json::Value = serde_json::from_slice(&std::fs::read(&merged).unwrap()).unwrap();
+        // The same verdicts as without a store; some lookups were answered before it went
+        // (it went away mid-run), and without it the shards analysed what they needed.
+        assert_eq!(m["images"], summary(&plain)["images"], "{mode}");
+        assert!(stat(&m, "store_lookups") >= 1, "{mode}: {}", m["stats"]);
+        assert!(stat(&m, "layers_analysed") >= unique, "{mode}: {}", m["stats"]);
+        assert!(proxy.requests.lock().unwrap().iter().any(|r| r.contains("/cudalint/analyses-")), "{mode}");
     }
 }
