@@ -98,8 +98,15 @@ impl AnalysisStore {
         }
         let r = Reference::with_tag(r.registry().to_string(), r.repository().to_string(), "latest".into());
         let scope = format!("repository:{}:pull,push", r.repository());
-        // A store lives for the whole run (many images), not one image's deadline.
-        let remote = Remote::connect_scoped(r, o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600))?;
+        // The store is not the image's registry: it gets its own credentials (environment for
+        // its host, Docker's config), the command line's only where --registry-credentials
+        // names its host. A store lives for the whole run (many images), not one image's deadline.
+        let remote = Remote::connect_scoped(
+            r,
+            &o.not_for_an_image(),
+            scope,
+            Instant::now() + Duration::from_secs(7 * 24 * 3600),
+        )?;
         Ok(AnalysisStore {
             remote,
             claim_timeout: crate::cache::DEFAULT_LOCK_TIMEOUT,
