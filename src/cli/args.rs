@@ -258,6 +258,10 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "SECS")]
     pub registry_deadline: Option<u64>,
     /// Where layer analyses are cached (default: $XDG_CACHE_HOME/cudalint or ~/.cache/cudalint).
+    /// Entries are authenticated with a key kept outside it: CUDALINT_CACHE_KEY (a secret of 16
+    /// bytes or more), else $XDG_CONFIG_HOME/cudalint/cache.key (~/.config/...), made 0600 on
+    /// first use. Processes sharing a cache directory share the key (a Kubernetes Job: one
+    /// Secret); an entry written under another key is not trusted, its layer analysed again.
     #[arg(long, env = "CUDALINT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Neither read nor write the layer cache.

@@ -590,3 +590,26 @@ fn incomplete_analysis_fails_the_gate() {
         assert!(o.stdout.contains("CL015 incomplete-analysis"), "{}", o.stdout);
     }
 }
+
+/// Issue 22: `cache clean` on a cache whose `layers/` a writer of the shared directory replaced
+/// with a link removes nothing outside the cache, and says why.
+#[test]
+fn cache_clean_never_follows_a_planted_layers_link() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("precious.json.zst"), b"keep").unwrap();
+    std::os::unix::fs::symlink(outside.path(), cache.path().join("layers")).unwrap();
+    let o = cli(&["cache", "clean", "--cache-dir", cache.path().to_str().unwrap()], None);
+    assert_eq!(o.code, Some(2), "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("symbolic link"), "{}", o.stderr);
+    assert_eq!(std::fs::read(outside.path().join("precious.json.zst")).unwrap(), b"keep");
+    // A real `layers/` holding a link: the link goes, its target stays.
+    std::fs::remove_file(cache.path().join("layers")).unwrap();
+    std::fs::create_dir(cache.path().join("layers")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("precious.json.zst"), cache.path().join("layers/x.json.zst"))
+        .unwrap();
+    let o = cli(&["cache", "clean", "--cache-dir", cache.path().to_str().unwrap()], None);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("removed 1 cached"), "{}", o.stdout);
+    assert_eq!(std::fs::read(outside.path().join("precious.json.zst")).unwrap(), b"keep");
+}

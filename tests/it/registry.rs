@@ -1622,3 +1622,108 @@ fn audit_sends_credentials_only_to_the_host_named_for_them() {
     assert!(other.requests.load(Ordering::SeqCst) > 0, "the other registry was asked");
     assert!(other.auths().is_empty(), "{:?}", other.auths());
 }
+
+/// The entry files of a cache directory (not the lock files).
+fn entry_files(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.zst"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// An entry as whoever can write the cache directory can rewrite it: `from` renamed `to` in the
+/// analysis, the body hash recomputed. Returns the MAC the file had and the forged entry.
+fn forge_entry(file: &[u8], from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
+    let magic = cudalint::cache::MAC_MAGIC;
+    let (mac, entry) = file.split_at(magic.len() + 32);
+    let plain = String::from_utf8(zstd::decode_all(entry).unwrap()).unwrap();
+    let (head, body) = plain.split_once('\n').unwrap();
+    let body = body.replace(from, to);
+    let mut h: serde_json::Value = serde_json::from_str(head).unwrap();
+    h["sha256"] = hex::encode(sha2::Sha256::digest(body.as_bytes())).into();
+    (mac.to_vec(), zstd::encode_all(format!("{h}\n{body}").as_bytes(), 3).unwrap())
+}
+
+#[test]
+fn a_shared_cache_directory_cannot_forge_an_analysis_or_hang_a_scan() {
+    let reg = Registry::start(false, None);
+    let layout = tempfile::tempdir().unwrap();
+    oci_layout(layout.path(), &[&test_image("amd64", "opt/x/libsm100f.so")]);
+    reg.push(layout.path(), "app/cached:1", None);
+    let proxy = Proxy::start(reg.port);
+    let spec = format!("{}/app/cached:1", proxy.host());
+    let d = tempfile::tempdir().unwrap();
+    let (cache, config) = (d.path().join("cache"), d.path().join("config"));
+    let scan = || {
+        let o = Command::cargo_bin("cudalint")
+            .unwrap()
+            .args(["scan", &spec, "--quiet", "--format", "inventory", "--cache-dir"])
+            .arg(&cache)
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("CUDALINT_CACHE_KEY")
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        inv["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let real = scan();
+    assert!(real.contains(&"/opt/x/libsm100f.so".to_string()), "{real:?}");
+    // The key was made outside the cache directory, private.
+    let key_file = config.join("cudalint/cache.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let entries = entry_files(&cache);
+    assert_eq!(entries.len(), 2, "one entry per layer");
+    // The entry of the layer holding the library, and the layer digests its header names.
+    let header = |p: &Path| -> (serde_json::Value, String) {
+        let f = std::fs::read(p).unwrap();
+        let plain = String::from_utf8(zstd::decode_all(&f[cudalint::cache::MAC_MAGIC.len() + 32..]).unwrap()).unwrap();
+        let (head, body) = plain.split_once('\n').unwrap();
+        (serde_json::from_str(head).unwrap(), body.to_string())
+    };
+    let target = entries.iter().find(|p| header(p).1.contains("libsm100f.so")).unwrap().clone();
+    let digest = header(&target).0["digest"].as_str().unwrap().to_string();
+    let other = entries.iter().find(|p| **p != target).unwrap();
+    let other_digest = header(other).0["digest"].as_str().unwrap().to_string();
+    assert_eq!((proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)), (1, 1));
+
+    // Rewritten by a writer of the directory (body hash right, MAC kept): not believed, the
+    // layer is pulled and analysed again.
+    let (mac, forged) = forge_entry(&std::fs::read(&target).unwrap(), "libsm100f.so", "libforged.so");
+    std::fs::write(&target, [&mac[..], &forged[..]].concat()).unwrap();
+    assert_eq!(scan(), real);
+    assert_eq!(
+        (proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)),
+        (2, 1),
+        "the forged layer pulled again, the other served from the cache"
+    );
+    // Minted without a MAC at all: the same.
+    std::fs::write(&target, &forged).unwrap();
+    assert_eq!(scan(), real);
+    // Sealed with the key (which only this user holds), the same forgery would be believed:
+    // the key is what stands between the directory's writers and the verdict.
+    let secret = std::fs::read(&key_file).unwrap();
+    let key = cudalint::cache::CacheKey::from_secret(secret.trim_ascii()).unwrap();
+    let name = target.file_name().unwrap().to_string_lossy().trim_end_matches(".json.zst").to_string();
+    std::fs::write(&target, key.seal(&name, &forged)).unwrap();
+    assert!(scan().contains(&"/opt/x/libforged.so".to_string()));
+
+    // FIFOs as every entry and every lock: refused at once, the scan reads the layers itself.
+    for e in &entries {
+        let lock = e.with_file_name(e.file_name().unwrap().to_string_lossy().replace(".json.zst", ".lock"));
+        for p in [e, &lock] {
+            let _ = std::fs::remove_file(p);
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }
+    }
+    let before = (proxy.blob_gets(&digest), proxy.blob_gets(&other_digest));
+    assert_eq!(scan(), real);
+    assert_eq!((proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)), (before.0 + 1, before.1 + 1));
+}
