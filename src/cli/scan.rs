@@ -193,5 +193,5 @@ fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
         anyhow::bail!("{}: an SBOM larger than {} MiB is refused", shown(), MAX_SBOM >> 20);
     }
     let text = String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", shown()))?;
-    Ok(report::cyclonedx::Sbom::new(text, shown()).with_context(shown)?)
+    report::cyclonedx::Sbom::new(text, shown()).with_context(shown)
 }
