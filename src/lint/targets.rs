@@ -87,8 +87,7 @@ pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
     let text = read_bounded(path).map_err(|e| ConfigError::at(path, None, e))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v = crate::audit::manifest::bounded::json(&text, crate::audit::manifest::bounded::Shape::Top)
-            .map_err(|e| ConfigError::at(path, None, e))?;
+        let v = crate::bounded::json(&text, crate::bounded::Shape::Top).map_err(|e| ConfigError::at(path, None, e))?;
         let t = from_nodes(&v).map_err(|e| e.in_file(path))?;
         if t.is_empty() {
             let m = format!(
@@ -107,7 +106,7 @@ pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
 /// The file's text, if it is no larger than the audit's inputs may be.
 fn read_bounded(path: &str) -> Result<String, String> {
     use std::io::Read;
-    let max = crate::audit::manifest::MAX_INPUT;
+    let max = crate::bounded::MAX_INPUT;
     let mut buf = Vec::new();
     std::fs::File::open(path).and_then(|f| f.take(max + 1).read_to_end(&mut buf)).map_err(|e| e.to_string())?;
     if buf.len() as u64 > max {
