@@ -69,6 +69,16 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// [`PolicyArgs::load`] for a command that always judges (`registry`, `serve`): no targets
+    /// is an error naming the ways to give them, never a run that judges nothing.
+    pub fn load_with_targets(&self, targets: TargetSpec) -> anyhow::Result<Policy> {
+        let policy = self.load(targets)?;
+        if policy.targets.is_empty() {
+            anyhow::bail!(no_targets(&policy));
+        }
+        Ok(policy)
+    }
+
     /// The policy these flags and `targets` name, loaded (config, rules, ignores, baseline).
     pub fn load(&self, targets: TargetSpec) -> anyhow::Result<Policy> {
         Ok(Policy::load(&PolicySpec {
@@ -96,6 +106,19 @@ pub fn no_targets(policy: &crate::lint::policy::Policy) -> String {
          `cudalint support IMAGE` lists every GPU the image runs on; --format inventory, listing or \
          cyclonedx alone needs no targets"
     )
+}
+
+/// `--platform` where several may be chosen (`registry`, `serve`): platforms separated by
+/// commas, as `--gpu` takes GPUs, each once in the order given (`scan_options` takes one).
+pub fn platforms(v: Option<&str>) -> anyhow::Result<Vec<crate::image::Platform>> {
+    let mut out: Vec<crate::image::Platform> = Vec::new();
+    for p in v.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let p = crate::image::Platform::parse(p)?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 /// A flag whose values are the words of a `words!` enum (formats, severities): listed in

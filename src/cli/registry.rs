@@ -187,26 +187,10 @@ impl Previous {
     }
 }
 
-/// `registry --platform`: platforms separated by commas, as `--gpu` takes GPUs (the flag itself
-/// is `scan`'s, which takes one value once), each once in the order given.
-fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
-    let mut out: Vec<Platform> = Vec::new();
-    for p in v.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
-        let p = Platform::parse(p)?;
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
 pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
-    let policy = a.policy.load(a.targets.spec())?;
-    if policy.targets.is_empty() {
-        anyhow::bail!(super::args::no_targets(&policy));
-    }
+    let policy = a.policy.load_with_targets(a.targets.spec())?;
     // Several platforms: parsed here, not by `scan_options` (which takes one).
-    let chosen = parse_platforms(a.read.platform.take().as_deref())?;
+    let chosen = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry_args)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;

@@ -519,16 +519,7 @@ fn a_venv_scan_lists_the_wheel_with_its_library() {
 /// `cyclonedx-py` (PyPI `cyclonedx-bom`, pinned in scripts/test.sh) in its tools venv.
 #[cfg(feature = "slow-tests")]
 fn cyclonedx_py() -> PathBuf {
-    let p = std::env::var_os("CUDALINT_CYCLONEDX_PY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".tools/cyclonedx-py/bin/cyclonedx-py"));
-    assert!(
-        p.is_file(),
-        "cyclonedx-py is not at {} (set CUDALINT_CYCLONEDX_PY): scripts/test.sh installs it, or run \
-         `python3 -m venv .tools/cyclonedx-py && .tools/cyclonedx-py/bin/pip install cyclonedx-bom==7.5.0`",
-        p.display()
-    );
-    p
+    crate::util::venv_tool("CUDALINT_CYCLONEDX_PY", "cyclonedx-py", "cyclonedx-py", "cyclonedx-bom==7.5.0")
 }
 
 /// The done-when of issue 21: the SBOM the real `cyclonedx-py environment` writes for a venv

@@ -13,16 +13,12 @@ use crate::util::root;
 
 /// kubernetes-validate, pinned in its own venv by scripts/test.sh.
 fn validator() -> PathBuf {
-    let p = std::env::var_os("CUDALINT_KUBERNETES_VALIDATE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join(".tools/kubernetes-validate/bin/kubernetes-validate"));
-    assert!(
-        p.is_file(),
-        "kubernetes-validate is not at {} (set CUDALINT_KUBERNETES_VALIDATE): scripts/test.sh installs it, or run \
-         `python3 -m venv .tools/kubernetes-validate && .tools/kubernetes-validate/bin/pip install kubernetes-validate==1.37.0`",
-        p.display()
-    );
-    p
+    crate::util::venv_tool(
+        "CUDALINT_KUBERNETES_VALIDATE",
+        "kubernetes-validate",
+        "kubernetes-validate",
+        "kubernetes-validate==1.37.0",
+    )
 }
 
 fn manifests() -> Vec<PathBuf> {

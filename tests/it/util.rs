@@ -22,3 +22,19 @@ pub fn fixture_names() -> Vec<String> {
     v.sort();
     v
 }
+
+/// A Python tool scripts/test.sh pins in its own venv under .tools (`venv`, running `bin`, from
+/// PyPI `package`): `env` overrides the path; missing, the test fails saying how to get it.
+#[cfg(feature = "slow-tests")]
+pub fn venv_tool(env: &str, venv: &str, bin: &str, package: &str) -> PathBuf {
+    let p = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".tools").join(venv).join("bin").join(bin));
+    assert!(
+        p.is_file(),
+        "{bin} is not at {} (set {env}): scripts/test.sh installs it, or run \
+         `python3 -m venv .tools/{venv} && .tools/{venv}/bin/pip install {package}`",
+        p.display()
+    );
+    p
+}

@@ -21,7 +21,6 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
-use crate::image::Platform;
 
 #[derive(clap::Args, Debug)]
 // `--platform` is `scan`'s flag (one platform, default the host's); here it filters what is
@@ -65,23 +64,8 @@ pub struct ServeArgs {
     pub registry: RegistryArgs,
 }
 
-/// `--platform`: platforms separated by commas, each once.
-fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
-    let mut out: Vec<Platform> = Vec::new();
-    for p in v.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
-        let p = Platform::parse(p)?;
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
-}
-
 pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let policy = a.policy.load(a.targets.spec())?;
-    if policy.targets.is_empty() {
-        anyhow::bail!(super::args::no_targets(&policy));
-    }
+    let policy = a.policy.load_with_targets(a.targets.spec())?;
     if a.registry.from_attestation {
         anyhow::bail!(
             "--from-attestation: serve scans the images pushed; judge attested images with `scan` or `support`"
@@ -95,7 +79,7 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
             crate::escape::text(u)
         );
     }
-    let platforms = parse_platforms(a.read.platform.take().as_deref())?;
+    let platforms = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
     opts.progress = false;
     let queue = Arc::new(queue::Queue::new(a.queue as usize));
