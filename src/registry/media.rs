@@ -107,9 +107,9 @@ fn tag_schema(tag: &str) -> Option<&'static str> {
 
 /// What a manifest (or index) read by tag `tag` is when it is not an image: told by its
 /// `artifactType`, its config's media type, its layers' media types, for an index by its
-/// entries (none an image: artifacts or attestation manifests), and last by the tag schemas of
-/// signatures and attestations. None: an image or an index holding images (or a document
-/// this cannot read: the scan says what is wrong with it).
+/// entries (none an image: artifacts or attestation manifests), and an empty index by the tag
+/// schemas of signatures and attestations. None: an image or an index holding images, whatever
+/// the tag (or a document this cannot read: the scan says what is wrong with it).
 pub fn not_an_image(manifest: &[u8], tag: Option<&str>) -> Option<NotImage> {
     let v: serde_json::Value = serde_json::from_slice(manifest).ok()?;
     let s = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
@@ -127,8 +127,12 @@ pub fn not_an_image(manifest: &[u8], tag: Option<&str>) -> Option<NotImage> {
         if let Some(t) = artifact_type {
             return named(t, &[]);
         }
-        if entries.is_empty() || entries.iter().any(is_image_entry) {
+        if entries.is_empty() {
             return by_tag();
+        }
+        if entries.iter().any(is_image_entry) {
+            // It holds images: scanned whatever its tag is called (a name proves nothing).
+            return None;
         }
         // Every entry is an artifact or an attestation: a referrers index (the tag schema's,
         // or one an attestation tool keeps), named by what its entries are.
@@ -151,7 +155,10 @@ pub fn not_an_image(manifest: &[u8], tag: Option<&str>) -> Option<NotImage> {
     if let Some(l) = layers.iter().find(|l| !is_image_layer(l)) {
         return named(l.clone(), &layers);
     }
-    by_tag()
+    // An image manifest: scanned, whatever its tag is called. cosign's signatures and
+    // attestations are told by their layers above; a tag schema alone would let an image
+    // pushed as `sha256-<hex>.sig` pass the gate unread.
+    None
 }
 
 #[cfg(test)]
@@ -220,9 +227,15 @@ mod tests {
             what(&manifest(None, oci, &[gz, "application/octet-stream"]), None).unwrap(),
             "artifact, application/octet-stream"
         );
-        // Tag schemas: cosign's suffixes, the referrers tag schema; other tags are names.
+        // Tag schemas: cosign's suffixes, the referrers tag schema, name an empty index; an
+        // image is scanned whatever its tag says (an image pushed as `sha256-<hex>.sig` holds
+        // device code like any other).
         let hex = "a".repeat(64);
         let image = manifest(None, oci, &[gz]);
+        let empty_index = serde_json::to_vec(
+            &serde_json::json!({"schemaVersion": 2, "mediaType": MediaType::ImageIndex.to_string(), "manifests": []}),
+        )
+        .unwrap();
         for (suffix, kind) in [
             (".sig", "cosign signature"),
             (".att", "cosign attestation"),
@@ -230,10 +243,12 @@ mod tests {
             ("", "referrers index"),
         ] {
             let tag = format!("sha256-{hex}{suffix}");
-            assert_eq!(what(&image, Some(&tag)).unwrap(), format!("{kind}, tag {tag}"));
+            assert_eq!(what(&empty_index, Some(&tag)).unwrap(), format!("{kind}, tag {tag}"));
+            assert_eq!(what(&image, Some(&tag)), None, "{tag}");
         }
         for tag in [format!("sha256-{}.sig", "a".repeat(63)), format!("sha256-{hex}.old"), format!("x-sha256-{hex}")] {
             assert_eq!(what(&image, Some(&tag)), None, "{tag}");
+            assert_eq!(what(&empty_index, Some(&tag)), None, "{tag}");
         }
     }
 
