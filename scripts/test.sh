@@ -18,6 +18,14 @@ if ! "$cdx/bin/cyclonedx-py" --version 2>/dev/null | grep -qx 7.5.0; then
   python3 -m venv "$cdx"
   "$cdx/bin/pip" install --quiet --disable-pip-version-check "cyclonedx-bom==7.5.0"
 fi
+# The Kubernetes manifests in docs/kubernetes are validated against the API's OpenAPI schemas
+# (tests/it/kubernetes.rs) by kubernetes-validate, which carries the schemas and works offline.
+kv=.tools/kubernetes-validate
+if ! "$kv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "1.37.0"; then
+  rm -rf "$kv"
+  python3 -m venv "$kv"
+  "$kv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==1.37.0"
+fi
 # Every tier: the slow one (registries, Chromium, maturin, the real stacks) is behind a feature
 # so that a plain `cargo test` stays quick.
 cargo test --locked --all-targets --features slow-tests "$@"

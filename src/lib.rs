@@ -20,6 +20,7 @@
 //!   [`audit`]: a cluster's workloads against its node pools; [`cli`]: the command line.
 
 pub mod audit;
+pub mod bounded;
 pub mod cache;
 pub mod cli;
 pub mod cuda;

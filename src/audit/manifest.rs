@@ -5,14 +5,12 @@
 
 use std::io::Read;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::error::AuditError;
 
-/// Largest manifest or nodes file read (a `kubectl get all -A -o json` of a big cluster is tens
-/// of MiB; beyond this the input is refused rather than held in memory).
-pub const MAX_INPUT: u64 = 256 << 20;
+pub use crate::bounded::MAX_INPUT;
 
 /// The extended resource the NVIDIA device plugin advertises.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -106,25 +104,10 @@ pub fn read_input(path: &str) -> Result<String, AuditError> {
     String::from_utf8(buf).map_err(|e| AuditError::input(path, format!("not UTF-8 text: {e}")))
 }
 
-/// Every document of a YAML stream or JSON text; empty documents (Helm's `---` with only a
-/// `# Source:` comment) are dropped.
+/// Every document of a YAML stream or JSON text, as far as the audit reads it ([`bounded`]);
+/// empty documents (Helm's `---` with only a `# Source:` comment) are dropped.
 pub fn documents(text: &str, origin: &str) -> Result<Vec<Value>, AuditError> {
-    let t = text.trim_start_matches('\u{feff}').trim_start();
-    if t.starts_with('{') || t.starts_with('[') {
-        let v: Value = serde_json::from_str(t).map_err(|e| AuditError::input(origin, e.to_string()))?;
-        return Ok(match v {
-            Value::Array(a) => a,
-            v => vec![v],
-        });
-    }
-    let mut out = Vec::new();
-    for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        let v = Value::deserialize(doc).map_err(|e| AuditError::input(origin, format!("document {}: {e}", i + 1)))?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
+    crate::bounded::documents(text, crate::bounded::Shape::Top).map_err(|e| AuditError::input(origin, e))
 }
 
 /// `List`, `DeploymentList`, ...: the items, recursively; anything else as is.
@@ -286,5 +269,138 @@ mod tests {
             bomb.push_str(&format!("b{i}: &b{i} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"));
         }
         assert!(workloads(&bomb, "bomb.yaml", &mut s).is_err());
+    }
+
+    fn docs(text: &str) -> Result<Vec<Value>, String> {
+        crate::bounded::documents(text, crate::bounded::Shape::Top)
+    }
+
+    #[test]
+    fn only_what_the_audit_reads_is_kept() {
+        let node = r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"n1","labels":{"a":"b"},
+            "annotations":{"x":"y"},"managedFields":[{"m":1}]},"spec":{"taints":[{"key":"k","effect":"NoSchedule"}],
+            "podCIDR":"10.0.0.0/24"},"status":{"capacity":{"nvidia.com/gpu":"8"},"images":[{"names":["a"]}]}}]}"#;
+        let v = docs(node).unwrap();
+        assert_eq!(
+            v[0],
+            serde_json::json!({"kind":"List","items":[{"kind":"Node","metadata":{"name":"n1","labels":{"a":"b"}},
+                "spec":{"taints":[{"key":"k","effect":"NoSchedule"}]},"status":{"capacity":{"nvidia.com/gpu":"8"}}}]})
+        );
+        let pod = "kind: CronJob\nmetadata: {name: c, annotations: {big: x}}\nspec:\n  schedule: '* * * * *'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          nodeSelector: {a: b}\n          volumes: [{name: v}]\n          containers:\n          - {name: t, image: i, env: [{name: E}], resources: {limits: {nvidia.com/gpu: 1}}}\n";
+        assert_eq!(
+            docs(pod).unwrap()[0],
+            serde_json::json!({"kind":"CronJob","metadata":{"name":"c"},"spec":{"jobTemplate":{"spec":{"template":{"spec":{
+                "nodeSelector":{"a":"b"},"containers":[{"name":"t","image":"i","resources":{"limits":{"nvidia.com/gpu":1}}}]}}}}}})
+        );
+        // A bare label map (a target file) keeps its scalars.
+        assert_eq!(
+            docs(r#"{"nvidia.com/gpu.product":"H100","x":{"y":1}}"#).unwrap()[0],
+            serde_json::json!({"nvidia.com/gpu.product":"H100"})
+        );
+    }
+
+    #[test]
+    fn merge_keys_apply_as_kubernetes_applies_them_and_duplicate_keys_are_refused() {
+        let text = "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - &gpu {name: a, image: i, resources: {limits: {nvidia.com/gpu: 1}}}\n  - <<: *gpu\n    name: b\n";
+        let mut s = 0;
+        let w = workloads(text, "m.yaml", &mut s).unwrap();
+        let c = gpu_containers(&w[0]).unwrap();
+        assert_eq!(c.iter().map(|c| (c.name.as_str(), c.gpus.as_str())).collect::<Vec<_>>(), [("a", "1"), ("b", "1")]);
+        for dup in [
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers: []\n  containers: [{name: a, image: i, resources: {limits: {nvidia.com/gpu: 1}}}]\n",
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"a":"1","a":"2"}}}"#,
+        ] {
+            let e = workloads(dup, "d", &mut s).unwrap_err().to_string();
+            assert!(e.contains("given twice"), "{e}");
+        }
+        // Outside what is kept, a repeated key is read past like the rest.
+        assert!(docs(r#"{"kind":"Pod","metadata":{"name":"p","annotations":{"a":1,"a":2}}}"#).is_ok());
+    }
+
+    /// `levels` of aliases, each `fan` times the one below, the bottom a list of `width` strings.
+    fn alias_bomb(levels: usize, fan: usize, width: usize, under: &str) -> String {
+        let mut t = format!(
+            "kind: ConfigMap\nmetadata:\n  name: x\n{under}:\n  a0: &a0 [{}]\n",
+            vec!["xxxxxxxxxxxxxxxx"; width].join(", ")
+        );
+        for i in 1..=levels {
+            t.push_str(&format!("  a{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); fan].join(", ")));
+        }
+        t
+    }
+
+    #[test]
+    fn aliases_expand_a_little_never_a_lot_kept_or_not() {
+        // Merge-key style reuse is fine.
+        assert!(docs(&alias_bomb(1, 20, 10, "data")).is_ok());
+        // 1000 x 60^3: refused, whether the aliases land where the audit keeps values or where
+        // it reads past them.
+        for under in ["data", "spec"] {
+            let e = docs(&alias_bomb(3, 60, 1000, under)).unwrap_err();
+            assert!(e.contains("alias bomb"), "{under}: {e}");
+        }
+    }
+
+    #[test]
+    fn flow_nesting_is_measured_as_libyaml_would_parse_it() {
+        use crate::bounded::{MAX_FLOW_DEPTH, flow_depth};
+        let deep = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(flow_depth(&deep(MAX_FLOW_DEPTH)).is_ok());
+        assert!(flow_depth(&deep(MAX_FLOW_DEPTH + 1)).unwrap_err().contains("nested deeper"));
+        for hidden in [
+            // After an anchor, a tag, a sequence entry, an explicit key, a document marker.
+            format!("a: &x {}", "[".repeat(300)),
+            format!("a: !!seq {}", "[".repeat(300)),
+            format!("- - {}", "[".repeat(300)),
+            format!("? {}", "{".repeat(300)),
+            format!("--- {}", "[".repeat(300)),
+            // A quote that starts no quoted scalar, inside a flow collection.
+            format!("a: [don't, {}", "[".repeat(300)),
+            // Past a block scalar, back at its key's indentation.
+            format!("a:\n  b: |\n    text [[[\n  c: {}", "[".repeat(300)),
+            format!("a:\n  |\n    text\nb: {}", "[".repeat(300)),
+            format!("- |\n  text\n- {}", "[".repeat(300)),
+        ] {
+            assert!(flow_depth(&hidden).is_err(), "{hidden:.40}");
+        }
+        for text in [
+            // Brackets that are text: in plain, quoted and block scalars, and comments.
+            format!("a: x{}\n", "[".repeat(300)),
+            format!("a: \"{}\"\nb: '{}'\n", "[".repeat(300), "{".repeat(300)),
+            format!("a: |\n  {}\n  more\nb: c\n", "[".repeat(300)),
+            format!("- >-\n  {}\n- x\n", "[".repeat(300)),
+            format!("a: 1 # {}\n", "[".repeat(300)),
+            format!("a: [\"{}\", 'it''s {}']\n", "[".repeat(300), "[".repeat(300)),
+        ] {
+            assert!(flow_depth(&text).is_ok(), "{text:.40}");
+            assert!(serde_yaml_ng::from_str::<serde_json::Value>(&text).is_ok(), "valid YAML: {text:.40}");
+        }
+    }
+
+    #[test]
+    fn yaml_documents_and_streams_are_bounded_in_size() {
+        let big = format!(
+            "kind: Pod\nmetadata:\n  name: p\n  annotations: {{a: \"{}\"}}\n",
+            "x".repeat(crate::bounded::MAX_YAML_DOCUMENT)
+        );
+        let e = docs(&format!("kind: A\n---\n{big}")).unwrap_err();
+        assert!(e.contains("the document at line 2") && e.contains("give JSON"), "{e}");
+        // The same as JSON: read (the string is read past, not kept).
+        let json = serde_json::to_string(&serde_yaml_ng::from_str::<Value>(&big).unwrap()).unwrap();
+        assert!(docs(&json).unwrap()[0] == serde_json::json!({"kind":"Pod","metadata":{"name":"p"}}));
+        // Many documents each within the bound: read.
+        let small = "kind: A\nmetadata: {name: a}\n---\n".repeat(1000);
+        assert_eq!(docs(&small).unwrap().len(), 1000);
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded_in_memory() {
+        let keys: Vec<String> = (0..1_200_000).map(|i| format!("\"k{i}\":1")).collect();
+        let text = format!("{{\"kind\":\"Pod\",\"spec\":{{\"nodeSelector\":{{{}}}}}}}", keys.join(","));
+        let e = docs(&text).unwrap_err();
+        assert!(e.contains("more than 128 MiB"), "{e}");
+        // Read past, the same map costs nothing.
+        let text = text.replace("nodeSelector", "overhead");
+        assert!(docs(&text).is_ok());
     }
 }

@@ -19,6 +19,5 @@ pub mod report;
 mod run;
 
 pub use error::AuditError;
-pub use place::PlacementFix;
-pub use report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PoolResult};
+pub use report::{AuditContainer, AuditImage, AuditReport, AuditVerdict, AuditWorkload, PlacementFix, PoolResult};
 pub use run::{AuditInput, Judge, run};

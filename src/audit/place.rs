@@ -5,48 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::cluster::{Node, Placement, Pool};
 use super::manifest::{WorkloadMeta, pod_spec_path};
-use super::report::{AuditContainer, AuditVerdict};
+use super::report::{AuditContainer, AuditVerdict, PlacementFix};
 use crate::cuda::gfd;
-
-/// The placement that keeps a workload where it runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlacementFix {
-    /// The pools it runs on (every GPU container), kept.
-    pub runs_on: Vec<String>,
-    /// The pools it fails on, or cannot be judged on, left out.
-    pub kept_off: Vec<String>,
-    /// The node selector requirement added to each of the pod's required nodeSelectorTerms:
-    /// `{key, operator, values}`.
-    pub requirement: Value,
-    /// Another requirement that would keep it on the same pools (`nvidia.com/gpu.compute.major`
-    /// Gt, which also admits GPUs of a newer major that no pool has yet, unjudged).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub alternative: Option<Value>,
-    /// Where the workload keeps its pod spec: `spec.template.spec`,
-    /// `spec.jobTemplate.spec.template.spec`, `spec`.
-    pub pod_spec: String,
-    /// A strategic-merge patch naming the workload (apiVersion, kind, name, namespace) with the
-    /// pod's `affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution` at the pod
-    /// spec: the existing nodeSelectorTerms, each with the requirement added (a list that a
-    /// patch replaces whole), or one term with it alone.
-    pub patch: Value,
-    /// `kubectl patch ...` for the workload in the cluster; absent for a Job or a Pod, whose pod
-    /// spec cannot be changed once created (patch the manifest, and re-create).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kubectl: Option<String>,
-}
-
-impl PlacementFix {
-    /// The patch as YAML (a kustomize patch file).
-    pub fn yaml(&self) -> String {
-        serde_yaml_ng::to_string(&self.patch).expect("a JSON value serializes as YAML")
-    }
-}
 
 /// Kinds whose pod spec `kubectl patch` can change in place.
 fn patchable_in_place(kind: &str) -> bool {

@@ -221,14 +221,22 @@ pub struct ReadArgs {
 /// How to reach registries (for IMAGE references like `registry/repo:tag`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RegistryArgs {
-    /// User name for the image's registry (with --password-stdin). Otherwise credentials come
-    /// from CUDALINT_REGISTRY_USERNAME/CUDALINT_REGISTRY_PASSWORD (for CUDALINT_REGISTRY_HOST, if
-    /// set) or Docker's config.json and credential helpers.
+    /// User name for one registry (with --password-stdin): the one --registry-credentials
+    /// names, else the registry of the image named on the command line (`registry`: the
+    /// registry scanned; `audit`, whose images the manifests name: none, so
+    /// --registry-credentials is needed). Never sent to another host, the --analysis-store
+    /// included. Other registries use CUDALINT_REGISTRY_USERNAME/CUDALINT_REGISTRY_PASSWORD
+    /// (for CUDALINT_REGISTRY_HOST only, if set; else as --username) or Docker's config.json
+    /// and credential helpers.
     #[arg(long)]
     pub username: Option<String>,
     /// Read the password for --username from standard input.
     #[arg(long, requires = "username")]
     pub password_stdin: bool,
+    /// The registry host[:port] that --username/--password-stdin are for, and the only one
+    /// they are sent to (an --analysis-store on that host too).
+    #[arg(long, value_name = "HOST")]
+    pub registry_credentials: Option<String>,
     /// A registry host[:port] that may be reached over plain HTTP (loopback falls back to HTTP
     /// by itself). Repeatable.
     #[arg(long)]
@@ -250,6 +258,10 @@ pub struct RegistryArgs {
     #[arg(long, value_name = "SECS")]
     pub registry_deadline: Option<u64>,
     /// Where layer analyses are cached (default: $XDG_CACHE_HOME/cudalint or ~/.cache/cudalint).
+    /// Entries are authenticated with a key kept outside it: CUDALINT_CACHE_KEY (a secret of 16
+    /// bytes or more), else $XDG_CONFIG_HOME/cudalint/cache.key (~/.config/...), made 0600 on
+    /// first use. Processes sharing a cache directory share the key (a Kubernetes Job: one
+    /// Secret); an entry written under another key is not trusted, its layer analysed again.
     #[arg(long, env = "CUDALINT_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
     /// Neither read nor write the layer cache.
@@ -284,7 +296,11 @@ pub struct RegistryArgs {
 
 impl RegistryArgs {
     pub fn options(&self) -> anyhow::Result<crate::registry::RegistryOptions> {
-        let mut o = crate::registry::RegistryOptions { username: self.username.clone(), ..Default::default() };
+        let mut o = crate::registry::RegistryOptions {
+            username: self.username.clone(),
+            credentials_host: self.registry_credentials.clone(),
+            ..Default::default()
+        };
         if self.password_stdin {
             let mut p = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut p).context("reading the password")?;

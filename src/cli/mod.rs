@@ -16,6 +16,7 @@ pub mod args;
 pub mod audit;
 pub mod registry;
 pub mod scan;
+pub mod serve;
 pub mod support;
 
 #[derive(Parser, Debug)]
@@ -73,6 +74,11 @@ pub enum Command {
     Audit(Box<audit::AuditArgs>),
     /// Merge the summary.json files of sharded `registry` runs.
     Merge(registry::MergeArgs),
+    /// Scan on push: an HTTP endpoint for the registry's notifications (CNCF distribution's
+    /// `notifications: endpoints:` webhook) that scans each pushed image for the targets, pushes
+    /// its attestations with --attest, and serves /healthz and Prometheus /metrics. Runs until
+    /// SIGTERM.
+    Serve(Box<serve::ServeArgs>),
     /// The layer cache.
     #[command(subcommand)]
     Cache(CacheCommand),
@@ -205,6 +211,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Audit(a) => audit::run(*a)?,
         Command::Merge(a) => registry::merge(a)?,
+        Command::Serve(a) => serve::run(*a)?,
         Command::Completions { shell } => {
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "cudalint", &mut out);

@@ -174,14 +174,24 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.failed && !listing_only { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// SBOMs of big images run to tens of MiB; a file far beyond that is not an SBOM.
-const MAX_SBOM: u64 = 1 << 30;
+/// SBOMs of big images run to tens of MiB. The text is held through the scan and copied, with
+/// the additions, into the enriched SBOM: bounded so that both stay well within memory.
+const MAX_SBOM: u64 = 64 << 20;
 
 fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
-    let meta = std::fs::metadata(p).with_context(|| p.display().to_string())?;
+    use std::io::Read;
+    let shown = || p.display().to_string();
+    let f = std::fs::File::open(p).with_context(shown)?;
+    let meta = f.metadata().with_context(shown)?;
     if meta.len() > MAX_SBOM {
-        anyhow::bail!("{}: {} bytes; an SBOM larger than 1 GiB is refused", p.display(), meta.len());
+        anyhow::bail!("{}: {} bytes; an SBOM larger than {} MiB is refused", shown(), meta.len(), MAX_SBOM >> 20);
     }
-    let text = std::fs::read_to_string(p).with_context(|| p.display().to_string())?;
-    Ok(report::cyclonedx::Sbom::new(text, p.display().to_string())?)
+    // Read no more than the bound, whatever the file grows to meanwhile (or a pipe carries).
+    let mut buf = Vec::new();
+    f.take(MAX_SBOM + 1).read_to_end(&mut buf).with_context(shown)?;
+    if buf.len() as u64 > MAX_SBOM {
+        anyhow::bail!("{}: an SBOM larger than {} MiB is refused", shown(), MAX_SBOM >> 20);
+    }
+    let text = String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", shown()))?;
+    report::cyclonedx::Sbom::new(text, shown()).with_context(shown)
 }

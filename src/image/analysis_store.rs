@@ -220,7 +220,10 @@ impl AnalysisStore {
             // retry would cost every shard another stall window; a store missed only costs
             // local analyses). A 500 or 429 is, as for any registry.
             retry_unreachable: false,
-            ..o.clone()
+            // The store is not the image's registry: it gets its own credentials (environment
+            // for its host, Docker's config), the command line's only where
+            // --registry-credentials names its host.
+            ..o.not_for_an_image()
         };
         // A store lives for the whole run (many images), not one image's deadline.
         let remote = match Remote::connect_scoped(r, &o, scope, Instant::now() + Duration::from_secs(7 * 24 * 3600)) {

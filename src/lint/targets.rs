@@ -83,11 +83,11 @@ pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), ConfigError> {
 /// output, or Kubernetes nodes as JSON (`kubectl get nodes -o json`, one node, or a list) with
 /// GPU feature discovery labels.
 pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::at(path, None, e.to_string()))?;
+    // Read within the audit's bounds: size, memory, and only the parts of a node read here.
+    let text = read_bounded(path).map_err(|e| ConfigError::at(path, None, e))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| ConfigError::at(path, Some(e.line()), e.to_string()))?;
+        let v = crate::bounded::json(&text, crate::bounded::Shape::Top).map_err(|e| ConfigError::at(path, None, e))?;
         let t = from_nodes(&v).map_err(|e| e.in_file(path))?;
         if t.is_empty() {
             let m = format!(
@@ -101,6 +101,18 @@ pub fn from_file(path: &str) -> Result<Vec<Target>, ConfigError> {
     } else {
         from_nvidia_smi(&text).map_err(|e| e.in_file(path))
     }
+}
+
+/// The file's text, if it is no larger than the audit's inputs may be.
+fn read_bounded(path: &str) -> Result<String, String> {
+    use std::io::Read;
+    let max = crate::bounded::MAX_INPUT;
+    let mut buf = Vec::new();
+    std::fs::File::open(path).and_then(|f| f.take(max + 1).read_to_end(&mut buf)).map_err(|e| e.to_string())?;
+    if buf.len() as u64 > max {
+        return Err(format!("larger than {} MiB; refused", max >> 20));
+    }
+    String::from_utf8(buf).map_err(|e| format!("not UTF-8 text: {e}"))
 }
 
 /// Errors carry the line (of `csv`) but no file: `from_file` names it.

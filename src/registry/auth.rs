@@ -26,19 +26,24 @@ pub enum Credentials {
     Token(String),
 }
 
-/// Credentials for `host`, in order: the command line (only for the image's own registry), the
-/// environment (`CUDALINT_REGISTRY_USERNAME`/`_PASSWORD`, limited to `CUDALINT_REGISTRY_HOST`
-/// when set), Docker's config.json and credential helpers, else anonymous.
-pub fn credentials(host: &str, image_host: &str, o: &RegistryOptions) -> Credentials {
-    if host == image_host
-        && let (Some(u), Some(p)) = (&o.username, &o.password)
-    {
+/// Credentials for `host`, in order: the command line, where `o` lets it go to that host (see
+/// [`RegistryOptions::credentials_go_to`]); the environment (`CUDALINT_REGISTRY_USERNAME` and
+/// `_PASSWORD`): for `CUDALINT_REGISTRY_HOST` only when that is set, else as the command line;
+/// Docker's config.json and credential helpers (their own entry per host); else anonymous.
+pub fn credentials(host: &str, o: &RegistryOptions) -> Credentials {
+    let explicit = o.credentials_go_to(host);
+    if explicit && let (Some(u), Some(p)) = (&o.username, &o.password) {
         return Credentials::Basic(u.clone(), p.clone());
     }
     if let (Some(u), Some(p)) = (env_nonempty("CUDALINT_REGISTRY_USERNAME"), env_nonempty("CUDALINT_REGISTRY_PASSWORD"))
-        && env_nonempty("CUDALINT_REGISTRY_HOST").is_none_or(|h| h == host)
     {
-        return Credentials::Basic(u, p);
+        let to_here = match env_nonempty("CUDALINT_REGISTRY_HOST") {
+            Some(h) => super::options::same_host(&h, host),
+            None => explicit,
+        };
+        if to_here {
+            return Credentials::Basic(u, p);
+        }
     }
     let keys: Vec<&str> = if host == "index.docker.io" || host == "docker.io" || host == "registry-1.docker.io" {
         vec!["https://index.docker.io/v1/", "index.docker.io", "docker.io"]

@@ -178,7 +178,7 @@ impl Remote {
             .map_err(|e| RegistryError::request(format!("registry {}", esc(&host)), e.to_string()))?;
         let downloaded = Arc::new(AtomicU64::new(0));
         let requests = Arc::new(AtomicU64::new(0));
-        let auth = Auth::new(host.clone(), credentials(&host, &host, o), o.allow_auth_hosts.clone(), scope);
+        let auth = Auth::new(host.clone(), credentials(&host, o), o.allow_auth_hosts.clone(), scope);
         let mut inner = Inner {
             http: http_client(o)?,
             base,

@@ -264,8 +264,11 @@ pub struct Sbom {
 }
 
 impl Sbom {
+    /// Checks the SBOM whole, its components' shape included, so that what enriching it would
+    /// refuse is refused now.
     pub fn new(text: String, origin: String) -> Result<Self, ReportError> {
         check(&text, &origin)?;
+        components_of(text.as_bytes())?;
         Ok(Sbom { text, origin })
     }
 }
@@ -463,14 +466,8 @@ fn enrich(
     let b = input.as_bytes();
     let root = skip_ws(b, 0);
     let top = members(b, root)?;
-    let mut comps: Vec<Comp> = Vec::new();
-    let mut top_components: Option<(usize, usize)> = None;
-    for (k, s, e) in &top {
-        if k == "components" {
-            top_components = Some((*s, *e));
-            collect_components(b, *s, &mut comps, 0)?;
-        }
-    }
+    let top_components = top.iter().find(|m| m.0 == "components").map(|m| (m.1, m.2));
+    let comps = components_of(b)?;
 
     let items = items(report, inventory);
     let mut edits: Vec<(usize, String)> = Vec::new();
@@ -543,13 +540,10 @@ fn enrich(
     }
     if !added.is_empty() {
         match top_components {
-            Some((s, e)) => {
-                let list = items_of(b, s)?;
-                match list.last() {
-                    Some(&(_, last)) => edits.push((last, format!(",{}", added.join(",")))),
-                    None => edits.push((e - 1, added.join(","))),
-                }
-            }
+            Some((s, e)) => match last_item(b, s)? {
+                Some((_, last)) => edits.push((last, format!(",{}", added.join(",")))),
+                None => edits.push((e - 1, added.join(","))),
+            },
             None => {
                 let (at, sep) = match top.last() {
                     Some(&(_, _, e)) => (e, ","),
@@ -582,21 +576,35 @@ fn add_properties(c: &Comp, props: &[String]) -> (usize, String) {
 }
 
 /// Refuses what `enrich` cannot work on: not JSON, not CycloneDX 1.4 to 1.6, already enriched.
+/// Read without building the document (its syntax checked by serde, its members found by the
+/// span scanner), so a large SBOM costs no more than its text.
 fn check(input: &str, origin: &str) -> Result<(), ReportError> {
     let origin = || origin.to_string();
-    let doc: Value =
-        serde_json::from_str(input).map_err(|source| ReportError::SbomNotJson { origin: origin(), source })?;
-    if doc.get("bomFormat").and_then(Value::as_str) != Some("CycloneDX") {
+    serde_json::from_str::<serde::de::IgnoredAny>(input)
+        .map_err(|source| ReportError::SbomNotJson { origin: origin(), source })?;
+    let b = input.as_bytes();
+    let root = skip_ws(b, 0);
+    if b.get(root) != Some(&b'{') {
         return Err(ReportError::NotCycloneDx { origin: origin() });
     }
-    let spec = doc.get("specVersion").and_then(Value::as_str).unwrap_or("");
-    if !matches!(spec, "1.4" | "1.5" | "1.6") {
-        return Err(ReportError::CycloneDxVersion { origin: origin(), spec: spec.to_string() });
+    let top = members(b, root)?;
+    let text = |k: &str| top.iter().find(|m| m.0 == k).and_then(|m| string_at(b, m.1, m.2));
+    if text("bomFormat").as_deref() != Some("CycloneDX") {
+        return Err(ReportError::NotCycloneDx { origin: origin() });
+    }
+    let spec = text("specVersion").unwrap_or_default();
+    if !matches!(spec.as_str(), "1.4" | "1.5" | "1.6") {
+        return Err(ReportError::CycloneDxVersion { origin: origin(), spec });
     }
     if input.contains("\"cudalint:") {
         return Err(ReportError::AlreadyEnriched { origin: origin() });
     }
     Ok(())
+}
+
+/// The string at `b[s..e]`, if that value is one.
+fn string_at(b: &[u8], s: usize, e: usize) -> Option<String> {
+    (b.get(s) == Some(&b'"')).then(|| serde_json::from_slice(&b[s..e]).ok()).flatten()
 }
 
 /// A component of the input, with the byte offsets where properties and components go.
@@ -615,59 +623,109 @@ struct Comp {
     sep: &'static str,
 }
 
-/// Components are nested at most this deep (a hostile input cannot exhaust the stack).
-const MAX_DEPTH: usize = 64;
+/// Components are nested at most this deep (a hostile input cannot exhaust the stack, and each
+/// level scans its subtree again).
+const MAX_DEPTH: usize = 16;
+/// The most members an object of the SBOM that is read (the document, a component, a hash) may
+/// have; a CycloneDX component has a few dozen.
+const MAX_MEMBERS: usize = 1024;
+/// What the components read may take in memory (each costed as its fields are read).
+const MAX_COMPONENTS_HELD: u64 = 96 << 20;
 
-fn collect_components(b: &[u8], array: usize, out: &mut Vec<Comp>, depth: usize) -> Result<(), ReportError> {
+/// Every component of the document (its `components`, and theirs, in order).
+fn components_of(b: &[u8]) -> Result<Vec<Comp>, ReportError> {
+    let root = skip_ws(b, 0);
+    let mut comps = Vec::new();
+    let mut held = 0;
+    if let Some(m) = members(b, root)?.into_iter().find(|m| m.0 == "components") {
+        collect_components(b, m.1, &mut comps, 0, &mut held)?;
+    }
+    Ok(comps)
+}
+
+fn collect_components(
+    b: &[u8],
+    array: usize,
+    out: &mut Vec<Comp>,
+    depth: usize,
+    held: &mut u64,
+) -> Result<(), ReportError> {
     if depth > MAX_DEPTH {
         return Err(ReportError::SbomShape("components nested too deeply"));
     }
     if b.get(array) != Some(&b'[') {
         return Err(ReportError::SbomShape("\"components\" is not an array"));
     }
-    for (s, e) in items_of(b, array)? {
+    for item in items_of(b, array)? {
+        let (s, _) = item?;
         if b[s] != b'{' {
             continue;
         }
-        let v: Value = serde_json::from_slice(&b[s..e]).map_err(ReportError::SbomJson)?;
         let ms = members(b, s)?;
-        let properties = ms.iter().find(|m| m.0 == "properties").map(|&(_, ps, _)| -> Result<_, ReportError> {
-            let list = items_of(b, ps)?;
-            Ok(match list.last() {
-                Some(&(_, last)) => (last, true),
+        let member = |k: &str| ms.iter().find(|m| m.0 == k).map(|&(_, s, e)| (s, e));
+        let text = |k: &str| member(k).and_then(|(s, e)| string_at(b, s, e));
+        let properties = match member("properties") {
+            Some((ps, _)) => Some(match last_item(b, ps)? {
+                Some((_, last)) => (last, true),
                 None => (ps + 1, false),
-            })
-        });
-        let properties = properties.transpose()?;
+            }),
+            None => None,
+        };
         let (after_last, sep) = match ms.last() {
             Some(&(_, _, e)) => (e, ","),
             None => (s + 1, ""),
         };
-        let sha256 = v.get("hashes").and_then(Value::as_array).and_then(|hs| {
-            hs.iter().find(|h| h["alg"] == "SHA-256").and_then(|h| h["content"].as_str()).map(String::from)
-        });
-        let text = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let children = ms.iter().find(|m| m.0 == "components").map(|m| m.1);
-        let components = match children {
-            Some(cs) if b[cs] == b'[' => Some((cs, items_of(b, cs)?.last().map(|x| x.1))),
+        let sha256 = match member("hashes") {
+            Some((hs, _)) if b[hs] == b'[' => sha256_of(b, hs)?,
             _ => None,
         };
-        out.push(Comp {
-            kind: text("type"),
-            name: text("name"),
-            version: text("version"),
-            purl: v.get("purl").and_then(Value::as_str).map(String::from),
+        let children = member("components").map(|m| m.0);
+        let components = match children {
+            Some(cs) if b[cs] == b'[' => Some((cs, last_item(b, cs)?.map(|x| x.1))),
+            _ => None,
+        };
+        let c = Comp {
+            kind: text("type").unwrap_or_default(),
+            name: text("name").unwrap_or_default(),
+            version: text("version").unwrap_or_default(),
+            purl: text("purl"),
             sha256,
             properties,
             components,
             after_last,
             sep,
-        });
+        };
+        // Its strings' allocations, and (before the vector doubles) the vector itself.
+        let heap = |t: &str| if t.is_empty() { 0 } else { (t.len() as u64).next_multiple_of(16) + 16 };
+        *held += [&c.kind, &c.name, &c.version].iter().map(|t| heap(t)).sum::<u64>()
+            + c.purl.as_deref().map_or(0, heap)
+            + c.sha256.as_deref().map_or(0, heap);
+        let slots = if out.len() == out.capacity() { (out.capacity() * 2).max(4) } else { out.capacity() };
+        if *held + (slots * std::mem::size_of::<Comp>()) as u64 > MAX_COMPONENTS_HELD {
+            return Err(ReportError::SbomShape("more components than cudalint holds in memory (96 MiB of them)"));
+        }
+        out.push(c);
         if let Some(cs) = children {
-            collect_components(b, cs, out, depth + 1)?;
+            collect_components(b, cs, out, depth + 1, held)?;
         }
     }
     Ok(())
+}
+
+/// The `content` of the first SHA-256 entry of the `hashes` array at `i`.
+fn sha256_of(b: &[u8], i: usize) -> Result<Option<String>, ReportError> {
+    for item in items_of(b, i)? {
+        let (s, _) = item?;
+        if b[s] != b'{' {
+            continue;
+        }
+        let ms = members(b, s)?;
+        let text = |k: &str| ms.iter().find(|m| m.0 == k).and_then(|&(_, s, e)| string_at(b, s, e));
+        if text("alg").as_deref() == Some("SHA-256") {
+            return Ok(text("content"));
+        }
+    }
+    Ok(None)
 }
 
 // A span scanner over text serde_json has already accepted: it finds where values start and end
@@ -719,12 +777,15 @@ fn value_end(b: &[u8], i: usize) -> Result<usize, ReportError> {
     }
 }
 
-/// Members of the object at `i` (`{`): key, value start, value end.
+/// Members of the object at `i` (`{`): key, value start, value end. A key given twice is
+/// refused: readers of the SBOM disagree on which one counts (most take the last, an edit of
+/// the first would be lost).
 fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, ReportError> {
     if b.get(i) != Some(&b'{') {
         return Err(ReportError::SbomShape("expected a JSON object"));
     }
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let mut j = skip_ws(b, i + 1);
     if b.get(j) == Some(&b'}') {
         return Ok(out);
@@ -735,6 +796,14 @@ fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, ReportErro
         j = skip_ws(b, ke);
         j = skip_ws(b, j + 1); // ':'
         let ve = value_end(b, j)?;
+        if !seen.insert(key.clone()) {
+            return Err(ReportError::SbomShape(
+                "a key given twice in one object of the SBOM (its readers disagree on which counts)",
+            ));
+        }
+        if out.len() == MAX_MEMBERS {
+            return Err(ReportError::SbomShape("an object of the SBOM with more than 1024 members"));
+        }
         out.push((key, j, ve));
         j = skip_ws(b, ve);
         match b.get(j) {
@@ -745,25 +814,56 @@ fn members(b: &[u8], i: usize) -> Result<Vec<(String, usize, usize)>, ReportErro
     }
 }
 
-/// Items of the array at `i` (`[`): start, end.
-fn items_of(b: &[u8], i: usize) -> Result<Vec<(usize, usize)>, ReportError> {
+/// Items of the array at `i` (`[`), one at a time (start, end): an array of millions of items
+/// costs nothing to walk.
+fn items_of(b: &[u8], i: usize) -> Result<Items<'_>, ReportError> {
     if b.get(i) != Some(&b'[') {
         return Err(ReportError::SbomShape("expected a JSON array"));
     }
-    let mut out = Vec::new();
-    let mut j = skip_ws(b, i + 1);
-    if b.get(j) == Some(&b']') {
-        return Ok(out);
+    let j = skip_ws(b, i + 1);
+    Ok(Items { b, j, done: b.get(j) == Some(&b']') })
+}
+
+/// The last item of the array at `i`.
+fn last_item(b: &[u8], i: usize) -> Result<Option<(usize, usize)>, ReportError> {
+    let mut last = None;
+    for item in items_of(b, i)? {
+        last = Some(item?);
     }
-    loop {
-        let e = value_end(b, j)?;
-        out.push((j, e));
-        j = skip_ws(b, e);
-        match b.get(j) {
-            Some(b',') => j = skip_ws(b, j + 1),
-            Some(b']') => return Ok(out),
-            _ => return Err(ReportError::SbomShape("malformed JSON array")),
+    Ok(last)
+}
+
+struct Items<'a> {
+    b: &'a [u8],
+    j: usize,
+    done: bool,
+}
+
+impl Iterator for Items<'_> {
+    type Item = Result<(usize, usize), ReportError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
         }
+        let start = self.j;
+        let e = match value_end(self.b, start) {
+            Ok(e) => e,
+            Err(err) => {
+                self.done = true;
+                return Some(Err(err));
+            }
+        };
+        self.j = skip_ws(self.b, e);
+        match self.b.get(self.j) {
+            Some(b',') => self.j = skip_ws(self.b, self.j + 1),
+            Some(b']') => self.done = true,
+            _ => {
+                self.done = true;
+                return Some(Err(ReportError::SbomShape("malformed JSON array")));
+            }
+        }
+        Some(Ok((start, e)))
     }
 }
 
@@ -779,7 +879,7 @@ mod tests {
         let keys: Vec<&str> = m.iter().map(|x| x.0.as_str()).collect();
         assert_eq!(keys, ["a", "c", "d"]);
         assert_eq!(&s[m[1].1..m[1].2], b"-2.5e3");
-        let items = items_of(s, m[0].1).unwrap();
+        let items: Vec<(usize, usize)> = items_of(s, m[0].1).unwrap().map(Result::unwrap).collect();
         assert_eq!(items.len(), 3);
         assert_eq!(&s[items[1].0..items[1].1], br#"{"b": "x\"]"}"#);
         assert!(members(s, m[2].1).unwrap().is_empty());
@@ -821,5 +921,44 @@ mod tests {
         // A deb from a `.list` without `status` knows no version: any version is it.
         let d = Package::new(PackageManager::Deb, "libcudnn9-cuda-12", "");
         assert!(is_package(&comp("library", "x", "", Some("pkg:deb/debian/libcudnn9-cuda-12@9.1.0.70-1")), &d));
+    }
+
+    #[test]
+    fn keys_given_twice_are_refused_wherever_an_edit_could_be_lost() {
+        let head = r#""bomFormat":"CycloneDX","specVersion":"1.5""#;
+        for dup in [
+            format!(r#"{{{head},"components":[{{"type":"file","name":"/lib/a.so"}}],"components":[]}}"#),
+            format!(r#"{{{head},"components":[{{"type":"file","name":"a","properties":[],"properties":[]}}]}}"#),
+            format!(
+                r#"{{{head},"components":[{{"type":"library","name":"p","components":[{{"name":"x","name":"y"}}]}}]}}"#
+            ),
+            format!(r#"{{{head},"specVersion":"1.6"}}"#),
+        ] {
+            let e = Sbom::new(dup.clone(), "s.json".into()).unwrap_err().to_string();
+            assert!(e.contains("given twice"), "{dup}: {e}");
+        }
+        assert!(Sbom::new(format!(r#"{{{head},"components":[]}}"#), "s.json".into()).is_ok());
+    }
+
+    #[test]
+    fn components_are_read_within_memory_and_nesting_bounds() {
+        let head = r#""bomFormat":"CycloneDX","specVersion":"1.5""#;
+        // Millions of empty components: more than is held, refused while reading.
+        let many = format!(r#"{{{head},"components":[{}{{}}]}}"#, "{},".repeat(1_500_000));
+        let e = Sbom::new(many, "s.json".into()).unwrap_err().to_string();
+        assert!(e.contains("more components than cudalint holds"), "{e}");
+        // Nesting: refused past the bound, read up to it.
+        let nest = |n: usize| {
+            format!(r#"{{{head},"components":{}{}}}"#, r#"[{"name":"c","components":"#.repeat(n) + "[]", "}]".repeat(n))
+        };
+        assert!(Sbom::new(nest(MAX_DEPTH), "s.json".into()).is_ok());
+        let e = Sbom::new(nest(MAX_DEPTH + 1), "s.json".into()).unwrap_err().to_string();
+        assert!(e.contains("nested too deeply"), "{e}");
+        // The first SHA-256 among a component's hashes, as before, read without building them.
+        let one = format!(
+            r#"{{{head},"components":[{{"type":"file","name":"a","hashes":[{{"alg":"MD5","content":"0"}},{{"alg":"SHA-256","content":"ab"}},{{"alg":"SHA-256","content":"cd"}}]}}]}}"#
+        );
+        let comps = components_of(one.as_bytes()).unwrap();
+        assert_eq!(comps[0].sha256.as_deref(), Some("ab"));
     }
 }

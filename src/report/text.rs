@@ -334,7 +334,7 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
 
 #[cfg(test)]
 mod tests {
-    use super::{fit_path, wrap, width_of};
+    use super::{fit_path, width_of, wrap};
 
     #[test]
     fn findings_wrap_to_the_terminal_and_keep_their_indent() {

@@ -590,3 +590,176 @@ fn incomplete_analysis_fails_the_gate() {
         assert!(o.stdout.contains("CL015 incomplete-analysis"), "{}", o.stdout);
     }
 }
+
+/// Issue 22: `cache clean` on a cache whose `layers/` a writer of the shared directory replaced
+/// with a link removes nothing outside the cache, and says why.
+#[test]
+fn cache_clean_never_follows_a_planted_layers_link() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("precious.json.zst"), b"keep").unwrap();
+    std::os::unix::fs::symlink(outside.path(), cache.path().join("layers")).unwrap();
+    let o = cli(&["cache", "clean", "--cache-dir", cache.path().to_str().unwrap()], None);
+    assert_eq!(o.code, Some(2), "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("symbolic link"), "{}", o.stderr);
+    assert_eq!(std::fs::read(outside.path().join("precious.json.zst")).unwrap(), b"keep");
+    // A real `layers/` holding a link: the link goes, its target stays.
+    std::fs::remove_file(cache.path().join("layers")).unwrap();
+    std::fs::create_dir(cache.path().join("layers")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("precious.json.zst"), cache.path().join("layers/x.json.zst"))
+        .unwrap();
+    let o = cli(&["cache", "clean", "--cache-dir", cache.path().to_str().unwrap()], None);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.stdout.contains("removed 1 cached"), "{}", o.stdout);
+    assert_eq!(std::fs::read(outside.path().join("precious.json.zst")).unwrap(), b"keep");
+}
+
+/// `CUDALINT_STATS=1`'s peak RSS, in KiB.
+fn peak_rss_kib(stderr: &str) -> u64 {
+    let line = stderr.lines().find(|l| l.starts_with("cudalint-stats:")).expect("a stats line");
+    let v = line.split("peak_rss=").nth(1).unwrap().trim_end_matches(" kB").trim();
+    v.parse().unwrap_or_else(|_| panic!("{line}"))
+}
+
+/// Every hostile input is refused (exit 2, naming the file and why) in well under 256 MiB.
+fn refused_within_bounds(args: &[&str], file: &Path, why: &str) {
+    let mut c = Command::cargo_bin("cudalint").unwrap();
+    c.args(args).env("CUDALINT_STATS", "1").timeout(Duration::from_secs(300));
+    let o = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let name = file.file_name().unwrap().to_str().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{name}: {stderr}");
+    assert!(stderr.contains(name) && stderr.contains(why), "{name}: {why:?} not in {stderr}");
+    let rss = peak_rss_kib(&stderr);
+    assert!(rss < 256 << 10, "{name}: peak RSS {rss} KiB");
+}
+
+/// The issue's hostile YAML and JSON, built here: alias fan-out, deep nesting, and files at the
+/// input bound made of the values that cost most to hold, as workload manifests and as node
+/// lists.
+#[test]
+fn hostile_manifests_and_node_lists_are_refused_in_bounded_memory() {
+    let d = tempfile::tempdir().unwrap();
+    let nodes = crate::util::root().join("fixtures/k8s/nodes.json");
+    let nodes = nodes.to_str().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    // 1000 strings, 4 levels of 60 aliases each: 13 billion strings if expanded.
+    let mut bomb = format!(
+        "kind: ConfigMap\nmetadata: {{name: x}}\ndata:\n  a0: &a0 [{}]\n",
+        vec!["x".repeat(40); 1000].join(", ")
+    );
+    for i in 1..=4 {
+        bomb.push_str(&format!("  a{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); 60].join(", ")));
+    }
+    let deep_yaml = format!("kind: Pod\nmetadata: {{name: p}}\nspec: {{nodeSelector: {}}}\n", "[".repeat(200_000));
+    let deep_json = "[".repeat(200_000);
+    let bound = 60 << 20;
+    // As many one-entry maps, arrays and strings as fit the input bound, where the audit keeps
+    // what it reads (the pod spec), and in a node list's labels.
+    let filled = |unit: &str, head: &str, tail: &str| {
+        let n = (bound - head.len() - tail.len()) / unit.len();
+        format!("{head}{}{}{tail}", unit.repeat(n - 1), unit.trim_end_matches(','))
+    };
+    let pod = r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"tolerations":["#;
+    let cases = [
+        ("bomb.yaml", bomb, "alias bomb"),
+        ("deep.yaml", deep_yaml, "nested deeper than 256"),
+        ("deep.json", deep_json.clone(), "recursion limit"),
+        ("maps.json", filled(r#"{"k":1},"#, pod, "]}}"), "more than 128 MiB"),
+        ("arrays.json", filled("[[]],", pod, "]}}"), "more than 128 MiB"),
+        ("strings.json", filled(r#""ab","#, pod, "]}}"), "more than 128 MiB"),
+        (
+            "big.yaml",
+            filled("- ab\n", "kind: Pod\nmetadata: {name: p}\nspec:\n  tolerations:\n", ""),
+            "larger than 32 MiB",
+        ),
+    ];
+    for (name, text, why) in &cases {
+        let p = write(name, text);
+        refused_within_bounds(&["audit", p.to_str().unwrap(), "--nodes", nodes, "--quiet"], &p, why);
+    }
+    // Node lists: the same values where a node's labels are kept.
+    let labels = r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"n","labels":{"#;
+    let keys: String = (0..4_000_000).map(|i| format!(r#""k{i:07}":"v","#)).collect();
+    let node_cases = [
+        ("nodes-bomb.yaml", cases[0].1.clone(), "alias bomb"),
+        ("nodes-deep.json", deep_json, "recursion limit"),
+        ("nodes-labels.json", format!("{labels}{}}}}}]}}", keys.trim_end_matches(',')), "more than 128 MiB"),
+    ];
+    let manifest = crate::util::root().join("fixtures/k8s/manifests/workloads.yaml");
+    for (name, text, why) in &node_cases {
+        let p = write(name, text);
+        refused_within_bounds(
+            &["audit", manifest.to_str().unwrap(), "--nodes", p.to_str().unwrap(), "--quiet"],
+            &p,
+            why,
+        );
+        // The same file as scan targets (JSON only: other text is nvidia-smi output).
+        if name.ends_with(".json") {
+            let img = format!("file:{}", crate::util::fixture("libsm90a.so").display());
+            refused_within_bounds(&["scan", &img, "--targets-from", p.to_str().unwrap(), "--quiet"], &p, why);
+        }
+    }
+    // A node list as `kubectl get nodes -o json` writes it for a large cluster: tens of MiB of
+    // what the audit does not read (images, managed fields); read, within bounds.
+    let node = serde_json::json!({"kind": "Node", "metadata": {"name": "gpu-0", "labels": {
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.compute.major": "9",
+        "nvidia.com/gpu.compute.minor": "0", "nvidia.com/cuda.driver-version.full": "570.86.15"},
+        "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {"f:images": {}}}}]},
+        "status": {"capacity": {"nvidia.com/gpu": "8"},
+        "images": (0..100).map(|i| serde_json::json!({"names": [format!("registry.example/team/image-{i}@sha256:{}", "ab".repeat(32))], "sizeBytes": 123456789})).collect::<Vec<_>>()}});
+    let items: Vec<serde_json::Value> = (0..2500)
+        .map(|i| {
+            let mut n = node.clone();
+            n["metadata"]["name"] = format!("gpu-{i}").into();
+            n
+        })
+        .collect();
+    let big = write("big-nodes.json", &serde_json::json!({"kind": "List", "items": items}).to_string());
+    assert!(std::fs::metadata(&big).unwrap().len() > 30 << 20);
+    let img = format!("file:{}", crate::util::fixture("libsm90a.so").display());
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &img, "--quiet", "--format", "json", "--targets-from", big.to_str().unwrap()])
+        .env("CUDALINT_STATS", "1")
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.code() != Some(2), "{stderr}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("H100"));
+    assert!(peak_rss_kib(&stderr) < 256 << 10, "{stderr}");
+}
+
+/// SBOMs to enrich: a key given twice (which readers resolve differently) and files of
+/// components that cost most to hold are refused before the scan, naming the file; an SBOM
+/// larger than the bound is not read.
+#[test]
+fn hostile_sboms_are_refused_in_bounded_memory() {
+    let d = tempfile::tempdir().unwrap();
+    let img = format!("file:{}", crate::util::fixture("libsm90a.so").display());
+    let head = r#"{"bomFormat":"CycloneDX","specVersion":"1.5","components":["#;
+    let write = |name: &str, text: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let dup =
+        write("dup.cdx.json", &format!(r#"{head}{{"type":"file","name":"/lib/libsm90a.so"}}],"components":[]}}"#));
+    let n = (60 << 20) / 3;
+    let tiny = write("tiny.cdx.json", &format!("{head}{}{{}}]}}", "{},".repeat(n)));
+    let huge = write("huge.cdx.json", &format!("{head}{}{{}}]}}", "{},".repeat((65 << 20) / 3)));
+    for (p, why) in
+        [(&dup, "given twice"), (&tiny, "more components than cudalint holds"), (&huge, "larger than 64 MiB")]
+    {
+        refused_within_bounds(
+            &["scan", &img, "--quiet", "--enrich", p.to_str().unwrap(), "--format", "cyclonedx"],
+            p,
+            why,
+        );
+    }
+}

@@ -20,6 +20,8 @@ mod inspect_layouts;
 mod inspect_linkers;
 #[cfg(feature = "slow-tests")]
 mod install;
+#[cfg(feature = "slow-tests")]
+mod kubernetes;
 mod layer_tar;
 mod layering;
 #[cfg(feature = "slow-tests")]
@@ -29,6 +31,8 @@ mod registry_scale;
 mod reports;
 mod rules;
 mod scan;
+#[cfg(feature = "slow-tests")]
+mod serve;
 mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;

@@ -447,7 +447,7 @@ fn basic_auth_over_tls_with_a_test_ca() {
     assert!(env_ok.status.code() != Some(2), "{}", String::from_utf8_lossy(&env_ok.stderr));
     let env_other = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", &spec, "--quiet", "--no-cache", "--ca-cert"])
+        .args(["scan", &spec, "--quiet", "--no-cache", "--gpu", "H100", "--ca-cert"])
         .arg(reg.ca())
         .env("CUDALINT_REGISTRY_USERNAME", "ci")
         .env("CUDALINT_REGISTRY_PASSWORD", "s3cret")
@@ -1878,4 +1878,317 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     assert_eq!(verdicts(&m), verdicts(&changed));
     assert_eq!(m["fingerprint"], changed["fingerprint"]);
     assert_eq!((since(&m, "carried"), since(&m, "skipped"), since(&m, "changed")), (2, skipped, 0), "{m}");
+}
+
+/// A registry host that wants Basic credentials and records every `Authorization` it is sent:
+/// `/v2/` answers 401 with a Basic challenge until one comes, everything else 401 or (with one)
+/// 404. One request per connection.
+struct Gate {
+    port: u16,
+    auths: Arc<Mutex<Vec<String>>>,
+    requests: Arc<AtomicU64>,
+}
+
+impl Gate {
+    fn start() -> Gate {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let auths = Arc::new(Mutex::new(Vec::new()));
+        let requests = Arc::new(AtomicU64::new(0));
+        let (a2, r2) = (auths.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let (auths, requests) = (a2.clone(), r2.clone());
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match c.read(&mut b) {
+                            Ok(1) if head.is_empty() && b[0] == 0x16 => return,
+                            Ok(1) => head.push(b[0]),
+                            _ => return,
+                        }
+                    }
+                    requests.fetch_add(1, Ordering::SeqCst);
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let auth = head.lines().find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("authorization").then(|| v.trim().to_string())
+                    });
+                    let reply = match &auth {
+                        Some(a) => {
+                            auths.lock().unwrap().push(a.clone());
+                            if head.starts_with("GET /v2/ ") { "200 OK" } else { "404 Not Found" }
+                        }
+                        None => "401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"gate\"",
+                    };
+                    let _ = c.write_all(
+                        format!("HTTP/1.1 {reply}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes(),
+                    );
+                });
+            }
+        });
+        Gate { port, auths, requests }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn auths(&self) -> Vec<String> {
+        self.auths.lock().unwrap().clone()
+    }
+}
+
+fn basic_of(user: &str, pass: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}")))
+}
+
+/// cudalint with no credentials but those the test gives: an empty Docker config.
+fn bare_cudalint(docker_config: &Path) -> Command {
+    let mut c = Command::cargo_bin("cudalint").unwrap();
+    c.env("DOCKER_CONFIG", docker_config)
+        .env_remove("CUDALINT_REGISTRY_USERNAME")
+        .env_remove("CUDALINT_REGISTRY_PASSWORD")
+        .env_remove("CUDALINT_REGISTRY_HOST")
+        .env_remove("CUDALINT_ANALYSIS_STORE")
+        .timeout(Duration::from_secs(120));
+    c
+}
+
+#[test]
+fn command_line_credentials_go_to_the_images_registry_and_never_to_the_analysis_store() {
+    let reg = Registry::start(false, Some(("ci", "s3cret")));
+    let layout = tempfile::tempdir().unwrap();
+    oci_layout(layout.path(), &[&test_image("amd64", "opt/x/libsm100f.so")]);
+    reg.push(layout.path(), "app/img:1", Some(("ci", "s3cret")));
+    let store = Gate::start();
+    let docker = tempfile::tempdir().unwrap();
+    let spec = format!("{}/app/img:1", reg.host());
+    let store_repo = format!("{}/cudalint/analyses", store.host());
+    let scan_as = |user: &str, pass: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let mut c = bare_cudalint(docker.path());
+        c.args(["scan", &spec, "--quiet", "--no-cache", "--format", "inventory", "--analysis-store", &store_repo])
+            .args(["--username", user, "--password-stdin"])
+            .args(extra)
+            .write_stdin(format!("{pass}\n"));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let scan = |extra: &[&str], env: &[(&str, &str)]| scan_as("ci", "s3cret", extra, env);
+    let ci = basic_of("ci", "s3cret");
+
+    // The store has credentials of its own (the environment, for its host): it gets those, the
+    // image's registry gets the command line's, and the scan reads the image.
+    let o = scan(
+        &[],
+        &[
+            ("CUDALINT_REGISTRY_USERNAME", "keeper"),
+            ("CUDALINT_REGISTRY_PASSWORD", "storepw"),
+            ("CUDALINT_REGISTRY_HOST", &store.host()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(inv["files"].as_array().unwrap().iter().any(|f| f["path"] == "/opt/x/libsm100f.so"));
+    let seen = store.auths();
+    assert!(!seen.is_empty(), "the store was asked with its own credentials");
+    assert!(seen.iter().all(|a| *a == basic_of("keeper", "storepw")), "{seen:?}");
+
+    // None of its own: the store is refused, and still never sees the image registry's pair.
+    let before = store.requests.load(Ordering::SeqCst);
+    let o = scan(&[], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--analysis-store") && stderr(&o).contains("needs credentials"), "{}", stderr(&o));
+    assert!(store.requests.load(Ordering::SeqCst) > before, "the store was asked");
+    assert!(!store.auths().contains(&ci), "{:?}", store.auths());
+
+    // --registry-credentials names the store's host: the pair goes there (the gate does record
+    // a pair it is sent), and the image's registry has its own, from the environment.
+    let o = scan_as(
+        "keeper",
+        "pw2",
+        &["--registry-credentials", &store.host()],
+        &[
+            ("CUDALINT_REGISTRY_USERNAME", "ci"),
+            ("CUDALINT_REGISTRY_PASSWORD", "s3cret"),
+            ("CUDALINT_REGISTRY_HOST", &reg.host()),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(store.auths().contains(&basic_of("keeper", "pw2")), "{:?}", store.auths());
+    assert!(!store.auths().contains(&ci), "{:?}", store.auths());
+    // Named for another host, the pair does not go to the image's registry.
+    let o = scan(&["--registry-credentials", "elsewhere.example", "--no-remote-cache"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&reg.host()) && stderr(&o).contains("needs credentials"), "{}", stderr(&o));
+
+    // An unscoped environment pair is the command line's: the image's registry, not the store.
+    let auths_before = store.auths().len();
+    let o = bare_cudalint(docker.path())
+        .args(["scan", &spec, "--quiet", "--no-cache", "--format", "inventory", "--analysis-store", &store_repo])
+        .env("CUDALINT_REGISTRY_USERNAME", "ci")
+        .env("CUDALINT_REGISTRY_PASSWORD", "s3cret")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--analysis-store"), "{}", stderr(&o));
+    assert_eq!(store.auths().len(), auths_before, "{:?}", store.auths());
+}
+
+#[test]
+fn audit_sends_credentials_only_to_the_host_named_for_them() {
+    let reg = Registry::start(false, Some(("ci", "s3cret")));
+    let layout = tempfile::tempdir().unwrap();
+    oci_layout(layout.path(), &[&test_image("amd64", "opt/x/libsm100f.so")]);
+    reg.push(layout.path(), "app/img:1", Some(("ci", "s3cret")));
+    // Another registry a manifest names: it must never see the pair.
+    let other = Gate::start();
+    let d = tempfile::tempdir().unwrap();
+    let manifest = d.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: two}}\nspec:\n  containers:\n  - name: a\n    image: {}/app/img:1\n    resources: {{limits: {{nvidia.com/gpu: 1}}}}\n  - name: b\n    image: {}/other/img:1\n    resources: {{limits: {{nvidia.com/gpu: 1}}}}\n",
+            reg.host(),
+            other.host()
+        ),
+    )
+    .unwrap();
+    let audit = |extra: &[&str]| {
+        bare_cudalint(d.path())
+            .arg("audit")
+            .arg(&manifest)
+            .arg("--nodes")
+            .arg(crate::util::root().join("fixtures/k8s/nodes.json"))
+            .args(["--quiet", "--no-cache", "--format", "json", "--username", "ci", "--password-stdin"])
+            .args(extra)
+            .write_stdin("s3cret\n")
+            .output()
+            .unwrap()
+    };
+    // The manifests name the images: without a host named for it, the pair is refused outright.
+    let o = audit(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--registry-credentials HOST"), "{}", stderr(&o));
+    assert_eq!(other.requests.load(Ordering::SeqCst), 0);
+    // Named: that registry's image is read; the other registry is asked, anonymously.
+    let o = audit(&["--registry-credentials", &reg.host()]);
+    assert_eq!(o.status.code(), Some(2), "the other image cannot be read: {}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let images = r["images"].as_array().unwrap();
+    let of = |host: &str| images.iter().find(|i| i["image"].as_str().unwrap().starts_with(host)).unwrap().clone();
+    assert!(of(&reg.host())["error"].is_null(), "{images:?}");
+    assert!(of(&other.host())["error"].as_str().unwrap().contains("needs credentials"), "{images:?}");
+    assert!(other.requests.load(Ordering::SeqCst) > 0, "the other registry was asked");
+    assert!(other.auths().is_empty(), "{:?}", other.auths());
+}
+
+/// The entry files of a cache directory (not the lock files).
+fn entry_files(cache: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(cache.join("layers"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.zst"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// An entry as whoever can write the cache directory can rewrite it: `from` renamed `to` in the
+/// analysis, the body hash recomputed. Returns the MAC the file had and the forged entry.
+fn forge_entry(file: &[u8], from: &str, to: &str) -> (Vec<u8>, Vec<u8>) {
+    let magic = cudalint::cache::MAC_MAGIC;
+    let (mac, entry) = file.split_at(magic.len() + 32);
+    let plain = String::from_utf8(zstd::decode_all(entry).unwrap()).unwrap();
+    let (head, body) = plain.split_once('\n').unwrap();
+    let body = body.replace(from, to);
+    let mut h: serde_json::Value = serde_json::from_str(head).unwrap();
+    h["sha256"] = hex::encode(sha2::Sha256::digest(body.as_bytes())).into();
+    (mac.to_vec(), zstd::encode_all(format!("{h}\n{body}").as_bytes(), 3).unwrap())
+}
+
+#[test]
+fn a_shared_cache_directory_cannot_forge_an_analysis_or_hang_a_scan() {
+    let reg = Registry::start(false, None);
+    let layout = tempfile::tempdir().unwrap();
+    oci_layout(layout.path(), &[&test_image("amd64", "opt/x/libsm100f.so")]);
+    reg.push(layout.path(), "app/cached:1", None);
+    let proxy = Proxy::start(reg.port);
+    let spec = format!("{}/app/cached:1", proxy.host());
+    let d = tempfile::tempdir().unwrap();
+    let (cache, config) = (d.path().join("cache"), d.path().join("config"));
+    let scan = || {
+        let o = Command::cargo_bin("cudalint")
+            .unwrap()
+            .args(["scan", &spec, "--quiet", "--format", "inventory", "--cache-dir"])
+            .arg(&cache)
+            .env("XDG_CONFIG_HOME", &config)
+            .env_remove("CUDALINT_CACHE_KEY")
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let inv: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        inv["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let real = scan();
+    assert!(real.contains(&"/opt/x/libsm100f.so".to_string()), "{real:?}");
+    // The key was made outside the cache directory, private.
+    let key_file = config.join("cudalint/cache.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let entries = entry_files(&cache);
+    assert_eq!(entries.len(), 2, "one entry per layer");
+    // The entry of the layer holding the library, and the layer digests its header names.
+    let header = |p: &Path| -> (serde_json::Value, String) {
+        let f = std::fs::read(p).unwrap();
+        let plain = String::from_utf8(zstd::decode_all(&f[cudalint::cache::MAC_MAGIC.len() + 32..]).unwrap()).unwrap();
+        let (head, body) = plain.split_once('\n').unwrap();
+        (serde_json::from_str(head).unwrap(), body.to_string())
+    };
+    let target = entries.iter().find(|p| header(p).1.contains("libsm100f.so")).unwrap().clone();
+    let digest = header(&target).0["digest"].as_str().unwrap().to_string();
+    let other = entries.iter().find(|p| **p != target).unwrap();
+    let other_digest = header(other).0["digest"].as_str().unwrap().to_string();
+    assert_eq!((proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)), (1, 1));
+
+    // Rewritten by a writer of the directory (body hash right, MAC kept): not believed, the
+    // layer is pulled and analysed again.
+    let (mac, forged) = forge_entry(&std::fs::read(&target).unwrap(), "libsm100f.so", "libforged.so");
+    std::fs::write(&target, [&mac[..], &forged[..]].concat()).unwrap();
+    assert_eq!(scan(), real);
+    assert_eq!(
+        (proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)),
+        (2, 1),
+        "the forged layer pulled again, the other served from the cache"
+    );
+    // Minted without a MAC at all: the same.
+    std::fs::write(&target, &forged).unwrap();
+    assert_eq!(scan(), real);
+    // Sealed with the key (which only this user holds), the same forgery would be believed:
+    // the key is what stands between the directory's writers and the verdict.
+    let secret = std::fs::read(&key_file).unwrap();
+    let key = cudalint::cache::CacheKey::from_secret(secret.trim_ascii()).unwrap();
+    let name = target.file_name().unwrap().to_string_lossy().trim_end_matches(".json.zst").to_string();
+    std::fs::write(&target, key.seal(&name, &forged)).unwrap();
+    assert!(scan().contains(&"/opt/x/libforged.so".to_string()));
+
+    // FIFOs as every entry and every lock: refused at once, the scan reads the layers itself.
+    for e in &entries {
+        let lock = e.with_file_name(e.file_name().unwrap().to_string_lossy().replace(".json.zst", ".lock"));
+        for p in [e, &lock] {
+            let _ = std::fs::remove_file(p);
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }
+    }
+    let before = (proxy.blob_gets(&digest), proxy.blob_gets(&other_digest));
+    assert_eq!(scan(), real);
+    assert_eq!((proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)), (before.0 + 1, before.1 + 1));
 }

@@ -199,23 +199,26 @@ fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     let files = entries(&cache);
     assert_eq!(files.len(), 2);
-    let plain: Vec<Vec<u8>> = files.iter().map(|f| zstd::decode_all(&std::fs::read(f).unwrap()[..]).unwrap()).collect();
+    let raw: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
     // Swapped: each file now holds the other layer's (well-formed, self-consistent) entry.
-    std::fs::write(&files[0], zstd::encode_all(&plain[1][..], 3).unwrap()).unwrap();
-    std::fs::write(&files[1], zstd::encode_all(&plain[0][..], 3).unwrap()).unwrap();
+    std::fs::write(&files[0], &raw[1]).unwrap();
+    std::fs::write(&files[1], &raw[0]).unwrap();
     let swapped = work.path().join("swapped");
     registry_cmd(&reg, &swapped, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
     let s = summary(&swapped);
     assert_eq!(stat(&s, "cache_hits"), 0, "{}", s["stats"]);
     assert_eq!(stat(&s, "layers_analysed"), 2, "{}", s["stats"]);
     assert_eq!(s["images"], summary(&first)["images"]);
-    // A body changed after its header (a flipped verdict-relevant byte): the hash catches it.
-    let good = zstd::decode_all(&std::fs::read(&files[0]).unwrap()[..]).unwrap();
+    // A body changed after its header (a flipped verdict-relevant byte), its MAC kept: not
+    // trusted. (The entry follows its MAC: `cudalint::cache::MAC_MAGIC`, 32 bytes.)
+    let file = std::fs::read(&files[0]).unwrap();
+    let (mac, entry) = file.split_at(cudalint::cache::MAC_MAGIC.len() + 32);
+    let good = zstd::decode_all(entry).unwrap();
     let text = String::from_utf8(good).unwrap();
     assert!(text.contains("\"verified\":true"));
     let forged = text.replacen("\"size\":", "\"size\":1", 1);
     assert_ne!(forged, text);
-    std::fs::write(&files[0], zstd::encode_all(forged.as_bytes(), 3).unwrap()).unwrap();
+    std::fs::write(&files[0], [mac, &zstd::encode_all(forged.as_bytes(), 3).unwrap()[..]].concat()).unwrap();
     let changed = work.path().join("changed");
     registry_cmd(&reg, &changed, &cache, &["--repo", "scale/a", "--tag", "1"]).output().unwrap();
     let s = summary(&changed);

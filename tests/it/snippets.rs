@@ -23,6 +23,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("kubectl", "needs a cluster; tests/it/audit.rs audits fixtures/k8s"),
     ("cudalint audit", "pulls the manifests' images; tests/it/audit.rs maps them with --image"),
     ("--on-device", "needs a GPU; scripts/device-check.sh"),
+    ("cudalint serve", "runs until stopped; tests/it/serve.rs runs it behind a loopback registry's notifications"),
     ("syft ", "needs Syft; fixtures/sbom holds an SBOM it wrote, which the --enrich example reads"),
     ("dir:.venv", "needs a venv with NVIDIA wheels; tests/it/cyclonedx.rs enriches cyclonedx-py's SBOM of one"),
 ];

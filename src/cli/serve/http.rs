@@ -1,0 +1,163 @@
+//! The HTTP side: `POST /events` (the registry's webhook), `GET /healthz`, `GET /metrics`. The
+//! webhook only parses, checks and queues, so the registry, which waits for the answer within
+//! its endpoint's `timeout`, is answered at once; scans run in the workers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::event::{self, Decision, Job, MAX_BODY};
+use super::metrics::{Metrics, add};
+use super::queue::{Offer, Queue};
+
+/// What the handlers share.
+pub struct App {
+    pub queue: Arc<Queue<Job>>,
+    pub metrics: Arc<Metrics>,
+    /// `--token`: the bearer token the registry must send.
+    pub token: Option<String>,
+    /// `--registry-url`.
+    pub registry_url: Option<String>,
+}
+
+/// How long a client may take to send a body of at most [`MAX_BODY`].
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(code: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Reply {
+    let mut r = Response::new(Full::new(body.into()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_str(content_type).expect("ascii"));
+    r
+}
+
+fn text(code: StatusCode, body: impl Into<String>) -> Reply {
+    let mut b = body.into();
+    b.push('\n');
+    reply(code, "text/plain; charset=utf-8", b)
+}
+
+pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Result<Reply, Infallible> {
+    let path = req.uri().path().to_string();
+    let r = match (path.as_str(), req.method()) {
+        ("/healthz", &Method::GET | &Method::HEAD) => text(StatusCode::OK, "ok"),
+        ("/metrics", &Method::GET) => {
+            reply(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", app.metrics.render(app.queue.depth()))
+        }
+        ("/events", &Method::POST) => {
+            let r = events(&app, req).await;
+            app.metrics.answered(r.status().as_u16());
+            r
+        }
+        ("/healthz" | "/metrics" | "/events", _) => {
+            let allow = if path == "/events" { "POST" } else { "GET, HEAD" };
+            let mut r = text(StatusCode::METHOD_NOT_ALLOWED, format!("{path}: {allow} only"));
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+            r
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found: POST /events, GET /healthz, GET /metrics"),
+    };
+    Ok(r)
+}
+
+/// The token compared in time independent of where it differs.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether the request carries `Authorization: Bearer TOKEN` (the scheme in any case).
+fn authorized(req: &Request<Incoming>, token: &str) -> bool {
+    req.headers().get_all(header::AUTHORIZATION).iter().any(|v| {
+        let v = v.as_bytes();
+        v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer ") && same(v[7..].trim_ascii(), token.as_bytes())
+    })
+}
+
+async fn events(app: &App, req: Request<Incoming>) -> Reply {
+    if let Some(t) = &app.token
+        && !authorized(&req, t)
+    {
+        let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required (Authorization: Bearer TOKEN)");
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"cudalint serve\""));
+        return r;
+    }
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let too_large = || {
+        let mut r = text(StatusCode::PAYLOAD_TOO_LARGE, format!("an event envelope is at most {MAX_BODY} bytes"));
+        // The rest of the body is not read: the connection cannot carry another request.
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    };
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large();
+    }
+    let body = match tokio::time::timeout(BODY_TIMEOUT, Limited::new(req.into_body(), MAX_BODY).collect()).await {
+        Err(_) => return text(StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time"),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => return too_large(),
+        Ok(Err(e)) => return text(StatusCode::BAD_REQUEST, format!("reading the body: {e}")),
+        Ok(Ok(b)) => b.to_bytes(),
+    };
+    let envelope = match event::parse(&body) {
+        Ok(e) => e,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e),
+    };
+    let m = &app.metrics;
+    let (mut queued, mut duplicate, mut ignored, mut skipped, mut full) = (0, 0, 0, 0, false);
+    for e in &envelope.events {
+        add(&m.events_received);
+        match event::decide(e, app.registry_url.as_deref()) {
+            Decision::Ignore => {
+                add(&m.events_ignored);
+                ignored += 1;
+            }
+            Decision::Skip(why) => {
+                add(&m.skipped);
+                skipped += 1;
+                eprintln!("cudalint serve: skipped: {why}");
+            }
+            Decision::Scan(job) => match app.queue.offer(job.spec(), job) {
+                Offer::Queued => queued += 1,
+                Offer::Duplicate => {
+                    add(&m.events_deduplicated);
+                    duplicate += 1;
+                }
+                // The whole envelope comes again: what was queued from it is a duplicate then.
+                Offer::Full | Offer::Closed => {
+                    add(&m.events_rejected);
+                    full = true;
+                }
+            },
+        }
+    }
+    let counts = serde_json::json!({
+        "received": envelope.events.len(), "queued": queued, "duplicate": duplicate, "ignored": ignored, "skipped": skipped,
+    });
+    let mut body = counts.to_string();
+    body.push('\n');
+    if full {
+        let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, "application/json", body);
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+        return r;
+    }
+    reply(StatusCode::OK, "application/json", body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"s3cret", b"s3cret"));
+        assert!(!same(b"s3cret", b"s3cre"));
+        assert!(!same(b"s3cret", b"s3creT"));
+        assert!(!same(b"", b"x"));
+    }
+}

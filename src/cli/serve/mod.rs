@@ -1,0 +1,192 @@
+//! `cudalint serve`: scan on push. The registry's notifications (CNCF distribution's
+//! `notifications: endpoints:` webhook) are posted to `/events`; each pushed image is queued
+//! (bounded, once per manifest), scanned, judged for the targets and, with `--attest`, attested
+//! by a pool of workers; `/healthz` and `/metrics` (Prometheus) are served beside.
+//!
+//! One file per part: `event` (the envelope and which events become scans), `queue` (bounded,
+//! single flight per manifest), `worker` (image or not, then the scan), `http` (the endpoints),
+//! `metrics`.
+
+mod event;
+mod http;
+mod metrics;
+mod queue;
+mod worker;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
+use crate::image::Platform;
+
+#[derive(clap::Args, Debug)]
+// `--platform` is `scan`'s flag (one platform, default the host's); here it filters what is
+// pushed, several at once, default all, so its help says so.
+#[command(mut_arg("platform", |a| a.help(
+    "Platforms to scan (os/arch[/variant], comma-separated: linux/amd64,linux/arm64); default: \
+     every platform pushed. An image of another platform is skipped (its config is read, no layer)."
+)))]
+pub struct ServeArgs {
+    /// Address to listen on (plain HTTP): the registry posts its events to http://ADDR/events;
+    /// GET /healthz and GET /metrics (Prometheus text) are served beside. Port 0: any free port
+    /// (the log names it).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Images scanned at once (each also reads --jobs layers at once).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+    /// Images that may wait for a worker; beyond, events are answered 503 and the registry sends
+    /// them again later.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub queue: u32,
+    /// The token the registry must send as `Authorization: Bearer TOKEN` (its endpoint's
+    /// `headers:`); other requests to /events are answered 401. Without it anyone who reaches
+    /// the address can have images scanned. Prefer the environment to the command line, which
+    /// other users of the machine can read.
+    #[arg(long, env = "CUDALINT_SERVE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The registry as cudalint reaches it (HOST:PORT), in place of the name each event gives
+    /// (the host of its target URL, else of the push request): when the registry is known to
+    /// cudalint by another name than to its clients (a Service name in a cluster), and to pin
+    /// which registry is read whatever an event says.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub registry_url: Option<String>,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub read: ReadArgs,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+/// `--platform`: platforms separated by commas, each once.
+fn parse_platforms(v: Option<&str>) -> anyhow::Result<Vec<Platform>> {
+    let mut out: Vec<Platform> = Vec::new();
+    for p in v.into_iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        let p = Platform::parse(p)?;
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let policy = a.policy.load(a.targets.spec())?;
+    if policy.targets.is_empty() {
+        anyhow::bail!(super::args::no_targets(&policy));
+    }
+    if a.registry.from_attestation {
+        anyhow::bail!(
+            "--from-attestation: serve scans the images pushed; judge attested images with `scan` or `support`"
+        );
+    }
+    if let Some(u) = &a.registry_url
+        && (u.is_empty() || u.contains(['/', '@']))
+    {
+        anyhow::bail!(
+            "--registry-url {}: give HOST[:PORT], no scheme or path (plain HTTP beyond loopback: --insecure-registry HOST[:PORT])",
+            crate::escape::text(u)
+        );
+    }
+    let platforms = parse_platforms(a.read.platform.take().as_deref())?;
+    let mut opts = scan_options(&a.read, &a.registry)?;
+    opts.progress = false;
+    let queue = Arc::new(queue::Queue::new(a.queue as usize));
+    let metrics = Arc::new(metrics::Metrics::default());
+    let scanner = Arc::new(worker::Scanner { policy, opts, platforms, queue: queue.clone(), metrics: metrics.clone() });
+    let mut workers = Vec::new();
+    for i in 0..a.workers {
+        let s = scanner.clone();
+        workers.push(std::thread::Builder::new().name(format!("scan-{i}")).spawn(move || s.work())?);
+    }
+    if a.token.is_none() {
+        eprintln!("cudalint serve: note: no --token: anyone who reaches {} can have images scanned", a.listen);
+    }
+    let app = Arc::new(http::App { queue: queue.clone(), metrics, token: a.token, registry_url: a.registry_url });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("serve-http")
+        .enable_all()
+        .build()
+        .context("starting the HTTP runtime")?;
+    let served = rt.block_on(serve(app, a.listen));
+    // Stopped (or never started): no new job; the scans under way finish (their attestations
+    // would otherwise be cut off halfway), those waiting are dropped and named.
+    let dropped = queue.close();
+    if !dropped.is_empty() {
+        let names: Vec<String> = dropped.iter().map(|k| crate::escape::text(k)).collect();
+        eprintln!("cudalint serve: not scanned ({} waiting when stopped): {}", names.len(), names.join(", "));
+    }
+    for w in workers {
+        let _ = w.join();
+    }
+    served?;
+    eprintln!("cudalint serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connections served at once; more wait to be accepted.
+const MAX_CONNECTIONS: usize = 256;
+
+/// Accepts connections until SIGTERM or SIGINT.
+async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--listen {addr}"))?;
+    eprintln!(
+        "cudalint serve: listening on http://{} (POST /events, GET /healthz, GET /metrics)",
+        listener.local_addr().context("the listening address")?
+    );
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let stop = stopped();
+    tokio::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            _ = &mut stop => break,
+            s = slots.clone().acquire_owned() => s.expect("never closed"),
+        };
+        let stream = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait rather than spin.
+                    eprintln!("cudalint serve: accepting a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| http::handle(app.clone(), req));
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                // Headers that trickle in hold a slot at most this long.
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    eprintln!("cudalint serve: stopping: no more events are taken");
+    Ok(())
+}
+
+/// SIGTERM (Kubernetes stopping the pod) or SIGINT.
+async fn stopped() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
