@@ -9,6 +9,15 @@ one run:
   - warm cache: the same again,
   - one image: cudalint pull+scan (no cache) vs `skopeo copy` of it to a local directory.
 usage: scripts/bench-registry.py   (CUDALINT_BIN=path measures that binary)
+
+With --store-stops it measures instead what an --analysis-store that goes away mid-run costs:
+the registry of scripts/bench-registry-scale.py (--large: its large one) scanned by N shards
+(--shards, default 4), each with its own cache, with no store; with a healthy store (a second
+loopback registry); and with that store killed (SIGKILL: connections refused) or frozen
+(SIGSTOP: connections taken, never answered) a third of the way into the run. Each shard
+should notice the store once and analyse locally: the issue's bound is 1.5x the run without
+a store.
+usage: scripts/bench-registry.py --store-stops [--large] [--shards N]
 """
 import hashlib
 import json
@@ -129,5 +138,119 @@ def main_with(cudalint, work, host):
     print(f"{'one image, skopeo copy to dir':28} {w2:7.2f} s   -> ratio {w1 / w2:.2f}")
 
 
+def start_registry(work, name):
+    """A loopback registry of its own (the store's), storing under work/name; returns the
+    process (to kill or stop) and its host:port."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    cfg = os.path.join(d, "config.yml")
+    with open(cfg, "w") as f:
+        f.write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
+                f"    rootdirectory: {d}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
+    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return reg, f"127.0.0.1:{port}"
+
+
+def shards(cudalint, host, out, n, store=None, stop=None):
+    """n shards at once, each its own cache; `stop` (seconds, signal) sends the store's
+    registry that signal that long after the start. Returns (wall, summed stats, images)."""
+    shutil.rmtree(out, ignore_errors=True)
+    t0 = time.perf_counter()
+    procs = []
+    for k in range(n):
+        cmd = [cudalint, "registry", host, "--quiet", "--gpu", "H100", "--cache-dir", os.path.join(out, f"cache{k}"),
+               "--output-dir", os.path.join(out, f"shard{k}"), "--shard", f"{k}/{n}"]
+        if store:
+            cmd += ["--analysis-store", store[1]]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    if stop:
+        time.sleep(stop[0])
+        store[0].send_signal(stop[1])
+    notes = []
+    for p in procs:
+        _, err = p.communicate()
+        if p.returncode not in (0, 1):
+            raise SystemExit(f"shard: exit {p.returncode}: {err.decode()}")
+        notes += [line for line in err.decode().splitlines() if "analysis store" in line]
+    wall = time.perf_counter() - t0
+    keys = ["layers_analysed", "store_hits", "store_lookups", "store_unreachable"]
+    stats = dict.fromkeys(keys, 0)
+    images = []
+    for k in range(n):
+        s = json.load(open(os.path.join(out, f"shard{k}", "summary.json")))
+        images += s["images"]
+        for key in keys:
+            stats[key] += s["stats"].get(key, 0)
+    return wall, stats, sorted(json.dumps(i, sort_keys=True) for i in images), notes
+
+
+def store_stops(a):
+    """--store-stops: see the module's docstring."""
+    import signal
+    scale = importlib.import_module("bench-registry-scale")
+    cudalint = benchlib.cudalint_binary(root, a.cudalint)
+    repos, tags = (12, 25) if a.large else (3, 17)
+    work = tempfile.mkdtemp(prefix="cudalint-bench-store-")
+    try:
+        with benchlib.loopback_registry(work) as host:
+            layout, images = scale.build(work, repos, tags)
+            for ref, dest in images:
+                subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--all", "--dest-tls-verify=false",
+                                "--dest-compress=false", f"oci:{layout}:{ref}", f"docker://{host}/{dest}"], check=True)
+            print(f"{len(images)} images in a loopback registry; {os.cpu_count()} CPUs; {a.shards} shards, each its own "
+                  f"cache; the store a second loopback registry")
+            rows = []
+            base, s, verdicts, _ = shards(cudalint, host, os.path.join(work, "none"), a.shards)
+            rows.append(("no store", base, s, []))
+            for label, sig in [("store healthy", None), ("store killed (SIGKILL) mid-run", signal.SIGKILL),
+                               ("store frozen (SIGSTOP) mid-run", signal.SIGSTOP)]:
+                store = start_registry(work, "store-" + label.split()[1])
+                try:
+                    stop = (base / 3, sig) if sig else None
+                    wall, s, v, notes = shards(cudalint, host, os.path.join(work, label.split()[1]), a.shards,
+                                               store=(store[0], f"{store[1]}/cudalint/analyses"), stop=stop)
+                finally:
+                    if sig == signal.SIGSTOP:
+                        store[0].send_signal(signal.SIGCONT)
+                    store[0].kill()
+                    store[0].wait()
+                if v != verdicts:
+                    raise SystemExit(f"{label}: verdicts differ from the run without a store")
+                rows.append((label, wall, s, notes))
+            print()
+            print("| run | wall | vs no store | layers analysed | store hits | store lookups | shards that bypassed the store |")
+            print("|---|---|---|---|---|---|---|")
+            for label, wall, s, _ in rows:
+                print(f"| {label} | {wall:.1f} s | {wall / base:.2f}x | {s['layers_analysed']} | {s['store_hits']} "
+                      f"| {s['store_lookups']} | {s['store_unreachable']} |")
+            print()
+            for label, _, _, notes in rows:
+                for n in notes:
+                    print(f"{label}: {n}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    main()
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--store-stops", action="store_true", help="measure an --analysis-store that goes away mid-run")
+    ap.add_argument("--large", action="store_true", help="--store-stops: the large registry of bench-registry-scale")
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--cudalint", help="binary to run (default: $CUDALINT_BIN, else cargo build --release)")
+    args = ap.parse_args()
+    if args.store_stops:
+        store_stops(args)
+    else:
+        main()

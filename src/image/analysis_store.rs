@@ -11,10 +11,11 @@
 //! A stored analysis is trusted as far as the repository is: whoever can push there can make
 //! the scan see what they like in a layer.
 //!
-//! A store that goes away (no connection, no answer, 5xx) is noticed at its first such failure
-//! and bypassed from then on: no lookup, claim or push is sent to it again, every layer is
-//! analysed here, and the run's summary says so. Its requests are bounded by [`STORE_STALL`],
-//! not retried, and not the scan's own stall timeout: a cache is worth seconds, not minutes.
+//! A store that goes away (no connection, no answer, a gateway's 502/503/504) is noticed at its
+//! first such failure and bypassed from then on: no lookup, claim or push is sent to it again,
+//! every layer is analysed here, and the run's summary says so. Its requests are bounded by
+//! [`STORE_STALL`], not the scan's own stall timeout, and not retried when they cannot reach
+//! it: a cache is worth seconds, not minutes.
 //! A shard that claimed layers and then lost the store (or was killed) stops renewing its
 //! claims; the others stop waiting for them once the lease ([`CLAIM_LEASE`]) has passed.
 
@@ -215,10 +216,10 @@ impl AnalysisStore {
         let o = RegistryOptions {
             stall_timeout: o.stall_timeout.min(STORE_STALL),
             connect_timeout: o.connect_timeout.min(STORE_STALL),
-            // Not retried: the first connection failure, stall or 5xx bypasses the store (a
+            // A connection failure or stall is not retried: the first bypasses the store (a
             // retry would cost every shard another stall window; a store missed only costs
-            // local analyses).
-            retries: 0,
+            // local analyses). A 500 or 429 is, as for any registry.
+            retry_unreachable: false,
             // The store is not the image's registry: it gets its own credentials (environment
             // for its host, Docker's config), the command line's only where
             // --registry-credentials names its host.
@@ -260,7 +261,7 @@ impl AnalysisStore {
         self
     }
 
-    /// Whether the store failed as a whole (unreachable, stalled, 5xx) and is bypassed.
+    /// Whether the store failed as a whole (unreachable, stalled, 502/503/504) and is bypassed.
     pub fn unreachable(&self) -> bool {
         self.conn.down.load(Ordering::Relaxed)
     }

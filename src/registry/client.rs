@@ -45,6 +45,7 @@ pub(super) struct Inner {
     pub auth: Auth,
     pub limits: Limits,
     pub retries: u32,
+    pub retry_unreachable: bool,
     pub downloaded: Arc<AtomicU64>,
     pub requests: Arc<AtomicU64>,
 }
@@ -97,7 +98,7 @@ impl Inner {
                     return Err(Failure { error: http::status_error(res, self.limits, what).await, transport: false });
                 }
                 Err(f) => {
-                    if !f.transport || Instant::now() >= self.limits.deadline {
+                    if !f.transport || !self.retry_unreachable || Instant::now() >= self.limits.deadline {
                         return Err(f);
                     }
                     f
@@ -184,6 +185,7 @@ impl Remote {
             auth,
             limits: Limits { stall: o.stall_timeout, deadline },
             retries: o.retries,
+            retry_unreachable: o.retry_unreachable,
             downloaded: downloaded.clone(),
             requests: requests.clone(),
         };

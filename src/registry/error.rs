@@ -51,15 +51,16 @@ impl RegistryError {
         RegistryError::Io { path: path.as_ref().display().to_string(), source }
     }
 
-    /// The registry is gone or failing as a whole, not refusing this one request: unreachable,
-    /// past the deadline, answering 5xx or 429 after the retries, or its token realm likewise.
+    /// The registry is gone as a whole, not failing this one request: unreachable, past the
+    /// deadline, or a gateway in front of it saying it is (502, 503, 504). A 500 or 429 is one
+    /// request's: distribution answers 500 to a read racing a write of the same tag.
     pub fn is_unreachable(&self) -> bool {
         match self {
             RegistryError::Unreachable { .. } | RegistryError::Deadline { .. } => true,
-            RegistryError::Status { status, .. } => {
-                status.is_server_error() || *status == StatusCode::TOO_MANY_REQUESTS
-            }
-            RegistryError::Token { reason: TokenError::Request(_), .. } => true,
+            RegistryError::Status { status, .. } => matches!(
+                *status,
+                StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+            ),
             _ => false,
         }
     }

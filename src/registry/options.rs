@@ -32,6 +32,9 @@ pub struct RegistryOptions {
     pub deadline: Duration,
     /// Attempts after the first for a request that failed with 429, 5xx or a dropped connection.
     pub retries: u32,
+    /// Whether a request that could not reach the registry (no connection, a stall) is tried
+    /// again too, or fails at once (an analysis store: noticed once, then bypassed).
+    pub retry_unreachable: bool,
 }
 
 // Credentials are never printed.
@@ -63,6 +66,7 @@ impl Default for RegistryOptions {
             stall_timeout: Duration::from_secs(60),
             deadline: Duration::from_secs(3600),
             retries: 3,
+            retry_unreachable: true,
         }
     }
 }

@@ -1847,6 +1847,15 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     assert_eq!(row(&changed, "/app/buildkit:1")["change"], "carried");
     assert_eq!((since(&changed, "changed"), since(&changed, "carried")), (1, 1), "{changed}");
     assert_eq!(changed["stats"]["layers_pulled"], 1, "{changed}");
+    // Into the directory of the previous summary itself (a shard's usual layout): the reports
+    // carried are the ones already there.
+    let prev = w.join("changed/summary.json");
+    let (o, inplace, dir) = run("changed", &["--since", prev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!((since(&inplace, "carried"), since(&inplace, "changed")), (2, 0), "{inplace}");
+    for i in inplace["images"].as_array().unwrap().iter().filter(|i| i["status"] != "skipped") {
+        assert!(dir.join(i["report"].as_str().unwrap()).is_file(), "{i}");
+    }
 
     // Other targets: nothing is carried, and the summary says why.
     let prev = w.join("changed/summary.json");
