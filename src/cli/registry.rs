@@ -40,7 +40,7 @@ pub struct RegistryScanArgs {
     pub newest: Option<usize>,
     /// Scan shard K of N (0-based K): `--shard 2/8`, or `--shard index/8` to take K from
     /// JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs). Images are assigned by a hash of their
-    /// name, so every run splits the same way.
+    /// repository and tag (not the registry's address), so every run splits the same way.
     #[arg(long)]
     pub shard: Option<String>,
     /// Directory for one JSON report per image and summary.json.

@@ -52,9 +52,11 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
     ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
 }
 
-/// The shard (0..n) an image belongs to: a hash of its name, so adding images never moves others.
-pub fn shard_of(image: &str, n: u64) -> u64 {
-    let h = Sha256::digest(image.as_bytes());
+/// The shard (0..n) an image belongs to: a hash of its `repo:tag`, so adding images never moves
+/// others, and the split does not depend on the address the registry is reached by (a mirror, a
+/// port-forward, a loopback port).
+pub fn shard_of(repo_tag: &str, n: u64) -> u64 {
+    let h = Sha256::digest(repo_tag.as_bytes());
     u64::from_be_bytes(h[..8].try_into().expect("8 bytes")) % n.max(1)
 }
 
@@ -169,10 +171,10 @@ pub fn list(
             let times = created(&repo, &tags);
             tags = newest(tags, &times, n);
         }
+        if let Some((k, n)) = sel.shard {
+            tags.retain(|t| shard_of(&format!("{repo}:{t}"), n) == k);
+        }
         images.extend(tags.into_iter().map(|t| format!("{registry}/{repo}:{t}")));
-    }
-    if let Some((k, n)) = sel.shard {
-        images.retain(|i| shard_of(i, n) == k);
     }
     images.sort();
     Ok(images)
