@@ -261,6 +261,8 @@ fn tool() -> Value {
 pub struct Sbom {
     text: String,
     origin: String,
+    /// Its components, read once (with the offsets in `text` where edits go).
+    comps: Vec<Comp>,
 }
 
 impl Sbom {
@@ -268,8 +270,8 @@ impl Sbom {
     /// refuse is refused now.
     pub fn new(text: String, origin: String) -> Result<Self, ReportError> {
         check(&text, &origin)?;
-        components_of(text.as_bytes())?;
-        Ok(Sbom { text, origin })
+        let comps = components_of(text.as_bytes())?;
+        Ok(Sbom { text, origin, comps })
     }
 }
 
@@ -278,7 +280,7 @@ impl Sbom {
 pub fn render(r: &LintReport, inventory: &ImageReport, cfg: &RenderConfig) -> Result<Rendered, ReportError> {
     match cfg.sbom {
         Some(sbom) => {
-            let (text, n) = enrich(&sbom.text, &sbom.origin, r, inventory)?;
+            let (text, n) = enrich(sbom, r, inventory)?;
             let note = format!(
                 "{}: enriched {} components ({} by path and hash, {} by owning package), added {} binaries with \
                  device code ({} nested in their package's component)",
@@ -455,19 +457,14 @@ fn is_package(c: &Comp, p: &Package) -> bool {
 /// matches a component by purl, or by name and version where it has no purl: that component gets
 /// the package's summary, and each of its binaries the input does not list is nested in it as a
 /// `file` component. A binary neither way matches is added as a top-level `file` component.
-/// Everything else in `input` is kept byte for byte. Errors name `origin`.
-fn enrich(
-    input: &str,
-    origin: &str,
-    report: &LintReport,
-    inventory: &ImageReport,
-) -> Result<(String, EnrichStats), ReportError> {
-    check(input, origin)?;
+/// Everything else in the SBOM is kept byte for byte.
+fn enrich(sbom: &Sbom, report: &LintReport, inventory: &ImageReport) -> Result<(String, EnrichStats), ReportError> {
+    // Checked, and its components read, by `Sbom::new`.
+    let (input, comps) = (&sbom.text, &sbom.comps);
     let b = input.as_bytes();
     let root = skip_ws(b, 0);
     let top = members(b, root)?;
     let top_components = top.iter().find(|m| m.0 == "components").map(|m| (m.1, m.2));
-    let comps = components_of(b)?;
 
     let items = items(report, inventory);
     let mut edits: Vec<(usize, String)> = Vec::new();
@@ -608,6 +605,7 @@ fn string_at(b: &[u8], s: usize, e: usize) -> Option<String> {
 }
 
 /// A component of the input, with the byte offsets where properties and components go.
+#[derive(Debug, Clone)]
 struct Comp {
     kind: String,
     name: String,
@@ -745,12 +743,22 @@ fn value_end(b: &[u8], i: usize) -> Result<usize, ReportError> {
     let mut depth = 0usize;
     let mut j = i;
     loop {
-        let c = *b.get(j).ok_or(TRUNCATED)?;
+        // Not `ok_or(TRUNCATED)?`: that builds and drops an error at every byte.
+        let Some(&c) = b.get(j) else { return Err(TRUNCATED) };
         match c {
             b'"' => {
+                // To the closing quote, a backslash's escaped byte skipped (memchr: strings are
+                // most of an SBOM).
                 j += 1;
-                while *b.get(j).ok_or(TRUNCATED)? != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
+                loop {
+                    let Some(k) = b.get(j..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest)) else {
+                        return Err(TRUNCATED);
+                    };
+                    j += k;
+                    if b[j] == b'"' {
+                        break;
+                    }
+                    j += 2;
                 }
                 j += 1;
             }
