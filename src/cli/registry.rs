@@ -178,8 +178,10 @@ impl Previous {
         for r in rows {
             let name = r.report.as_deref().expect("checked above");
             if copy {
-                let (from, to) = (self.dir.join(name), out.join(name));
-                std::fs::copy(&from, &to).with_context(|| format!("{} to {}", from.display(), to.display()))?;
+                let from = self.dir.join(name);
+                let bytes = std::fs::read(&from).with_context(|| from.display().to_string())?;
+                crate::cache::write_new_file(out, name, &bytes)
+                    .with_context(|| format!("{} to {}", from.display(), out.join(name).display()))?;
             }
             carried.push(ImageResult { change: Some(Change::Carried), ..r.clone() });
         }
@@ -311,10 +313,17 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
             {
                 Ok(report) => {
                     let name = summary::report_file_name(&image, label.as_deref());
-                    let path = a.output_dir.join(&name);
                     let json = crate::report::json::render(&report, &Default::default())?;
-                    std::fs::write(&path, json).with_context(|| path.display().to_string())?;
-                    ImageResult::judged(&image, label, &report, name)
+                    // Never through a link planted in a shared --output-dir; a report that cannot
+                    // be written is this image's failure, not the run's.
+                    match crate::cache::write_new_file(&a.output_dir, &name, json.as_bytes()) {
+                        Ok(()) => ImageResult::judged(&image, label, &report, name),
+                        Err(e) => ImageResult::failed(
+                            &image,
+                            label,
+                            format!("its report {}: {e}", a.output_dir.join(&name).display()),
+                        ),
+                    }
                 }
                 Err(e) => ImageResult::failed(&image, label, e),
             };
@@ -350,13 +359,11 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         fingerprint: Some(fingerprint),
         since,
     };
-    write_summary(&a.output_dir.join("summary.json"), &doc)?;
+    // Like the reports: never through a link planted in a shared --output-dir.
+    crate::cache::write_new_file(&a.output_dir, "summary.json", summary::json(&doc).as_bytes())
+        .with_context(|| a.output_dir.join("summary.json").display().to_string())?;
     write_stdout(&summary::text(&doc))?;
     Ok(exit_code(&doc.images))
-}
-
-fn write_summary(p: &Path, s: &Summary) -> anyhow::Result<()> {
-    std::fs::write(p, summary::json(s)).with_context(|| p.display().to_string())
 }
 
 pub fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
@@ -367,7 +374,8 @@ pub fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
     }
     let merged = merger.finish()?;
     if let Some(o) = &a.output {
-        write_summary(o, &merged)?;
+        // The user's own path (it may be /dev/stdout): written as given.
+        std::fs::write(o, summary::json(&merged)).with_context(|| o.display().to_string())?;
     }
     write_stdout(&summary::text(&merged))?;
     Ok(exit_code(&merged.images))

@@ -343,17 +343,27 @@ fn check_shards(shards: &[String]) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// The file name of an image's JSON report in the output directory; one platform of a
-/// multi-platform image gets `+os-arch[-variant]` appended. `+` is in no sanitized image name,
-/// so a platform's file never takes another image's name, nor another platform's.
+/// Longest readable part of a report's file name: with the hash and `.json` the name stays
+/// well under `NAME_MAX` (255 bytes) whatever the repository's length.
+const READABLE: usize = 160;
+
+/// The file name of an image's JSON report in the output directory: the image (and, for one
+/// platform of a multi-platform image, `+os-arch[-variant]`) in safe characters, cut to
+/// [`READABLE`], then 16 hex digits of a SHA-256 of the exact image and platform. Sanitizing alone
+/// made names collide (`col/a:b_c` and `col/a_b:c` both read `col_a_b_c`), and a long repository
+/// name passed `NAME_MAX`.
 pub fn report_file_name(image: &str, platform: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
     let safe = |s: &str| -> String {
         s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect()
     };
-    match platform {
-        Some(p) => format!("{}+{}.json", safe(image), safe(&p.replace('/', "-"))),
-        None => format!("{}.json", safe(image)),
-    }
+    let mut readable = match platform {
+        Some(p) => format!("{}+{}", safe(image), safe(&p.replace('/', "-"))),
+        None => safe(image),
+    };
+    readable.truncate(READABLE);
+    let h = Sha256::digest(format!("{image}\0{}", platform.unwrap_or_default()));
+    format!("{readable}.{}.json", &hex::encode(h)[..16])
 }
 
 /// summary.json.
@@ -548,7 +558,13 @@ mod tests {
             report_file_name("r/a:1_linux_amd64", None),
         ];
         assert_eq!(names.iter().collect::<std::collections::BTreeSet<_>>().len(), names.len(), "{names:?}");
-        assert_eq!(names[3], "r_a_1+linux-arm64-v8.json");
+        assert!(names[3].starts_with("r_a_1+linux-arm64-v8.") && names[3].ends_with(".json"), "{}", names[3]);
+        // Names that sanitize alike stay apart; a 240-character repository fits NAME_MAX.
+        assert_ne!(report_file_name("col/a:b_c", None), report_file_name("col/a_b:c", None));
+        let long = format!("reg/{}:1", "x".repeat(240));
+        let name = report_file_name(&long, Some("linux/arm64/v8"));
+        assert!(name.len() <= 200 && name.starts_with("reg_xxx"), "{name}");
+        assert_eq!(name, report_file_name(&long, Some("linux/arm64/v8")));
     }
 
     #[test]

@@ -2192,3 +2192,55 @@ fn a_shared_cache_directory_cannot_forge_an_analysis_or_hang_a_scan() {
     assert_eq!(scan(), real);
     assert_eq!((proxy.blob_gets(&digest), proxy.blob_gets(&other_digest)), (before.0 + 1, before.1 + 1));
 }
+
+#[test]
+fn report_names_never_collide_nor_exceed_name_max_and_planted_links_are_not_followed() {
+    let reg = Registry::start(false, None);
+    // Two repositories whose names sanitize alike, holding different verdicts; a repository
+    // name of 240 characters (its report name would pass NAME_MAX if spelled out).
+    let long = format!("col/{}", "x".repeat(236));
+    let pass = one_lib_image("libsm90a.so", "usr/lib/libsm90a.so");
+    let fail = one_lib_image("libsm100f.so", "usr/lib/libsm100f.so");
+    put_image(&reg, "col/a", "b_c", &pass);
+    put_image(&reg, "col/a_b", "c", &fail);
+    put_image(&reg, &long, "1", &pass);
+    let first = tempfile::tempdir().unwrap();
+    let o = registry_run(&reg, first.path(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let s = summary_of(first.path());
+    let images = s["images"].as_array().unwrap();
+    assert_eq!(images.len(), 3, "{s}");
+    let mut names = Vec::new();
+    for i in images {
+        let name = i["report"].as_str().unwrap_or_else(|| panic!("no report: {i}")).to_string();
+        assert!(name.len() <= 255, "{name}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(first.path().join(&name)).unwrap()).unwrap();
+        // Each report is its own image's: the failing one says so, the passing ones do not.
+        let failing = i["image"].as_str().unwrap().ends_with("col/a_b:c");
+        assert_eq!(i["status"], if failing { "fail" } else { "pass" }, "{i}");
+        assert_eq!(report["failed"], failing, "{name}: {report}");
+        names.push(name);
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3);
+
+    // A shared output directory whose report and summary names are links planted by another
+    // user: replaced, never followed (the files they point to are unchanged).
+    let out = tempfile::tempdir().unwrap();
+    let victims = tempfile::tempdir().unwrap();
+    for name in names.iter().map(String::as_str).chain(["summary.json"]) {
+        let victim = victims.path().join(name);
+        std::fs::write(&victim, b"not yours").unwrap();
+        std::os::unix::fs::symlink(&victim, out.path().join(name)).unwrap();
+    }
+    let o = registry_run(&reg, out.path(), &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for name in names.iter().map(String::as_str).chain(["summary.json"]) {
+        assert_eq!(std::fs::read(victims.path().join(name)).unwrap(), b"not yours", "{name}");
+        let m = std::fs::symlink_metadata(out.path().join(name)).unwrap();
+        assert!(m.file_type().is_file(), "{name}");
+    }
+    assert_eq!(summary_of(out.path())["images"], s["images"]);
+}

@@ -292,7 +292,7 @@ fn a_push_is_scanned_and_attested_through_serve_once_per_manifest() {
     assert!(serve.metric("events_ignored_total") > 0.0, "blob pushes and pulls are ignored");
     assert!(
         serve.log().contains("skipped: ")
-            && serve.log().contains("not an image (artifact application/vnd.in-toto+json)")
+            && serve.log().contains("not an image (in-toto attestation, application/vnd.in-toto+json)")
     );
 
     // The same manifest under another tag: a duplicate, not a second scan.

@@ -103,24 +103,6 @@ fn is_manifest_type(mt: &str) -> bool {
         .contains(&mt)
 }
 
-/// A tag of the referrers tag schema (`sha256-<hex>`, the index of a manifest's referrers, which
-/// `--attest` itself writes on registries without the referrers API) or of cosign
-/// (`sha256-<hex>.sig`, `.att`, `.sbom`): never an image.
-fn is_referrers_tag(tag: &str) -> bool {
-    let (base, suffix) = match tag.rsplit_once('.') {
-        Some((b, s)) => (b, Some(s)),
-        None => (tag, None),
-    };
-    let hex_len = |alg: &str| match alg {
-        "sha256" => Some(64),
-        "sha512" => Some(128),
-        _ => None,
-    };
-    let Some((alg, hex)) = base.split_once('-') else { return false };
-    let digest_like = hex_len(alg).is_some_and(|n| hex.len() == n && hex.bytes().all(|b| b.is_ascii_hexdigit()));
-    digest_like && suffix.is_none_or(|s| ["sig", "att", "sbom"].contains(&s))
-}
-
 /// The scan (or not) of `event`. `registry_url`: `--registry-url`, the registry as cudalint
 /// reaches it, in place of the name the event gives.
 pub fn decide(event: &Event, registry_url: Option<&str>) -> Decision {
@@ -140,9 +122,8 @@ pub fn decide(event: &Event, registry_url: Option<&str>) -> Decision {
     let repo = t.repository.as_deref().unwrap_or_default();
     let digest = t.digest.as_deref().unwrap_or_default();
     let named = || format!("{}@{}", esc(repo), esc(digest));
-    if let Some(tag) = t.tag.as_deref().filter(|t| is_referrers_tag(t)) {
-        return Decision::Skip(format!("{}: not an image (tag {} is a referrers or signature tag)", named(), esc(tag)));
-    }
+    // A signature's or the referrers schema's tag is not skipped here: a name proves nothing, the
+    // worker reads the manifest and tells (an image pushed as `sha256-<hex>.sig` is scanned).
     let host = match registry_url.map(str::to_string).map_or_else(|| host_of(event), Ok) {
         Ok(h) => h,
         Err(e) => return Decision::Skip(format!("{}: {e}", named())),
@@ -238,7 +219,7 @@ mod tests {
     }
 
     #[test]
-    fn pulls_deletes_and_blobs_are_ignored_and_artifact_tags_skipped() {
+    fn pulls_deletes_and_blobs_are_ignored_and_artifact_tags_read() {
         let oci = MediaType::ImageManifest.to_string();
         assert_eq!(one(&envelope("pull", &oci, Some("1")), None), Decision::Ignore);
         assert_eq!(one(&envelope("delete", "", None), None), Decision::Ignore);
@@ -249,13 +230,9 @@ mod tests {
         );
         let schema1 = "application/vnd.docker.distribution.manifest.v1+prettyjws";
         assert!(matches!(one(&envelope("push", schema1, None), None), Decision::Skip(w) if w.contains("not read")));
+        // Signature and referrers tags are read like any other: the manifest tells (the worker).
         let hex = "a".repeat(64);
-        for tag in [format!("sha256-{hex}"), format!("sha256-{hex}.sig"), format!("sha256-{hex}.att")] {
-            let d = one(&envelope("push", MediaType::ImageIndex.as_ref(), Some(&tag)), None);
-            assert!(matches!(&d, Decision::Skip(w) if w.contains("referrers or signature tag")), "{tag}: {d:?}");
-        }
-        // Tags that merely look alike are images.
-        for tag in [format!("sha256-{}", &hex[1..]), "sha256-latest".into(), format!("sha256-{hex}.tar")] {
+        for tag in [format!("sha256-{hex}"), format!("sha256-{hex}.sig"), "sha256-latest".into()] {
             assert!(matches!(one(&envelope("push", &oci, Some(&tag)), None), Decision::Scan(_)), "{tag}");
         }
     }

@@ -14,7 +14,7 @@ use super::queue::Queue;
 use crate::escape::text as esc;
 use crate::image::{Platform, ScanOptions};
 use crate::lint::policy::Policy;
-use crate::registry::media::{DOCKER_MANIFEST, MediaType};
+use crate::registry::media::{self, DOCKER_MANIFEST, MediaType};
 use crate::registry::{Remote, parse_reference};
 
 /// What a pushed manifest is.
@@ -27,61 +27,38 @@ pub enum Kind {
     NotImage(String),
 }
 
-const IMAGE_CONFIGS: [&str; 2] =
-    ["application/vnd.oci.image.config.v1+json", "application/vnd.docker.container.image.v1+json"];
-
-fn is_layer(mt: &str) -> bool {
-    mt.starts_with("application/vnd.oci.image.layer.") || mt.starts_with("application/vnd.docker.image.rootfs.")
-}
-
-/// Whether `manifest` (the bytes the registry holds) is an image, an index of images, or
-/// neither: an artifact type, a config that is not an image config (Helm charts, OCI 1.1
-/// artifacts' empty config), or layers that are not filesystem layers (cosign signatures and
-/// attestations, cudalint's own) are no image.
-pub fn classify(manifest: &[u8]) -> Kind {
+/// Whether `manifest` (the bytes the registry holds, pushed under `tag`) is an image, an index
+/// of images, or neither: told exactly as `cudalint registry` tells it
+/// ([`media::not_an_image`]: artifact types, configs, layers, and an empty index by its tag
+/// schema), so that an image pushed under a signature's tag name is scanned all the same.
+pub fn classify(manifest: &[u8], tag: Option<&str>) -> Kind {
     let s = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_string);
     let Ok(v) = serde_json::from_slice::<Value>(manifest) else {
         return Kind::NotImage("a manifest that is not JSON".into());
     };
-    if let Some(t) = s(&v, "/artifactType") {
-        return Kind::NotImage(format!("artifact {}", esc(&t)));
+    if let Some(n) = media::not_an_image(manifest, tag) {
+        return Kind::NotImage(esc(&n.to_string()));
     }
-    if let Some(list) = v.get("manifests").and_then(Value::as_array) {
-        let images: Vec<(String, Option<Platform>)> = list
-            .iter()
-            .filter(|d| {
-                let mt = s(d, "/mediaType").unwrap_or_default();
-                (mt == MediaType::ImageManifest.as_ref() || mt == DOCKER_MANIFEST)
-                    && d.get("artifactType").is_none()
-                    // BuildKit's attestation manifests beside the images (platform unknown/unknown).
-                    && d.pointer("/annotations/vnd.docker.reference.type").is_none()
-                    && s(d, "/platform/os").as_deref() != Some("unknown")
-            })
-            .filter_map(|d| {
-                let platform = match (s(d, "/platform/os"), s(d, "/platform/architecture")) {
-                    (Some(os), Some(arch)) => Some(Platform { os, arch, variant: s(d, "/platform/variant") }),
-                    _ => None,
-                };
-                Some((s(d, "/digest")?, platform))
-            })
-            .collect();
-        return if images.is_empty() {
-            Kind::NotImage(format!("an index of no image ({} entries)", list.len()))
-        } else {
-            Kind::Index(images)
-        };
+    let Some(list) = v.get("manifests").and_then(Value::as_array) else { return Kind::Image };
+    let images: Vec<(String, Option<Platform>)> = list
+        .iter()
+        .filter(|d| {
+            let mt = s(d, "/mediaType").unwrap_or_default();
+            (mt == MediaType::ImageManifest.as_ref() || mt == DOCKER_MANIFEST) && media::is_image_entry(d)
+        })
+        .filter_map(|d| {
+            let platform = match (s(d, "/platform/os"), s(d, "/platform/architecture")) {
+                (Some(os), Some(arch)) => Some(Platform { os, arch, variant: s(d, "/platform/variant") }),
+                _ => None,
+            };
+            Some((s(d, "/digest")?, platform))
+        })
+        .collect();
+    if images.is_empty() {
+        // Nested indexes and unknown entry types: an index cudalint reads no image from.
+        return Kind::NotImage(format!("an index of no image ({} entries)", list.len()));
     }
-    let config = s(&v, "/config/mediaType").unwrap_or_else(|| "none".into());
-    if !IMAGE_CONFIGS.contains(&config.as_str()) {
-        return Kind::NotImage(format!("config {}", esc(&config)));
-    }
-    for l in v.get("layers").and_then(Value::as_array).into_iter().flatten() {
-        let mt = s(l, "/mediaType").unwrap_or_else(|| "none".into());
-        if !is_layer(&mt) {
-            return Kind::NotImage(format!("layer {}", esc(&mt)));
-        }
-    }
-    Kind::Image
+    Kind::Index(images)
 }
 
 /// What every worker shares.
@@ -173,7 +150,7 @@ impl Scanner {
         let reference = parse_reference(&job.spec())?;
         let remote = Remote::connect(reference.clone(), &self.opts.registry)?;
         let (manifest, _) = remote.manifest(&reference)?;
-        let kind = classify(&manifest);
+        let kind = classify(&manifest, job.tag.as_deref());
         if kind != Kind::Image || self.platforms.is_empty() {
             return Ok((kind, None));
         }
@@ -253,29 +230,43 @@ mod tests {
 
     #[test]
     fn images_and_indexes_of_them_are_told_from_artifacts() {
+        let c = |m: &[u8]| classify(m, Some("1"));
         let image = |config: &str, layer: &str| {
             json(serde_json::json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                 "config": {"mediaType": config, "digest": "sha256:1", "size": 1},
                 "layers": [{"mediaType": layer, "digest": "sha256:2", "size": 2}]}))
         };
-        let oci_config = IMAGE_CONFIGS[0];
-        assert_eq!(classify(&image(oci_config, "application/vnd.oci.image.layer.v1.tar+gzip")), Kind::Image);
-        assert_eq!(
-            classify(&image(IMAGE_CONFIGS[1], "application/vnd.docker.image.rootfs.diff.tar.gzip")),
-            Kind::Image
+        let oci_config = "application/vnd.oci.image.config.v1+json";
+        let not_image = |k: Kind| match k {
+            Kind::NotImage(why) => why,
+            k => panic!("{k:?}"),
+        };
+        assert_eq!(c(&image(oci_config, "application/vnd.oci.image.layer.v1.tar+gzip")), Kind::Image);
+        let docker = image(
+            "application/vnd.docker.container.image.v1+json",
+            "application/vnd.docker.image.rootfs.diff.tar.gzip",
         );
-        let helm = classify(&image(
-            "application/vnd.cncf.helm.config.v1+json",
-            "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
-        ));
-        assert_eq!(helm, Kind::NotImage("config application/vnd.cncf.helm.config.v1+json".into()));
-        let cosign = classify(&image(oci_config, "application/vnd.dev.cosign.simplesigning.v1+json"));
-        assert_eq!(cosign, Kind::NotImage("layer application/vnd.dev.cosign.simplesigning.v1+json".into()));
+        assert_eq!(c(&docker), Kind::Image);
+        let helm =
+            image("application/vnd.cncf.helm.config.v1+json", "application/vnd.cncf.helm.chart.content.v1.tar+gzip");
+        assert_eq!(not_image(c(&helm)), "Helm chart, application/vnd.cncf.helm.config.v1+json");
+        let cosign = image(oci_config, "application/vnd.dev.cosign.simplesigning.v1+json");
+        assert_eq!(not_image(c(&cosign)), "cosign signature, application/vnd.dev.cosign.simplesigning.v1+json");
         let mut sbom: Value =
             serde_json::from_slice(&image("application/vnd.oci.empty.v1+json", "text/spdx+json")).unwrap();
         sbom["artifactType"] = "application/spdx+json".into();
-        assert_eq!(classify(&json(sbom)), Kind::NotImage("artifact application/spdx+json".into()));
-        assert!(matches!(classify(b"not json"), Kind::NotImage(_)));
+        assert_eq!(not_image(c(&json(sbom))), "SBOM, application/spdx+json");
+        assert!(matches!(c(b"not json"), Kind::NotImage(_)));
+        // A tag name proves nothing: an image pushed as a signature's tag is scanned; an empty
+        // index under the referrers tag schema is not an image.
+        let sig = format!("sha256-{}.sig", "a".repeat(64));
+        assert_eq!(
+            classify(&image(oci_config, "application/vnd.oci.image.layer.v1.tar+gzip"), Some(&sig)),
+            Kind::Image
+        );
+        let empty = json(serde_json::json!({"schemaVersion": 2, "manifests": []}));
+        assert!(matches!(classify(&empty, Some(&sig[..71])), Kind::NotImage(_)));
+        assert!(matches!(classify(&empty, Some("1")), Kind::NotImage(w) if w.contains("no image")));
 
         // BuildKit's index: two images and their attestation manifests.
         let index = json(serde_json::json!({"schemaVersion": 2, "manifests": [
@@ -284,7 +275,7 @@ mod tests {
             {"mediaType": OCI_MANIFEST, "digest": "sha256:c", "size": 1, "platform": {"os": "unknown", "architecture": "unknown"},
              "annotations": {"vnd.docker.reference.type": "attestation-manifest", "vnd.docker.reference.digest": "sha256:a"}},
         ]}));
-        let Kind::Index(images) = classify(&index) else { panic!() };
+        let Kind::Index(images) = c(&index) else { panic!() };
         let got: Vec<(&str, String)> =
             images.iter().map(|(d, p)| (d.as_str(), p.as_ref().unwrap().to_string())).collect();
         assert_eq!(got, [("sha256:a", "linux/amd64".to_string()), ("sha256:b", "linux/arm64/v8".to_string())]);
@@ -293,6 +284,6 @@ mod tests {
             serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
             "manifests": [{"mediaType": OCI_MANIFEST, "digest": "sha256:d", "size": 1, "artifactType": "application/vnd.in-toto+json"}]}),
         );
-        assert_eq!(classify(&referrers), Kind::NotImage("an index of no image (1 entries)".into()));
+        assert_eq!(not_image(c(&referrers)), "index of in-toto attestations, application/vnd.in-toto+json");
     }
 }
