@@ -105,7 +105,7 @@ fn resolve(
         }
     };
     Ok(match layout {
-        Layout::Docker => (oci::resolve_docker_archive(store, want)?, SourceKind::DockerArchive),
+        Layout::Docker => (oci::resolve_docker_archive(store, want, files.1)?, SourceKind::DockerArchive),
         Layout::Oci => {
             let mut r = oci::resolve_oci(store, want, platform)?;
             // An archive on disk titles a bare-tag image by its file name (a stream has none).

@@ -75,14 +75,105 @@ impl Platform {
         Platform { os: "linux".into(), arch: arch.into(), variant: None }
     }
 
-    /// `self` (what the user asked for) accepts `other` (what the image offers). No variant
-    /// asked means any variant.
+    /// `self` (what the user asked for) accepts `other` (what the image offers), both spelled
+    /// as containerd normalizes them (`Linux/x86_64` is `linux/amd64`, `arm64/v8` is `arm64`).
+    /// No variant asked means any variant: a filter of which platforms to scan, not the choice of
+    /// the one image a runtime runs (that is [`Platform::rank`]).
     pub fn accepts(&self, other: &Platform) -> bool {
-        self.os == other.os
-            && self.arch == other.arch
-            && (self.variant.is_none()
-                || self.variant == other.variant
-                || (other.variant.is_none() && self.variant.as_deref() == Some("v8")))
+        let (a, b) = (self.normalized(), other.normalized());
+        a.os == b.os && a.arch == b.arch && (self.variant.is_none() || a.variant == b.variant)
+    }
+
+    /// containerd's spelling (containerd/platforms `Normalize`, database.go `normalizeOS` and
+    /// `normalizeArch`): lower case, architecture aliases, and the default variants dropped.
+    pub fn normalized(&self) -> Platform {
+        let os = match self.os.to_ascii_lowercase().as_str() {
+            "macos" => "darwin".to_string(),
+            o => o.to_string(),
+        };
+        let arch = self.arch.to_ascii_lowercase();
+        let variant = self.variant.as_deref().unwrap_or_default().to_ascii_lowercase();
+        let (arch, variant) = match arch.as_str() {
+            "i386" => ("386".to_string(), String::new()),
+            "x86_64" | "x86-64" | "amd64" => ("amd64".into(), if variant == "v1" { String::new() } else { variant }),
+            "aarch64" | "arm64" => (
+                "arm64".into(),
+                match variant.as_str() {
+                    "8" | "v8" | "v8.0" => String::new(),
+                    "9" | "9.0" | "v9.0" => "v9".into(),
+                    _ => variant,
+                },
+            ),
+            "armhf" => ("arm".into(), "v7".into()),
+            "armel" => ("arm".into(), "v6".into()),
+            "arm" => (
+                "arm".into(),
+                match variant.as_str() {
+                    "" | "7" => "v7".into(),
+                    "5" | "6" | "8" => format!("v{variant}"),
+                    _ => variant,
+                },
+            ),
+            _ => (arch, variant),
+        };
+        Platform { os, arch, variant: (!variant.is_empty()).then_some(variant) }
+    }
+
+    /// The platforms a runtime asked for `self` runs, most preferred first (containerd/platforms
+    /// compare.go `platformVector`, which `Only`, and so `Default`, order by): lower amd64
+    /// levels and 386 after amd64; arm64 versions down to v8, then arm v8 to v5; lower arm
+    /// versions after arm.
+    fn vector(&self) -> Vec<Platform> {
+        let p = self.normalized();
+        let with = |arch: &str, variant: Option<String>| Platform { os: p.os.clone(), arch: arch.into(), variant };
+        let level = |v: Option<&str>| v.and_then(|v| v.strip_prefix('v').unwrap_or(v).parse::<u32>().ok());
+        let mut out = vec![p.clone()];
+        match p.arch.as_str() {
+            "amd64" => {
+                let n = level(p.variant.as_deref()).filter(|&n| n > 1).unwrap_or(1);
+                out.extend((1..n).rev().map(|k| with("amd64", Some(format!("v{k}")))));
+                out.push(with("386", None));
+            }
+            "arm" => {
+                let n = level(p.variant.as_deref()).filter(|&n| n > 5).unwrap_or(5);
+                out.extend((5..n).rev().map(|k| with("arm", Some(format!("v{k}")))));
+            }
+            "arm64" => {
+                out.clear();
+                // (major, minor) pairs of arm64variantToVersion: v9.x also runs v8.(x+5).
+                let v = p.variant.clone().unwrap_or_else(|| "v8".into());
+                let (major, minor): (&[u32], Vec<u32>) = match v
+                    .strip_prefix("v")
+                    .map(|r| r.split_once('.').unwrap_or((r, "0")))
+                {
+                    Some(("8", m)) if m.parse::<u32>().is_ok_and(|m| m <= 9) => (&[8], vec![m.parse().unwrap_or(0)]),
+                    Some(("9", m)) if m.parse::<u32>().is_ok_and(|m| m <= 7) => {
+                        let m: u32 = m.parse().unwrap_or(0);
+                        (&[9, 8], vec![m, (m + 5).min(9)])
+                    }
+                    // containerd breaks out here: a variant it does not know runs nothing.
+                    _ => return out,
+                };
+                for (major, minor) in major.iter().zip(minor) {
+                    for m in (0..=minor).rev() {
+                        let v = if m == 0 { format!("v{major}") } else { format!("v{major}.{m}") };
+                        out.push(with("arm64", Some(v)));
+                    }
+                }
+                let arm = if v.starts_with("v8") || v.starts_with("v9") { "v8".to_string() } else { v };
+                out.extend(with("arm", Some(arm)).vector());
+            }
+            _ => {}
+        }
+        out.iter().map(Platform::normalized).collect()
+    }
+
+    /// How much a runtime asked for `self` prefers `offered` (0 most), or None if it does not
+    /// run it: containerd's `platforms.Only(self)`, by which it picks from an index the entry
+    /// with the lowest rank, the first of equals.
+    pub fn rank(&self, offered: &Platform) -> Option<usize> {
+        let o = offered.normalized();
+        self.vector().iter().position(|p| *p == o)
     }
 }
 
@@ -160,7 +251,14 @@ struct DockerManifestEntry {
 
 /// `manifest.json` of `docker save` (legacy layout, and the OCI layout Docker 25+ writes,
 /// whose entries name `blobs/sha256/...` files).
-pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Result<Resolved, ScanError> {
+///
+/// `has_index`: the archive also holds `index.json` (Docker 25+), which containerd's importer
+/// reads instead: the image chosen here must be one it names, under the same name.
+pub fn resolve_docker_archive(
+    store: &mut dyn Store,
+    want: Option<&str>,
+    has_index: bool,
+) -> Result<Resolved, ScanError> {
     let raw = store.read_small("manifest.json")?;
     let entries: Vec<DockerManifestEntry> = parse_json(&raw, "manifest.json", "a docker-archive manifest")?;
     // What the archive holds, for messages: `@index tag, tag`.
@@ -225,7 +323,11 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
             size: None,
             media_type: None,
         })
-        .collect();
+        .collect::<Vec<LayerRef>>();
+    if has_index {
+        let digests: Vec<Option<String>> = layers.iter().map(|l| l.digest.clone()).collect();
+        index_agrees(store, config_digest.as_deref(), &digests, entry.repo_tags.as_deref().unwrap_or_default())?;
+    }
     Ok(Resolved {
         name: entry.repo_tags.as_ref().and_then(|t| t.first().cloned()),
         manifest_digest: None,
@@ -233,6 +335,66 @@ pub fn resolve_docker_archive(store: &mut dyn Store, want: Option<&str>) -> Resu
         config,
         layers,
     })
+}
+
+/// A Docker 25+ archive holds the image twice: `manifest.json` (what `docker load` reads) and
+/// `index.json` (what containerd's importer reads, `archive.ImportIndex`, and so Docker with the
+/// containerd image store). The image chosen from `manifest.json` (its config and layer blobs)
+/// must be one `index.json` names, and an `index.json` entry named like one of its tags must
+/// hold it: otherwise the two readers load different images and the archive is refused.
+fn index_agrees(
+    store: &mut dyn Store,
+    config: Option<&str>,
+    layers: &[Option<String>],
+    tags: &[String],
+) -> Result<(), ScanError> {
+    let raw = store.read_small("index.json")?;
+    let index: ImageIndex = parse_json(&raw, "index.json", "an image index")?;
+    let holds = |store: &mut dyn Store, top: oci_spec::image::Descriptor| -> Result<bool, ScanError> {
+        let mut found = Vec::new();
+        collect_manifests(store, vec![top], &mut found, &mut std::collections::HashSet::new(), 0)?;
+        for (d, _) in found {
+            let digest = d.digest().to_string();
+            let what = format!("manifest {digest}");
+            // Platforms `docker save` left out are not in the archive: they hold nothing.
+            let Ok(bytes) = read_blob(store, &digest, Some(d.size()), &what) else { continue };
+            let Ok(m) = parse_json::<ImageManifest>(&bytes, &what, "an image manifest") else { continue };
+            let same_layers = m.layers().len() == layers.len()
+                && m.layers().iter().zip(layers).all(|(d, l)| l.as_deref().is_none_or(|l| l == d.digest().to_string()));
+            if config == Some(m.config().digest().to_string().as_str()) && same_layers {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    };
+    // A name as containerd stores it (`docker.io/library/app:1`) against Docker's (`app:1`).
+    let named_like = |name: &str| {
+        tags.iter().any(|t| {
+            name == t
+                || name.strip_prefix("docker.io/").is_some_and(|n| n == t || n.strip_prefix("library/") == Some(t))
+        })
+    };
+    let disagree = |why: String| {
+        ScanError::Image(format!(
+            "index.json and manifest.json name different images ({why}): docker load reads one, containerd's \
+             importer the other; refused"
+        ))
+    };
+    let mut anywhere = false;
+    for top in index.manifests().clone() {
+        let name = top.annotations().as_ref().and_then(|a| a.get(CONTAINERD_NAME).or_else(|| a.get(REF_NAME)).cloned());
+        let held = holds(store, top)?;
+        anywhere |= held;
+        if let Some(n) = name.filter(|n| named_like(n))
+            && !held
+        {
+            return Err(disagree(format!("index.json's {} is another image", crate::escape::text(&n))));
+        }
+    }
+    if !anywhere {
+        return Err(disagree(format!("config {} is in no image index.json names", config.unwrap_or("?"))));
+    }
+    Ok(())
 }
 
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -282,7 +444,15 @@ pub fn resolve_oci(store: &mut dyn Store, want: Option<&str>, platform: &Platfor
         candidates.remove(0).0
     } else {
         let found: Vec<String> = candidates.iter().filter_map(|(_, p)| p.as_ref()).map(Platform::to_string).collect();
-        let pick = candidates.iter().position(|(_, p)| p.as_ref().is_some_and(|p| platform.accepts(p)));
+        // As containerd chooses (images.Manifest with platforms.Only): the entry it prefers
+        // most, the first of equals, whatever the index's order (a `linux/amd64/v3` listed first
+        // is not what an amd64 host runs).
+        let pick = candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, p))| Some((platform.rank(p.as_ref()?)?, i)))
+            .min()
+            .map(|(_, i)| i);
         match pick {
             Some(i) => candidates.remove(i).0,
             None => {
@@ -398,8 +568,8 @@ pub fn fuzz_resolve(data: &[u8]) -> usize {
     [
         resolve_oci(&mut store, None, &host).is_ok(),
         resolve_oci(&mut store, Some("latest"), &host).is_ok(),
-        resolve_docker_archive(&mut store, None).is_ok(),
-        resolve_docker_archive(&mut store, Some("@1")).is_ok(),
+        resolve_docker_archive(&mut store, None, true).is_ok(),
+        resolve_docker_archive(&mut store, Some("@1"), false).is_ok(),
     ]
     .into_iter()
     .filter(|&ok| ok)
@@ -417,6 +587,38 @@ mod tests {
         assert!(Platform::parse("linux/arm64").unwrap().accepts(&p));
         assert!(!Platform::parse("linux/amd64").unwrap().accepts(&p));
         assert!(Platform::parse("linux").is_err());
+    }
+
+    /// containerd/platforms' own cases (compare_test.go, database.go): spellings, and which
+    /// entry `Only` prefers.
+    #[test]
+    fn platforms_are_normalized_and_ranked_as_containerd_does() {
+        let p = |s: &str| Platform::parse(s).unwrap();
+        assert_eq!(p("Linux/x86_64").normalized(), p("linux/amd64"));
+        assert_eq!(p("linux/amd64/v1").normalized(), p("linux/amd64"));
+        assert_eq!(p("linux/aarch64/v8").normalized(), p("linux/arm64"));
+        assert_eq!(p("linux/armhf").normalized(), p("linux/arm/v7"));
+        assert_eq!(p("linux/arm").normalized(), p("linux/arm/v7"));
+        let amd64 = p("linux/amd64");
+        assert_eq!(amd64.rank(&p("linux/x86_64")), Some(0));
+        assert_eq!(amd64.rank(&p("Linux/AMD64")), Some(0));
+        assert_eq!(amd64.rank(&p("linux/386")), Some(1));
+        // An amd64 host (no level asked) does not run a v3 image; a v3 one runs v2 and plain.
+        assert_eq!(amd64.rank(&p("linux/amd64/v3")), None);
+        let v3 = p("linux/amd64/v3");
+        assert_eq!(
+            [p("linux/amd64/v3"), p("linux/amd64/v2"), p("linux/amd64"), p("linux/386"), p("linux/amd64/v4")]
+                .map(|o| v3.rank(&o)),
+            [Some(0), Some(1), Some(2), Some(3), None]
+        );
+        let arm64 = p("linux/arm64");
+        assert_eq!(arm64.rank(&p("linux/arm64/v8")), Some(0));
+        assert_eq!(arm64.rank(&p("linux/arm/v7")), Some(2));
+        assert_eq!(arm64.rank(&p("linux/arm64/v8.1")), None);
+        assert_eq!(p("linux/arm64/v9").rank(&p("linux/arm64/v8.5")), Some(1));
+        assert_eq!(p("linux/arm/v7").rank(&p("linux/arm/v5")), Some(2));
+        assert_eq!(p("windows/amd64").rank(&p("linux/amd64")), None);
+        assert_eq!(p("linux/arm64/v7").rank(&p("linux/arm/v7")), None);
     }
 
     /// The fuzz harness on a valid nested layout and on damage of it: errors, never panics.

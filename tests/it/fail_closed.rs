@@ -8,7 +8,9 @@ use std::time::Duration;
 use assert_cmd::Command;
 use cudalint::image::{ImageReport, ScanOptions, Verify, scan};
 
-use crate::images::{Comp, Ent, Image, compress, docker_archive_legacy, docker_archive_multi, oci_layout, sha, tar};
+use crate::images::{
+    Comp, Ent, Image, compress, docker_archive_25, docker_archive_legacy, docker_archive_multi, oci_layout, sha, tar,
+};
 use crate::util::{fixture, read_fixture};
 
 fn opts() -> ScanOptions {
@@ -311,6 +313,64 @@ fn docker_archives_with_several_images_need_a_choice() {
     assert_eq!(paths(&r), ["/lib/libsm100f.so"]);
     exit2(&format!("docker-archive:{}:@2", p.display()), &["no image @2"]);
     exit2(&format!("docker-archive:{}:example.com/c:3", p.display()), &["no image example.com/c:3"]);
+}
+
+/// Docker 25+ archives hold the image twice; containerd's importer reads `index.json`, `docker
+/// load` reads `manifest.json`. Agreeing, the archive is read (from a file and a stream);
+/// naming different images, it is refused either way, before any verdict.
+#[test]
+fn docker_25_archives_whose_index_and_manifest_disagree_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let clean = one_lib("lib/libsm90a.so", "libsm90a.so", Comp::None);
+    let other = one_lib("lib/libsm100f.so", "libsm100f.so", Comp::None);
+    let same = d.path().join("same.tar");
+    std::fs::write(&same, docker_archive_25(&clean, &clean, "app:1")).unwrap();
+    assert_eq!(paths(&run(same.to_str().unwrap())), ["/lib/libsm90a.so"]);
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(std::fs::read(&same).unwrap()));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let split = d.path().join("split.tar");
+    std::fs::write(&split, docker_archive_25(&clean, &other, "app:1")).unwrap();
+    exit2(split.to_str().unwrap(), &["index.json and manifest.json name different images", "docker.io/library/app:1"]);
+    exit2(&format!("docker-archive:{}", split.display()), &["index.json and manifest.json name different images"]);
+    let o = cli(&["scan", "-", "--quiet", "--gpu", "H100"], Some(std::fs::read(&split).unwrap()));
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("name different images"), "{}", o.stderr);
+    // Read as the OCI layout it also is (`oci-archive:`), it is containerd's image: no refusal.
+    assert_eq!(paths(&run(&format!("oci-archive:{}", split.display()))), ["/lib/libsm100f.so"]);
+}
+
+/// An index's platforms are matched as containerd matches them (containerd/platforms `Only`):
+/// spellings normalized (`Linux/x86_64` is `linux/amd64`), and an amd64 host takes the plain
+/// amd64 image, not a `linux/amd64/v3` one listed first; asked for v3, it takes v3.
+#[test]
+fn index_platforms_are_chosen_as_containerd_chooses() {
+    let d = tempfile::tempdir().unwrap();
+    let v3 = one_lib("lib/libsm100f.so", "libsm100f.so", Comp::Gzip);
+    let plain = one_lib("lib/libsm90a.so", "libsm90a.so", Comp::Gzip);
+    oci_layout(d.path(), &[&v3, &plain]);
+    let entry = |img: &Image, platform: serde_json::Value| {
+        let m = img.build().manifest;
+        serde_json::json!({"mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": sha(&m), "size": m.len(), "platform": platform})
+    };
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [
+        entry(&v3, serde_json::json!({"os": "linux", "architecture": "amd64", "variant": "v3"})),
+        entry(&plain, serde_json::json!({"os": "Linux", "architecture": "x86_64"})),
+    ]});
+    std::fs::write(d.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    let layout = format!("oci:{}", d.path().display());
+    let read = |platform: &str| {
+        let o = cli(&["scan", &layout, "--quiet", "--platform", platform, "--format", "inventory"], None);
+        assert_eq!(o.code, Some(0), "{platform}: {}", o.stderr);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        v["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(read("linux/amd64"), ["/lib/libsm90a.so"]);
+    assert_eq!(read("linux/amd64/v3"), ["/lib/libsm100f.so"]);
+    // arm64 runs neither: the error names what there is.
+    let o = cli(&["scan", &layout, "--quiet", "--platform", "linux/arm64", "--format", "inventory"], None);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.stderr.contains("linux/amd64/v3"), "{}", o.stderr);
 }
 
 const SECRET: &str = "SECRET-AUTH-c2VjcmV0OnRva2Vu";

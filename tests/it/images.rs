@@ -269,3 +269,32 @@ pub fn docker_archive_multi(imgs: &[(&Image, &str)]) -> Vec<u8> {
     add(&mut t, "manifest.json", &serde_json::to_vec(&entries).unwrap());
     t.into_inner().unwrap()
 }
+
+/// `docker save` from Docker 25 on: an OCI layout (`index.json`, `blobs/sha256/...`) with a
+/// `manifest.json` beside it whose entry names the same blobs. `listed` is what
+/// `manifest.json` names, `indexed` what `index.json` names (the same image in a real one),
+/// both as `docker.io/library/{tag}`.
+pub fn docker_archive_25(listed: &Image, indexed: &Image, tag: &str) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    for img in [listed, indexed] {
+        let b = img.build();
+        for blob in b.blobs.iter().chain([&b.config, &b.manifest]) {
+            write_blob(dir.path(), blob);
+        }
+    }
+    let l = listed.build();
+    let i = indexed.build();
+    let blob_name = |b: &[u8]| format!("blobs/sha256/{}", hex_of(&sha(b)));
+    let manifest = serde_json::json!([{
+        "Config": blob_name(&l.config), "RepoTags": [tag],
+        "Layers": l.blobs.iter().map(|b| blob_name(b)).collect::<Vec<_>>(),
+    }]);
+    std::fs::write(dir.path().join("manifest.json"), serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(&i.manifest), "size": i.manifest.len(),
+        "annotations": {"io.containerd.image.name": format!("docker.io/library/{tag}"),
+                        "org.opencontainers.image.ref.name": tag.rsplit(':').next().unwrap()}}]});
+    std::fs::write(dir.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(dir.path().join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    tar_dir(dir.path())
+}
