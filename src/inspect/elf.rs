@@ -85,7 +85,9 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok()));
     }
     let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
-        !opts.lean || cuda_related(path, info.as_ref(), sections.as_deref()) || by_segments(sections.as_deref(), len)
+        !opts.lean
+            || cuda_related(path, info.as_ref(), sections.as_deref())
+            || by_segments(sections.as_deref(), layout.as_ref(), len)
     };
 
     // Machine code is read for the static cudart version, unless reading lean (libcudart itself
@@ -99,12 +101,12 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     let segments = layout.as_ref().map(Layout::load_ranges).filter(|r| !r.is_empty());
     let ranges = match (&sections, &segments) {
         _ if seekable && !wanted(&info, &sections) => Vec::new(),
-        (Some(secs), _) if !by_segments(Some(secs), len) => scan_ranges(secs, code),
+        (Some(secs), _) if !by_segments(Some(secs), layout.as_ref(), len) => scan_ranges(secs, code),
         (_, Some(segs)) if seekable => segs.clone(),
         _ => vec![(0, len)],
     };
     let mut scanner = opts.scanner(true);
-    if opts.lean && !opts.every_cubin && !by_segments(sections.as_deref(), len) {
+    if opts.lean && !opts.every_cubin && !by_segments(sections.as_deref(), layout.as_ref(), len) {
         scanner.probe_ranges = sections
             .as_ref()
             .map(|secs| secs.iter().filter(|s| is_fatbin_section(&s.name)).filter_map(Section::file_range).collect());
@@ -140,7 +142,7 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         }
     }
     report.elf = info;
-    let segs = by_segments(sections.as_deref(), len);
+    let segs = by_segments(sections.as_deref(), layout.as_ref(), len);
     report.cuda_sign = cuda_related(path, report.elf.as_ref(), sections.as_deref())
         || !out.wrappers.is_empty()
         || !out.containers.is_empty()
@@ -220,13 +222,60 @@ fn stream_scan(
 }
 
 /// Whether the section table cannot say where device code is, so the loaded segments are
-/// scanned as the loader maps them: no table (`sstrip`, `--strip-sections`), or a fatbin
-/// section without file bytes (NOBITS) or past the end of the file.
-fn by_segments(sections: Option<&[Section]>, len: u64) -> bool {
+/// scanned as the loader maps them: no table (`sstrip`, `--strip-sections`), a fatbin section
+/// without file bytes (NOBITS) or past the end of the file, or a table that does not account for
+/// what the loader maps. ld.so and the CUDA runtime never read the section table (the runtime
+/// reaches a fatbin through the wrapper the registration code passes it): a `.nv_fatbin` edited
+/// to size 0 or to not-loaded, a zeroed table, or one holding only its name table would hide
+/// loaded device code from a reading that trusts it.
+fn by_segments(sections: Option<&[Section]>, layout: Option<&Layout>, len: u64) -> bool {
     let Some(secs) = sections else { return true };
-    secs.iter()
+    let cut_off = secs
+        .iter()
         .filter(|s| is_fatbin_section(&s.name) || s.name == SEGMENT_SECTION)
-        .any(|s| s.size > 0 && s.file_range().is_none_or(|(_, end)| end > len))
+        .any(|s| s.size > 0 && s.file_range().is_none_or(|(_, end)| end > len));
+    let Some(l) = layout else { return cut_off };
+    let loaded = l.load_ranges();
+    if loaded.is_empty() {
+        // A relocatable object: nothing is loaded as it stands; its sections are all there is.
+        return cut_off;
+    }
+    // nvcc's loaded fatbin sections are allocated with file bytes; anything else is an edit.
+    let edited = secs
+        .iter()
+        .filter(|s| s.name == FATBIN_SECTION || s.name == SEGMENT_SECTION)
+        .any(|s| !s.alloc() || s.file_range().is_none());
+    let missing = unaccounted(l, secs, &loaded);
+    cut_off || edited || (missing > UNACCOUNTED_SLACK && missing > total(&loaded) / 4)
+}
+
+/// Loaded bytes no allocated section covers that a real table leaves: alignment padding (under
+/// 8 KiB in NVIDIA's libraries) and what patchelf moved away (the old `.dynstr` and `.dynsym`:
+/// 6.9 MB of libtorch_cuda.so's 1 GB, 0.23 MB of torchvision's image.so): never a quarter of the
+/// loaded bytes. A zeroed table, or one with only its name table, leaves all of them.
+const UNACCOUNTED_SLACK: u64 = 4 << 10;
+
+fn total(ranges: &[(u64, u64)]) -> u64 {
+    ranges.iter().map(|(a, b)| b.saturating_sub(*a)).sum()
+}
+
+/// Bytes of the PT_LOAD segments that neither the ELF and program headers nor an allocated
+/// section with file bytes cover.
+fn unaccounted(l: &Layout, secs: &[Section], loaded: &[(u64, u64)]) -> u64 {
+    let (po, pl) = l.phdr_range();
+    let mut covered: Vec<(u64, u64)> = secs.iter().filter(|s| s.alloc()).filter_map(Section::file_range).collect();
+    covered.push((0, po.saturating_add(pl).max(u64::from(l.header.e_ehsize))));
+    let covered = hostelf::merge_ranges(covered);
+    let mut out = 0;
+    for &(a, b) in loaded {
+        let mut pos = a;
+        for &(c, d) in covered.iter().filter(|(c, d)| *d > a && *c < b) {
+            out += c.saturating_sub(pos);
+            pos = pos.max(d);
+        }
+        out += b.saturating_sub(pos);
+    }
+    out
 }
 
 fn is_fatbin_section(name: &str) -> bool {

@@ -1,6 +1,7 @@
 //! Real host libraries from every common linker and post-link editor: GNU ld (bfd), gold, lld,
 //! patchelf, section-table stripping (`llvm-objcopy --strip-sections`, sstrip), a renamed /
-//! NOBITS / out-of-file `.nv_fatbin`. Each is
+//! NOBITS / out-of-file / not-allocated / empty `.nv_fatbin`, a zeroed section table and one
+//! holding only its name table. Each is
 //! built here (gcc, binutils, lld, patchelf, llvm-objcopy) around the committed
 //! `vecadd.fatbin`, registered as nvcc's host code does. The device code must be found the way
 //! the loader finds it, the same by seek and by stream, and equal to cuobjdump's listing.
@@ -115,6 +116,29 @@ fn patch_fatbin_header(path: &Path, field_at: usize, value: &[u8]) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// Section-table edits the loader never sees (ld.so and the CUDA runtime go by segments and
+/// the registered wrapper): all section headers zeroed, or the table cut to its name table.
+fn zero_section_table(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let elf = Elf::parse(&bytes).unwrap();
+    let (off, n) = (elf.header.e_shoff as usize, usize::from(elf.header.e_shnum) * 64);
+    drop(elf);
+    bytes[off..off + n].fill(0);
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn names_only_section_table(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let elf = Elf::parse(&bytes).unwrap();
+    let (off, names) = (elf.header.e_shoff as usize, usize::from(elf.header.e_shstrndx));
+    drop(elf);
+    let strtab = bytes[off + names * 64..off + names * 64 + 64].to_vec();
+    bytes[off + 64..off + 128].copy_from_slice(&strtab);
+    bytes[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes()); // e_shnum
+    bytes[0x3e..0x40].copy_from_slice(&1u16.to_le_bytes()); // e_shstrndx
+    std::fs::write(path, bytes).unwrap();
+}
+
 fn seek(path: &Path, opts: &InspectOptions) -> FileReport {
     let file = std::fs::File::open(path).unwrap();
     let len = file.metadata().unwrap().len();
@@ -184,6 +208,27 @@ fn variants(libs: &Libs) -> Vec<(String, PathBuf, &'static str)> {
         cases.push((
             format!("{ld}+nobits"),
             libs.derive(&lib, &format!("libvec-{ld}-nobits.so"), |p| patch_fatbin_header(p, 4, &8u32.to_le_bytes())),
+            SONAME,
+        ));
+        // sh_flags (+8) without SHF_ALLOC; sh_size (+32) 0: the bytes are still loaded.
+        cases.push((
+            format!("{ld}+not-alloc"),
+            libs.derive(&lib, &format!("libvec-{ld}-notalloc.so"), |p| patch_fatbin_header(p, 8, &0u64.to_le_bytes())),
+            SONAME,
+        ));
+        cases.push((
+            format!("{ld}+size-0"),
+            libs.derive(&lib, &format!("libvec-{ld}-size0.so"), |p| patch_fatbin_header(p, 32, &0u64.to_le_bytes())),
+            SONAME,
+        ));
+        cases.push((
+            format!("{ld}+zeroed-table"),
+            libs.derive(&lib, &format!("libvec-{ld}-zeroedtable.so"), zero_section_table),
+            SONAME,
+        ));
+        cases.push((
+            format!("{ld}+names-only"),
+            libs.derive(&lib, &format!("libvec-{ld}-namesonly.so"), names_only_section_table),
             SONAME,
         ));
         cases.push((
