@@ -39,6 +39,10 @@ pub struct LayerSummary {
     pub opaque: Vec<String>,
     /// (path, target as written).
     pub symlinks: Vec<(String, String)>,
+    /// Hard links whose target is no file kept earlier in this layer, (path, normalized
+    /// target): the merge resolves them against the layers below and through symbolic links.
+    #[serde(default)]
+    pub hardlinks: Vec<(String, String)>,
     pub stats: LayerStats,
     /// Oddities that did not stop the walk (hostile paths).
     pub notes: Vec<String>,
@@ -204,6 +208,8 @@ pub fn analyze(input: &mut dyn Input, opts: &InspectOptions) -> Result<LayerSumm
                 if let Some(&i) = target.as_ref().and_then(|t| by_path.get(t)) {
                     s.files[i].paths.push(p.clone());
                     by_path.insert(p, i);
+                } else if let Some(t) = target {
+                    s.hardlinks.push((p, t));
                 }
             }
             Kind::File | Kind::Sparse => {

@@ -21,8 +21,15 @@ pub fn merge(layers: Vec<LayerSummary>) -> Vec<Merged> {
     let mut links: BTreeMap<String, String> = BTreeMap::new();
     for (i, mut l) in layers.into_iter().enumerate() {
         l.finish();
+        let linked = hard_links(&live, &l, &links);
         for (_, f) in &mut live {
             f.paths.retain(|p| !l.hides(p));
+        }
+        for (target, p) in linked {
+            match target {
+                Target::Below(j) => live[j].1.paths.push(p),
+                Target::Here(j) => l.files[j].paths.push(p),
+            }
         }
         live.retain(|(_, f)| !f.paths.is_empty());
         links.retain(|p, _| !l.hides(p));
@@ -61,6 +68,58 @@ pub fn merge(layers: Vec<LayerSummary>) -> Vec<Merged> {
         out[i].symlinks.push(l);
     }
     out.sort_by(|a, b| a.file.paths[0].cmp(&b.file.paths[0]));
+    out
+}
+
+enum Target {
+    /// A file of the layers below (index in `live`).
+    Below(usize),
+    /// A file of this layer (index in its `files`).
+    Here(usize),
+}
+
+/// The files this layer's unresolved hard links name. containerd (archive/tar.go,
+/// `hardlinkRootPath`) resolves symbolic links in the target's directory inside the root and
+/// links the file it finds, in the filesystem the layers below left (the snapshot being
+/// applied); moby (pkg/archive createTarFile) calls link(2), which also follows them. A link
+/// made to a file keeps its bytes when a later layer whites the target out, so the link is a
+/// new name of that file, resolved before this layer's own whiteouts apply (an entry order
+/// the summary does not keep: a link written after a whiteout of its target fails at the
+/// runtime, and reading it here only adds a name).
+fn hard_links(
+    live: &[(usize, LayerFile)],
+    l: &LayerSummary,
+    links: &BTreeMap<String, String>,
+) -> Vec<(Target, String)> {
+    if l.hardlinks.is_empty() {
+        return Vec::new();
+    }
+    let mut view = links.clone();
+    view.extend(l.symlinks.iter().cloned());
+    let mut index: BTreeMap<&str, Target> = BTreeMap::new();
+    for (j, (_, f)) in live.iter().enumerate() {
+        for p in &f.paths {
+            index.insert(p.as_str(), Target::Below(j));
+        }
+    }
+    // This layer's files replace what is below at the same path.
+    for (j, f) in l.files.iter().enumerate() {
+        for p in &f.paths {
+            index.insert(p.as_str(), Target::Here(j));
+        }
+    }
+    let mut out = Vec::new();
+    for (p, t) in &l.hardlinks {
+        // The final component is not followed (link(2) links a symbolic link itself).
+        let dir = resolve(&view, path::parent(t));
+        let found = dir.map(|d| path::join(&d, path::file_name(t)));
+        let hit = found.as_deref().and_then(|f| index.get(f)).or_else(|| index.get(t.as_str()));
+        match hit {
+            Some(Target::Below(j)) => out.push((Target::Below(*j), p.clone())),
+            Some(Target::Here(j)) => out.push((Target::Here(*j), p.clone())),
+            None => {}
+        }
+    }
     out
 }
 

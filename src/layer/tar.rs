@@ -11,7 +11,7 @@
 
 use std::io;
 
-use tar::{EntryType, GnuSparseHeader, Header, PaxExtensions};
+use tar::{GnuSparseHeader, Header};
 
 use super::path::escape;
 use crate::input::{Input, read_full};
@@ -99,6 +99,15 @@ impl<'a> TarWalker<'a> {
         }
     }
 
+    /// A seekable input knows its length: an entry running past it is cut off (a stream finds
+    /// out when the skip over the data comes up short).
+    fn check_len(&self, at: u64, name: &[u8]) -> Result<(), TarError> {
+        if self.next > self.input.len() {
+            return Err(corrupt(at, &format!("entry {:?} is cut off: the archive ends inside its data", escape(name))));
+        }
+        Ok(())
+    }
+
     fn read_metadata(&mut self, at: u64, size: u64) -> Result<Vec<u8>, TarError> {
         if size > MAX_METADATA {
             return Err(TarError::Corrupt {
@@ -121,97 +130,171 @@ impl<'a> TarWalker<'a> {
         let mut long_name: Option<Vec<u8>> = None;
         let mut long_link: Option<Vec<u8>> = None;
         let mut pax: Option<Vec<u8>> = None;
-        let first = self.next;
+        let mut first = self.next;
         loop {
             let at = self.next;
+            let pending = at != first;
             let Some(block) = self.read_block(at)? else {
                 // A stream ending on a block boundary without the end marker: tolerated (some
-                // producers omit it), unless an extended header was waiting for its entry.
-                if at != first {
-                    return Err(TarError::Corrupt {
-                        offset: at,
-                        message: "archive ends after an extended header".into(),
-                    });
+                // producers omit it; Go's readHeader takes a clean EOF as the end), unless an
+                // extended header was waiting for its entry.
+                if pending {
+                    return Err(corrupt(at, "archive ends after an extended header"));
                 }
                 self.done = true;
                 return Ok(None);
             };
-            if block.iter().all(|&b| b == 0) {
+            if block == [0u8; 512] {
+                if pending {
+                    return Err(corrupt(at, "archive ends after an extended header"));
+                }
+                // Go (archive/tar reader.go, readHeader) ends the archive on a zero block only
+                // if the next block is zero too or the input ends there; a zero block followed
+                // by a header is ErrHeader, and the runtime refuses the layer. So do we: what
+                // follows a lone zero block is never silently left unread.
+                match self.read_block(at + BLOCK)? {
+                    Some(b) if b != [0u8; 512] => {
+                        return Err(corrupt(
+                            at + BLOCK,
+                            "a header follows a single zero block (Go's archive/tar refuses this archive)",
+                        ));
+                    }
+                    _ => {}
+                }
                 self.done = true;
                 return Ok(None);
             }
+            let format = verify_checksum(&block, at)?;
+            let typeflag = block[156];
             let h = Header::from_byte_slice(&block);
-            verify_checksum(&block, at)?;
-            let size = h.entry_size().map_err(|e| TarError::Corrupt { offset: at, message: e.to_string() })?;
-            let size = match pax.as_deref().and_then(|p| pax_bytes(p, "size")) {
-                Some(s) => std::str::from_utf8(s)
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or_else(|| TarError::Corrupt { offset: at, message: "bad PAX size".into() })?,
+            // Go's parseNumeric, not the tar crate's (which reads base-256 sizes from their last
+            // 8 bytes and trims any whitespace from octal ones).
+            let size =
+                go_numeric(&block[124..136]).filter(|&s| s >= 0).ok_or_else(|| corrupt(at, "bad size field"))? as u64;
+            let data = at + BLOCK;
+            match typeflag {
+                b'L' | b'K' => {
+                    let v = self.read_metadata(at, size)?;
+                    // Go reads the name as a C string (reader.go, parseString): up to the first
+                    // NUL, whatever follows it.
+                    let v = cstr(&v).to_vec();
+                    if typeflag == b'L' {
+                        long_name = Some(v)
+                    } else {
+                        long_link = Some(v)
+                    }
+                    self.next = end_of(data, size, at)?;
+                    self.check_len(at, b"(extended header)")?;
+                    continue;
+                }
+                b'x' => {
+                    let v = self.read_metadata(at, size)?;
+                    // Go's parsePAX fails the whole header on a bad record (ErrHeader): so do
+                    // we, rather than reading the records around it.
+                    if let Some(e) = PaxRecords(&v).find_map(Result::err) {
+                        return Err(corrupt(at, &format!("PAX header: {e}")));
+                    }
+                    pax = Some(v);
+                    self.next = end_of(data, size, at)?;
+                    self.check_len(at, b"(extended header)")?;
+                    continue;
+                }
+                b'g' => {
+                    // Go's Next returns a global header as an entry of its own, which moby
+                    // (pkg/archive createTarFile) and containerd (archive/tar.go) ignore: any
+                    // long name or PAX header before it is dropped by Go and carried over by
+                    // GNU tar and Python. Only a hostile producer writes that: refused.
+                    if pending {
+                        return Err(corrupt(
+                            at,
+                            "PAX global header between an extended header and its entry (readers disagree on it)",
+                        ));
+                    }
+                    let v = self.read_metadata(at, size)?;
+                    if let Some(e) = PaxRecords(&v).find_map(Result::err) {
+                        return Err(corrupt(at, &format!("PAX global header: {e}")));
+                    }
+                    self.next = end_of(data, size, at)?;
+                    self.check_len(at, b"(PAX global header)")?;
+                    first = self.next;
+                    continue;
+                }
+                _ => {}
+            }
+            let pax_rec = |key: &str| pax.as_deref().and_then(|p| pax_get(p, key));
+            // Go's mergePAX: a PAX `size` replaces the header's (an empty value keeps it).
+            let size = match pax_rec("size") {
+                Some(s) => match go_parse_int(s) {
+                    Some(n) if n >= 0 => n as u64,
+                    Some(_) if header_only(typeflag) => 0,
+                    _ => return Err(corrupt(at, "bad PAX size")),
+                },
                 None => size,
             };
-            let data = at + BLOCK;
-            let next = size
-                .div_ceil(BLOCK)
-                .checked_mul(BLOCK)
-                .and_then(|padded| data.checked_add(padded))
-                .ok_or_else(|| TarError::Corrupt { offset: at, message: format!("entry size {size} overflows") })?;
-            // A seekable input knows its length: an entry running past it is cut off (a stream
-            // finds out when the skip over the data comes up short).
-            if next > self.input.len() {
-                return Err(TarError::Corrupt {
-                    offset: at,
-                    message: format!(
-                        "entry {:?} is cut off: the archive ends inside its data",
-                        escape(&h.path_bytes())
-                    ),
-                });
+            // The name as Go reads it: the header's (prefix per format), then a non-empty PAX
+            // `path` (mergePAX), then a non-empty GNU long name (Reader.next applies it after
+            // mergePAX, so it wins). Where both are given and differ, other readers (Python
+            // tarfile, GNU tar) pick differently: refused.
+            let long_name = long_name.take().filter(|v| !v.is_empty());
+            let long_link = long_link.take().filter(|v| !v.is_empty());
+            let pax_path = pax_rec("path");
+            let pax_link = pax_rec("linkpath");
+            if let (Some(l), Some(p)) = (&long_name, pax_path)
+                && l.as_slice() != p
+            {
+                return Err(corrupt(
+                    first,
+                    &format!("GNU long name {:?} and PAX path {:?} disagree", escape(l), escape(p)),
+                ));
             }
-            self.next = next;
-            let et = h.entry_type();
-            if et.is_gnu_longname() {
-                long_name = Some(trim_nul(self.read_metadata(at, size)?));
-                continue;
+            if let (Some(l), Some(p)) = (&long_link, pax_link)
+                && l.as_slice() != p
+            {
+                return Err(corrupt(
+                    first,
+                    &format!("GNU long link {:?} and PAX linkpath {:?} disagree", escape(l), escape(p)),
+                ));
             }
-            if et.is_gnu_longlink() {
-                long_link = Some(trim_nul(self.read_metadata(at, size)?));
-                continue;
-            }
-            if et.is_pax_local_extensions() {
-                pax = Some(self.read_metadata(at, size)?);
-                continue;
-            }
-            if et.is_pax_global_extensions() {
-                continue;
-            }
-            let mut path = pax
-                .as_deref()
-                .and_then(|p| pax_bytes(p, "path"))
-                .map(<[u8]>::to_vec)
-                .or(long_name.take())
-                .unwrap_or_else(|| h.path_bytes().into_owned());
-            let link = pax
-                .as_deref()
-                .and_then(|p| pax_bytes(p, "linkpath"))
-                .map(<[u8]>::to_vec)
-                .or(long_link.take())
-                .or_else(|| h.link_name_bytes().map(|l| l.into_owned()));
-            let mut kind = match et {
-                EntryType::Regular | EntryType::Continuous => Kind::File,
-                EntryType::Directory => Kind::Dir,
-                EntryType::Symlink => Kind::Symlink,
-                EntryType::Link => Kind::Hardlink,
-                EntryType::GNUSparse => Kind::Sparse,
+            let mut path = match long_name {
+                Some(l) => l,
+                None => match pax_path {
+                    Some(p) => p.to_vec(),
+                    None => go_name(&block, format),
+                },
+            };
+            let link = match long_link {
+                Some(l) => Some(l),
+                None => Some(pax_link.unwrap_or_else(|| cstr(&block[157..257])).to_vec()).filter(|l| !l.is_empty()),
+            };
+            // Go (Reader.next): TypeRegA ('\0') is a directory if the name ends in '/', else a
+            // regular file; TypeReg ('0') stays a regular file whatever its name (moby and
+            // containerd then Clean the name: `lib/x.so/` is written as the file `lib/x.so`).
+            let typeflag = match typeflag {
+                0 if path.ends_with(b"/") => b'5',
+                0 => b'0',
+                t => t,
+            };
+            // Go (handleRegularFile, isHeaderOnlyType): links, devices, directories and FIFOs
+            // have no data whatever their size field says; the next header follows at once.
+            let stored = if header_only(typeflag) { 0 } else { size };
+            self.next = end_of(data, stored, at)?;
+            self.check_len(at, &path)?;
+            let mut kind = match typeflag {
+                b'0' | b'7' => Kind::File,
+                b'5' => Kind::Dir,
+                b'2' => Kind::Symlink,
+                b'1' => Kind::Hardlink,
+                b'S' => Kind::Sparse,
                 _ => Kind::Other,
             };
-            let mut size = size;
+            let mut size = stored;
             let mut data = data;
             let mut sparse = None;
-            let pax_sparse = pax.as_deref().is_some_and(|p| {
-                PaxExtensions::new(p).filter_map(Result::ok).any(|e| e.key_bytes().starts_with(b"GNU.sparse."))
-            });
+            let pax_sparse = pax
+                .as_deref()
+                .is_some_and(|p| PaxRecords(p).filter_map(Result::ok).any(|(k, _)| k.starts_with(b"GNU.sparse.")));
             if kind == Kind::Sparse || pax_sparse {
-                if let Some(name) = pax.as_deref().and_then(|p| pax_bytes(p, "GNU.sparse.name")) {
+                if let Some(name) = pax_rec("GNU.sparse.name").filter(|n| !n.is_empty()) {
                     path = name.to_vec();
                 }
                 let shown = String::from_utf8_lossy(&path).into_owned();
@@ -242,8 +325,6 @@ impl<'a> TarWalker<'a> {
                 size = real;
                 sparse = Some(map);
             }
-            // Old tars mark directories only with a trailing slash.
-            let kind = if kind == Kind::File && path.ends_with(b"/") { Kind::Dir } else { kind };
             return Ok(Some(TarEntry {
                 path,
                 kind,
@@ -294,12 +375,13 @@ impl<'a> TarWalker<'a> {
         let num = |v: &[u8], what: &str| -> Result<u64, String> {
             std::str::from_utf8(v).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| format!("bad sparse {what}"))
         };
-        let real = pax_bytes(pax, "GNU.sparse.realsize")
-            .or_else(|| pax_bytes(pax, "GNU.sparse.size"))
+        // Go (readGNUSparsePAXHeaders) takes GNU.sparse.size before GNU.sparse.realsize.
+        let real = pax_get(pax, "GNU.sparse.size")
+            .or_else(|| pax_get(pax, "GNU.sparse.realsize"))
             .ok_or("sparse file without a size")?;
         let real = num(real, "size")?;
-        let major = pax_bytes(pax, "GNU.sparse.major").map(|v| num(v, "version")).transpose()?;
-        let minor = pax_bytes(pax, "GNU.sparse.minor").map(|v| num(v, "version")).transpose()?;
+        let major = pax_raw(pax, "GNU.sparse.major").map(|v| num(v, "version")).transpose()?;
+        let minor = pax_raw(pax, "GNU.sparse.minor").map(|v| num(v, "version")).transpose()?;
         let pairs = |nums: Vec<u64>| -> Result<Vec<Region>, String> {
             if !nums.len().is_multiple_of(2) || nums.len() / 2 > MAX_REGIONS {
                 return Err("bad sparse map".into());
@@ -340,7 +422,7 @@ impl<'a> TarWalker<'a> {
                 minor.unwrap_or_default()
             )),
             (None, None) => {
-                if let Some(m) = pax_bytes(pax, "GNU.sparse.map") {
+                if let Some(m) = pax_raw(pax, "GNU.sparse.map") {
                     let nums = if m.is_empty() {
                         Vec::new()
                     } else {
@@ -350,25 +432,21 @@ impl<'a> TarWalker<'a> {
                 }
                 // 0.0: the records repeat, in order.
                 let mut nums = Vec::new();
-                for e in PaxExtensions::new(pax) {
-                    let e = e.map_err(|e| e.to_string())?;
-                    match e.key_bytes() {
-                        b"GNU.sparse.offset" if nums.len().is_multiple_of(2) => {
-                            nums.push(num(e.value_bytes(), "offset")?)
-                        }
-                        b"GNU.sparse.numbytes" if !nums.len().is_multiple_of(2) => {
-                            nums.push(num(e.value_bytes(), "length")?)
-                        }
+                for e in PaxRecords(pax) {
+                    let (key, value) = e.map_err(str::to_string)?;
+                    match key {
+                        b"GNU.sparse.offset" if nums.len().is_multiple_of(2) => nums.push(num(value, "offset")?),
+                        b"GNU.sparse.numbytes" if !nums.len().is_multiple_of(2) => nums.push(num(value, "length")?),
                         b"GNU.sparse.offset" | b"GNU.sparse.numbytes" => {
                             return Err("sparse offset and numbytes records out of order".into());
                         }
                         _ => {}
                     }
                 }
-                if nums.is_empty() && pax_bytes(pax, "GNU.sparse.numblocks").is_none() {
+                if nums.is_empty() && pax_raw(pax, "GNU.sparse.numblocks").is_none() {
                     return Err("unrecognised GNU sparse records".into());
                 }
-                if let Some(n) = pax_bytes(pax, "GNU.sparse.numblocks")
+                if let Some(n) = pax_raw(pax, "GNU.sparse.numblocks")
                     && num(n, "block count")? != (nums.len() / 2) as u64
                 {
                     return Err("sparse block count does not match its records".into());
@@ -411,34 +489,224 @@ fn check_map(map: &[Region], stored: u64, real: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn trim_nul(mut v: Vec<u8>) -> Vec<u8> {
-    while v.last() == Some(&0) {
-        v.pop();
+fn corrupt(offset: u64, message: &str) -> TarError {
+    TarError::Corrupt { offset, message: message.to_string() }
+}
+
+/// Where the next header is: after `size` bytes of data from `data`, padded to a block.
+fn end_of(data: u64, size: u64, at: u64) -> Result<u64, TarError> {
+    size.div_ceil(BLOCK)
+        .checked_mul(BLOCK)
+        .and_then(|padded| data.checked_add(padded))
+        .ok_or_else(|| corrupt(at, &format!("entry size {size} overflows")))
+}
+
+/// archive/tar common.go `isHeaderOnlyType`: entries that never have data.
+fn header_only(typeflag: u8) -> bool {
+    matches!(typeflag, b'1' | b'2' | b'3' | b'4' | b'5' | b'6')
+}
+
+/// A C string: up to the first NUL (archive/tar reader.go `parseString`).
+fn cstr(b: &[u8]) -> &[u8] {
+    b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
+}
+
+/// The header layouts archive/tar format.go `getFormat` tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    V7,
+    /// Magic `ustar\0`, whatever the version (Go does not look at it).
+    Ustar,
+    /// `ustar\0` with the `tar\0` trailer: a 131-byte prefix, then atime and ctime.
+    Star,
+    /// Magic `ustar ` with version ` \0`.
+    Gnu,
+}
+
+fn format_of(b: &[u8; 512]) -> Format {
+    match (&b[257..263], &b[263..265], &b[508..512]) {
+        (b"ustar\0", _, b"tar\0") => Format::Star,
+        (b"ustar\0", _, _) => Format::Ustar,
+        (b"ustar ", b" \0", _) => Format::Gnu,
+        _ => Format::V7,
     }
+}
+
+/// The entry's name as archive/tar reader.go `readHeader` builds it. The `tar` crate differs:
+/// it ignores the prefix of a `ustar\0` header whose version is not `00`, reads a star
+/// header's prefix into its atime, and never reads the prefix of a GNU header, which Go does
+/// where the atime or ctime field does not parse (the pre-Go 1.8 writer bug, golang.org/issue/12594).
+fn go_name(b: &[u8; 512], format: Format) -> Vec<u8> {
+    let name = cstr(&b[..100]);
+    let prefix = match format {
+        Format::V7 => &[][..],
+        Format::Ustar => cstr(&b[345..500]),
+        Format::Star => cstr(&b[345..476]),
+        Format::Gnu => {
+            let bad = |f: &[u8]| f[0] != 0 && go_numeric(f).is_none();
+            let p = cstr(&b[345..500]);
+            if (bad(&b[345..357]) || bad(&b[357..369])) && p.is_ascii() { p } else { &[][..] }
+        }
+    };
+    if prefix.is_empty() {
+        return name.to_vec();
+    }
+    let mut v = Vec::with_capacity(prefix.len() + 1 + name.len());
+    v.extend_from_slice(prefix);
+    v.push(b'/');
+    v.extend_from_slice(name);
     v
 }
 
-/// The last value recorded for `key` (later records override earlier ones), as raw bytes.
-fn pax_bytes<'p>(pax: &'p [u8], key: &str) -> Option<&'p [u8]> {
-    PaxExtensions::new(pax)
-        .filter_map(Result::ok)
-        .filter(|e| e.key_bytes() == key.as_bytes())
-        .last()
-        .map(|e| e.value_bytes())
+/// archive/tar strconv.go `parseNumeric`: base-256 when the high bit is set, else octal. None
+/// where Go sets ErrHeader.
+fn go_numeric(b: &[u8]) -> Option<i64> {
+    if b.first().is_some_and(|&c| c & 0x80 != 0) {
+        let inv = if b[0] & 0x40 != 0 { 0xff } else { 0 };
+        let mut x: u64 = 0;
+        for (i, &c) in b.iter().enumerate() {
+            let mut c = c ^ inv;
+            if i == 0 {
+                c &= 0x7f;
+            }
+            if x >> 56 > 0 {
+                return None;
+            }
+            x = x << 8 | u64::from(c);
+        }
+        if x >> 63 > 0 {
+            return None;
+        }
+        return Some(if inv == 0xff { !(x as i64) } else { x as i64 });
+    }
+    go_octal(b).map(|x| x as i64)
 }
 
-fn verify_checksum(block: &[u8; 512], at: u64) -> Result<(), TarError> {
-    let h = Header::from_byte_slice(block);
-    let want = h.cksum().map_err(|e| TarError::Corrupt { offset: at, message: format!("checksum field: {e}") })?;
-    let sum: u32 =
-        block.iter().enumerate().map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) }).sum();
-    if sum != want {
+/// archive/tar strconv.go `parseOctal`: spaces and NULs trimmed from both ends, then up to the
+/// first NUL, in base 8 (an empty field is 0).
+fn go_octal(b: &[u8]) -> Option<u64> {
+    let pad = |c: &u8| *c == b' ' || *c == 0;
+    let start = b.iter().position(|c| !pad(c)).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !pad(c)).map_or(start, |i| i + 1);
+    let s = cstr(&b[start..end]);
+    if s.is_empty() {
+        return Some(0);
+    }
+    let mut x: u64 = 0;
+    for &c in s {
+        if !(b'0'..=b'7').contains(&c) {
+            return None;
+        }
+        x = x.checked_mul(8)?.checked_add(u64::from(c - b'0'))?;
+    }
+    Some(x)
+}
+
+/// Go's `strconv.ParseInt(s, 10, 64)`: an optional sign, then decimal digits.
+fn go_parse_int(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut x: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        let d = i64::from(c - b'0');
+        x = x.checked_mul(10)?;
+        x = if neg { x.checked_sub(d)? } else { x.checked_add(d)? };
+    }
+    Some(x)
+}
+
+/// PAX records as archive/tar reader.go `parsePAXRecord` and `validPAXRecord` read them: the
+/// length prefix decides where a record ends (a value may hold newlines; the `tar` crate splits
+/// at them), and any malformed record is an error (Go fails the header).
+struct PaxRecords<'p>(&'p [u8]);
+
+impl<'p> Iterator for PaxRecords<'p> {
+    type Item = Result<(&'p [u8], &'p [u8]), &'static str>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let s = self.0;
+        if s.is_empty() {
+            return None;
+        }
+        let r = (|| {
+            let sp = s.iter().position(|&c| c == b' ').ok_or("record without a length")?;
+            let n = go_parse_int(&s[..sp]).ok_or("bad record length")?;
+            if n < 5 || n as u64 > s.len() as u64 || n as usize <= sp + 1 {
+                return Err("bad record length");
+            }
+            let n = n as usize;
+            if s[n - 1] != b'\n' {
+                return Err("record does not end in a newline");
+            }
+            let rec = &s[sp + 1..n - 1];
+            let eq = rec.iter().position(|&c| c == b'=').ok_or("record without '='")?;
+            let (k, v) = (&rec[..eq], &rec[eq + 1..]);
+            let nul = |x: &[u8]| x.contains(&0);
+            let valid = !k.is_empty()
+                && match k {
+                    b"path" | b"linkpath" | b"uname" | b"gname" => !nul(v),
+                    _ => !nul(k),
+                };
+            if !valid {
+                return Err("invalid record");
+            }
+            Ok((n, k, v))
+        })();
+        match r {
+            Ok((n, k, v)) => {
+                self.0 = &s[n..];
+                Some(Ok((k, v)))
+            }
+            Err(e) => {
+                self.0 = &[];
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// The last value recorded for `key`, empty or not.
+fn pax_raw<'p>(pax: &'p [u8], key: &str) -> Option<&'p [u8]> {
+    PaxRecords(pax).filter_map(Result::ok).filter(|(k, _)| *k == key.as_bytes()).last().map(|(_, v)| v)
+}
+
+/// The value Go keeps for `key` (later records override earlier ones), None where it is
+/// missing or empty (Go's mergePAX keeps the header's value for an empty one).
+fn pax_get<'p>(pax: &'p [u8], key: &str) -> Option<&'p [u8]> {
+    PaxRecords(pax)
+        .filter_map(Result::ok)
+        .filter(|(k, _)| *k == key.as_bytes())
+        .last()
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_empty())
+}
+
+/// Verifies the checksum as archive/tar format.go `getFormat` does (the field in octal, equal
+/// to the unsigned or the signed sum of the block) and returns the header's layout.
+fn verify_checksum(block: &[u8; 512], at: u64) -> Result<Format, TarError> {
+    let want = go_octal(&block[148..156]).ok_or_else(|| corrupt(at, "bad checksum field"))?;
+    let (mut unsigned, mut signed) = (0u64, 0i64);
+    for (i, &b) in block.iter().enumerate() {
+        let b = if (148..156).contains(&i) { b' ' } else { b };
+        unsigned += u64::from(b);
+        signed += i64::from(b as i8);
+    }
+    if want != unsigned && want as i64 != signed {
         return Err(TarError::Corrupt {
             offset: at,
-            message: format!("checksum {want} does not match the header ({sum}): not a tar archive, or corrupt"),
+            message: format!("checksum {want} does not match the header ({unsigned}): not a tar archive, or corrupt"),
         });
     }
-    Ok(())
+    Ok(format_of(block))
 }
 
 /// A tar header block at the start of `b` (checksum verified).
