@@ -22,6 +22,7 @@ mod inspect_linkers;
 mod install;
 #[cfg(feature = "slow-tests")]
 mod kubernetes;
+mod layer_compression;
 mod layer_tar;
 mod layering;
 #[cfg(feature = "slow-tests")]
