@@ -42,4 +42,5 @@ mod support;
 mod toolchains;
 mod util;
 mod verdicts;
+mod wheel_zip;
 mod wheels;
