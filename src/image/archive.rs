@@ -130,7 +130,7 @@ pub fn scan_file(
     if len == 0 {
         return Err(ScanError::input(path, "empty file: not an image archive"));
     }
-    let mut head = [0u8; 4];
+    let mut head = [0u8; decode::SNIFF_LEN];
     let n = head.len().min(len as usize);
     FileInput::new(&file, 0, len).read_at(0, &mut head[..n]).expect("seekable").map_err(|e| ScanError::io(path, e))?;
     let compression = decode::sniff(&head[..n]);
@@ -246,12 +246,17 @@ pub fn scan_reader<R: Read>(
     platform: &Platform,
     opts: &ScanOptions,
 ) -> Result<ImageReport, ScanError> {
-    let mut head = [0u8; 4];
+    let mut head = [0u8; decode::SNIFF_LEN];
     let n = crate::layer::pipe::read_full_dyn(&mut reader, &mut head).map_err(|e| ScanError::io(label, e))?;
     if n == 0 {
         return Err(ScanError::Input { what: label.to_string(), message: "empty: no image archive was given".into() });
     }
     let compression = decode::sniff(&head[..n]);
+    if compression == Compression::None
+        && let Some(why) = decode::unreadable(&head[..n])
+    {
+        return Err(ScanError::Input { what: label.to_string(), message: format!("not an image archive: {why}") });
+    }
     let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
     let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(label, e))?;
     scan_stream(dec, label, compression, None, None, platform, opts)
@@ -276,9 +281,8 @@ pub fn scan_stream<R: Read>(
     let mut store = MemStore { small: HashMap::new(), links: HashMap::new(), held: 0 };
     let mut outcomes: HashMap<String, Result<Outcome, ScanError>> = HashMap::new();
     let wrapped = match compression {
-        Compression::None => "",
-        Compression::Gzip => " (gzip-compressed)",
-        Compression::Zstd => " (zstd-compressed)",
+        Compression::None => String::new(),
+        c => format!(" ({}-compressed)", c.name()),
     };
     let bad = |e: &dyn std::fmt::Display| ScanError::Input {
         what: label.to_string(),

@@ -257,7 +257,7 @@ impl Source {
         Err(ScanError::input(
             &p,
             format!(
-                "not an image archive (tar, tar.gz, tar.zst), OCI layout, wheel or binary that cudalint reads \
+                "not an image archive (tar, tar.gz, tar.zst, tar.xz, tar.bz2), OCI layout, wheel or binary that cudalint reads \
                  (a truncated archive?); to scan it as a plain file anyway, use file:{}",
                 p.display()
             ),

@@ -101,7 +101,7 @@ pub fn scan_file(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanErr
         {
             return Err(ScanError::input(
                 path,
-                "an archive (tar, gzip or zstd), not a single binary: scan it without the file: prefix",
+                "an archive (tar, gzip, zstd, xz or bzip2), not a single binary: scan it without the file: prefix",
             ));
         }
     }

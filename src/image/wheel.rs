@@ -1,6 +1,15 @@
 //! Python wheels (zip): each member streamed through the per-file analysis as it is inflated,
 //! named by its path inside the wheel (`/torch/lib/libtorch_cuda.so`).
+//!
+//! Read as pip installs it (`pip/_internal/operations/install/wheel.py`, over CPython's
+//! `zipfile`), or refused: the central directory is the one `zipfile` finds (`_EndRecData`,
+//! `_RealGetContents`: the one ending at the end record, whatever the end record's offset field
+//! says), every name not ending in `/` is a file whose bytes are written (a symlink or gitlink
+//! mode in the external attributes changes nothing), a repeated name is its last entry
+//! (`getinfo`), and members that share bytes (a zip bomb) or inflate past [`MAX_INFLATED`] are
+//! refused. docs/reading-compression-wheels.md lists each case.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -9,15 +18,225 @@ use crate::input::{InputReader, StreamInput};
 use crate::layer::analyze::{FileVisitor, Want};
 use crate::layer::path::normalize;
 
+/// The most bytes a wheel's members may inflate to in all: the largest CUDA wheels (torch,
+/// cuDNN) hold a few GB; past this the wheel is refused rather than inflated for minutes.
+pub const MAX_INFLATED: u64 = 16 << 30;
+
+/// One central directory entry as CPython's `zipfile` reads it.
+struct Member {
+    raw_name: Vec<u8>,
+    /// Where its local header is (`header_offset + concat`).
+    offset: u64,
+    method: u16,
+    compress_size: u64,
+    file_size: u64,
+}
+
+fn le16(b: &[u8], at: usize) -> u64 {
+    u64::from(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+fn le32(b: &[u8], at: usize) -> u64 {
+    u64::from(u32::from_le_bytes(b[at..at + 4].try_into().unwrap()))
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+fn read_at(file: &File, at: u64, len: usize) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::FileExt;
+    let mut b = vec![0u8; len];
+    let mut n = 0;
+    while n < len {
+        match file.read_at(&mut b[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    b.truncate(n);
+    Ok(b)
+}
+
+/// The members `zipfile` lists (`namelist()` order, repeats kept), found as `_EndRecData` and
+/// `_RealGetContents` find them.
+fn zipfile_members(file: &File, size: u64) -> Result<Vec<Member>, String> {
+    const EOCD: &[u8] = b"PK\x05\x06";
+    let not_zip = || "not a zip file (no end of central directory record)".to_string();
+    // The end record: last in the file without a comment, else the last signature in the last
+    // 64 KiB + 22 bytes.
+    let tail_start = size.saturating_sub((1 << 16) + 22);
+    let tail = read_at(file, tail_start, (size - tail_start) as usize)?;
+    let at = if tail.len() >= 22 && tail[tail.len() - 22..].starts_with(EOCD) && tail.ends_with(&[0, 0]) {
+        tail.len() - 22
+    } else {
+        let at = memchr::memmem::rfind(&tail, EOCD).ok_or_else(not_zip)?;
+        if tail.len() - at < 22 {
+            return Err(not_zip());
+        }
+        at
+    };
+    let end = &tail[at..at + 22];
+    let location = tail_start + at as u64;
+    let (mut size_cd, mut offset_cd) = (le32(end, 12), le32(end, 16));
+    let mut concat_adjust: i128 = 0;
+    // `_EndRecData64`: a locator right before the end record, the zip64 end record right before
+    // the locator (its offset field is not used).
+    if location >= 20 + 56 {
+        let loc = read_at(file, location - 20, 20)?;
+        if loc.starts_with(b"PK\x06\x07") {
+            if le32(&loc, 4) != 0 || le32(&loc, 16) > 1 {
+                return Err("a zip spanning several disks".into());
+            }
+            let e64 = read_at(file, location - 20 - 56, 56)?;
+            if e64.starts_with(b"PK\x06\x06") {
+                size_cd = le64(&e64, 40);
+                offset_cd = le64(&e64, 48);
+                concat_adjust = 56 + 20;
+            }
+        }
+    }
+    // `concat = location - size_cd - offset_cd` (less the zip64 records): the directory is the
+    // one ending at the end record, and every offset is moved by `concat`.
+    let concat = i128::from(location) - i128::from(size_cd) - i128::from(offset_cd) - concat_adjust;
+    let start = u64::try_from(i128::from(offset_cd) + concat).map_err(|_| "bad offset for the central directory")?;
+    let cd = read_at(file, start, usize::try_from(size_cd).map_err(|_| "central directory too large")?)?;
+    if (cd.len() as u64) < size_cd {
+        return Err("truncated central directory".into());
+    }
+    let mut members = Vec::new();
+    let mut p = 0usize;
+    while p < cd.len() {
+        let h = cd.get(p..p + 46).ok_or("truncated central directory")?;
+        if !h.starts_with(b"PK\x01\x02") {
+            return Err("bad magic number for the central directory".into());
+        }
+        let (n, m, k) = (le16(h, 28) as usize, le16(h, 30) as usize, le16(h, 32) as usize);
+        let raw_name = cd.get(p + 46..p + 46 + n).ok_or("truncated central directory")?.to_vec();
+        let extra = cd.get(p + 46 + n..p + 46 + n + m).ok_or("truncated central directory")?;
+        let (mut file_size, mut compress_size, mut offset) = (le32(h, 24), le32(h, 20), le32(h, 42));
+        // `ZipInfo._decodeExtra`: zip64 sizes and offset, in that order, where the field is full.
+        let mut e = 0;
+        while e + 4 <= extra.len() {
+            let (id, len) = (le16(extra, e), le16(extra, e + 2) as usize);
+            let body = extra.get(e + 4..e + 4 + len).ok_or("corrupt extra field")?;
+            if id == 1 {
+                let mut q = 0;
+                for v in [&mut file_size, &mut compress_size, &mut offset] {
+                    if *v == 0xFFFF_FFFF {
+                        *v = if q + 8 <= body.len() {
+                            le64(body, q)
+                        } else {
+                            return Err("corrupt zip64 extra field".into());
+                        };
+                        q += 8;
+                    }
+                }
+            }
+            e += 4 + len;
+        }
+        let offset = u64::try_from(i128::from(offset) + concat).map_err(|_| "bad offset for a local header")?;
+        members.push(Member { raw_name, offset, method: le16(h, 10) as u16, compress_size, file_size });
+        p += 46 + n + m + k;
+    }
+    Ok(members)
+}
+
+/// A member's name in messages (the CLI escapes what it prints).
+fn shown(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw).into_owned()
+}
+
+/// Refuses what pip would not install as it reads, and what cudalint would read otherwise:
+/// a central directory other than zipfile's, members sharing bytes, names that differ from
+/// their local headers, compressions cudalint does not inflate, too much inflated data.
+fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Result<(), String> {
+    let members = zipfile_members(file, size)?;
+    // What zipfile's `getinfo` returns for each name: its last entry.
+    let mut last: HashMap<&[u8], &Member> = HashMap::new();
+    for m in &members {
+        last.insert(&m.raw_name, m);
+    }
+    let mut ours = HashMap::new();
+    for i in 0..zip.len() {
+        let f = zip.by_index_raw(i).map_err(|e| format!("member {i}: {e}"))?;
+        ours.insert(f.name_raw().to_vec(), f.header_start());
+    }
+    let same = ours.len() == last.len() && last.iter().all(|(n, m)| ours.get(*n) == Some(&m.offset));
+    if !same {
+        return Err("its central directories disagree (Python's zipfile, which pip installs with, reads the one \
+                    ending at the end record; another is there too, or bytes before the archive): refused"
+            .into());
+    }
+    let mut spans = Vec::with_capacity(members.len());
+    for m in &members {
+        let h = read_at(file, m.offset, 30)?;
+        if h.len() < 30 || !h.starts_with(b"PK\x03\x04") {
+            return Err(format!("member {}: no local header where the central directory points", shown(&m.raw_name)));
+        }
+        let (n, k) = (le16(&h, 26), le16(&h, 28));
+        let end = m.offset.saturating_add(30 + n + k).saturating_add(m.compress_size);
+        spans.push((m.offset, end, n, m));
+    }
+    spans.sort_by_key(|s| s.0);
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err(format!(
+                "members {} and {} share bytes (overlapping entries, as a zip bomb has them; newer Pythons' \
+                 zipfile refuses them too): refused",
+                shown(&w[0].3.raw_name),
+                shown(&w[1].3.raw_name)
+            ));
+        }
+    }
+    for &(at, _, n, m) in &spans {
+        if read_at(file, at + 30, n as usize)? != m.raw_name {
+            return Err(format!(
+                "member {}: its local header names another file (zipfile refuses it): refused",
+                shown(&m.raw_name)
+            ));
+        }
+    }
+    let mut total = 0u64;
+    for m in &members {
+        if !std::ptr::eq(last[m.raw_name.as_slice()], m) || m.raw_name.ends_with(b"/") {
+            continue;
+        }
+        let what = match m.method {
+            0 | 8 => None,
+            12 => Some("bzip2 compression (method 12), which Python's zipfile reads and cudalint does not".to_string()),
+            14 => Some("LZMA compression (method 14), which Python's zipfile reads and cudalint does not".to_string()),
+            x => Some(format!("compression method {x}, which Python's zipfile (pip) does not read either")),
+        };
+        if let Some(what) = what {
+            return Err(format!("member {}: {what}: refused", shown(&m.raw_name)));
+        }
+        total = total.saturating_add(m.file_size);
+        if total > MAX_INFLATED {
+            return Err(format!(
+                "member {}: the members inflate to more than {MAX_INFLATED} bytes in all: refused",
+                shown(&m.raw_name)
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
+    let mut zip = zip::ZipArchive::new(file.try_clone().map_err(|e| ScanError::io(path, e))?)
+        .map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
+    check_members(&file, size, &mut zip).map_err(|e| ScanError::input(path, e))?;
     let mut v = FileVisitor::new(&opts.inspect);
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).map_err(|e| ScanError::input(path, format!("member {i}: {e}")))?;
         v.summary.stats.entries += 1;
-        if !member.is_file() {
+        // pip writes every name not ending in `/` as a file, with the member's bytes, whatever
+        // its external attributes say (a symlink's or a gitlink's mode, a name ending in `\`).
+        if member.name_raw().ends_with(b"/") {
             continue;
         }
         let Ok((name, _)) = normalize(member.name().as_bytes()) else { continue };
@@ -28,7 +247,7 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             v.summary.stats.files += 1;
             v.summary.stats.file_bytes += len;
         }
-        let bad = |e: std::io::Error| ScanError::input(path, format!("{name}: {e}"));
+        let bad = |e: std::io::Error| ScanError::input(path, format!("member {name}: {e}"));
         let mut input = StreamInput::new(&mut member, len);
         v.take(&name, want, &mut input).map_err(bad)?;
         // Every member is read to its end, skipped ones too: the zip reader checks a member's

@@ -107,9 +107,14 @@ pub fn stream<R: Read + ?Sized>(
     inspect: &InspectOptions,
     want_tar_digest: bool,
 ) -> Result<Outcome, BlobError> {
-    let mut first = [0u8; 4];
+    let mut first = [0u8; decode::SNIFF_LEN];
     let n = read_full_dyn(raw, &mut first).map_err(|e| layer_err(l, format!("reading the blob: {e}")))?;
     let compression = decode::sniff(&first[..n]);
+    if compression == Compression::None
+        && let Some(why) = decode::unreadable(&first[..n])
+    {
+        return Err(layer_err(l, why));
+    }
     let mut raw = io::Cursor::new(&first[..n]).chain(raw);
     let (raw_w, raw_r) = pipe();
     let mut blob = hasher_for(l.digest.as_ref());
@@ -175,11 +180,7 @@ pub fn stream<R: Read + ?Sized>(
 }
 
 fn name(c: Compression) -> &'static str {
-    match c {
-        Compression::None => "tar",
-        Compression::Gzip => "gzip",
-        Compression::Zstd => "zstd",
-    }
+    c.name()
 }
 
 /// Whether a layer's uncompressed tar is hashed to check its diff_id. A verified blob digest
@@ -205,10 +206,18 @@ pub fn from_file(
         return Err(layer_err(l, format!("blob is {size} bytes, its descriptor says {want}")));
     }
     let mut input = FileInput::new(file, off, size).strict();
-    let mut head = [0u8; 4];
+    let mut head = [0u8; decode::SNIFF_LEN];
     let n = head.len().min(size as usize);
     input.read_at(0, &mut head[..n]).expect("file input is seekable").map_err(|e| layer_err(l, e))?;
     let compression = decode::sniff(&head[..n]);
+    if compression == Compression::None
+        && let Some(why) = decode::unreadable(&head[..n])
+    {
+        return Err(layer_err(l, why));
+    }
+    // Only a blob every runtime reads as a plain tar is walked in place, unhashed under `auto`:
+    // anything sniffed as compressed (a zstd skippable frame included: the decoder skips it, so
+    // a tar hidden inside one is not what is unpacked) is streamed and hashed whole.
     if compression == Compression::None && verify != Verify::Always {
         let summary = analyze(&mut input, inspect).map_err(|e| layer_err(l, format!("not a readable tar: {e}")))?;
         progress(size);

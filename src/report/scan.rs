@@ -6,7 +6,6 @@ use super::human_bytes;
 use super::inspect::file_text;
 use crate::escape::text as esc;
 use crate::image::ImageReport;
-use crate::layer::decode::Compression;
 
 pub fn json(r: &ImageReport) -> String {
     let mut s = serde_json::to_string_pretty(r).expect("report serializes");
@@ -44,11 +43,7 @@ pub fn text(r: &ImageReport) -> String {
             "  layer {n} {} {} {}{}: {} files, {}",
             esc(short(&l.digest)),
             human_bytes(l.size),
-            match l.compression {
-                Compression::None => "tar",
-                Compression::Gzip => "gzip",
-                Compression::Zstd => "zstd",
-            },
+            l.compression.name(),
             if l.verified { ", verified" } else { "" },
             l.stats.files,
             human_bytes(l.stats.file_bytes)

@@ -22,6 +22,7 @@ mod inspect_linkers;
 mod install;
 #[cfg(feature = "slow-tests")]
 mod kubernetes;
+mod layer_compression;
 mod layer_tar;
 mod layering;
 #[cfg(feature = "slow-tests")]
@@ -41,4 +42,5 @@ mod support;
 mod toolchains;
 mod util;
 mod verdicts;
+mod wheel_zip;
 mod wheels;

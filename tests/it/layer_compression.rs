@@ -1,0 +1,267 @@
+//! Issue 22, layer compression: every compression a runtime reads a layer in (containerd:
+//! gzip, zstd with skippable frames; `docker load`: bzip2, gzip, xz, zstd) is read the same way,
+//! and what cudalint lists is what a reference reader (Python's `tarfile` over Python's
+//! `lzma`/`bz2`, or libzstd, decompressing) finds in the layer. docs/reading-compression-wheels.md.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command as Std;
+
+use cudalint::image::{ImageReport, ScanOptions, Verify, scan};
+use cudalint::layer::decode::Compression;
+use serde_json::Value;
+
+use crate::images::{Ent, hex_of, sha, tar};
+use crate::util::read_fixture;
+
+fn opts(verify: Verify) -> ScanOptions {
+    ScanOptions { progress: false, verify, ..ScanOptions::default() }
+}
+
+fn write_blob(dir: &Path, b: &[u8]) {
+    let p = dir.join("blobs/sha256").join(hex_of(&sha(b)));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, b).unwrap();
+}
+
+fn config(diff_id: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux", "config": {"Env": ["CUDA_VERSION=12.9.1"]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }))
+    .unwrap()
+}
+
+/// An OCI layout whose one layer is `blob` (any bytes), its diff_id that of `tar` (what the
+/// runtime unpacks). The media type says gzip whatever the blob is: runtimes sniff, as we do.
+fn oci_with_blob(dir: &Path, tar: &[u8], blob: &[u8]) -> String {
+    let config = config(&sha(tar));
+    write_blob(dir, &config);
+    write_blob(dir, blob);
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(&config), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": sha(blob), "size": blob.len()}],
+    }))
+    .unwrap();
+    write_blob(dir, &manifest);
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(&manifest), "size": manifest.len(),
+        "annotations": {"org.opencontainers.image.ref.name": "latest"}}]});
+    std::fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    format!("oci:{}", dir.display())
+}
+
+/// `docker save` (legacy) whose `layer.tar` is `blob`: `docker load` sniffs and decompresses
+/// it (moby DecompressStream); no blob digest, so the diff_id is checked over the inflated tar.
+fn docker_archive_with_blob(path: &Path, tar: &[u8], blob: &[u8]) -> String {
+    let config = config(&sha(tar));
+    let cfg_name = format!("{}.json", hex_of(&sha(&config)));
+    let mut t = tar::Builder::new(Vec::new());
+    let mut add = |name: &str, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        t.append_data(&mut h, name, data).unwrap();
+    };
+    let layer = format!("{:064x}/layer.tar", 1);
+    add(&layer, blob);
+    add(&cfg_name, &config);
+    let manifest = serde_json::json!([{"Config": cfg_name, "RepoTags": ["demo:1"], "Layers": [layer]}]);
+    add("manifest.json", &serde_json::to_vec(&manifest).unwrap());
+    std::fs::write(path, t.into_inner().unwrap()).unwrap();
+    path.display().to_string()
+}
+
+/// The layer's contents: two CUDA libraries (ELF), text, a directory, a symlink.
+fn layer(lib_a: &'static str, lib_b: &'static str) -> Vec<u8> {
+    tar(&[
+        Ent::Dir("usr/lib/"),
+        Ent::File(lib_a, read_fixture("libsm90a.so")),
+        Ent::File("etc/motd", b"hello\n".to_vec()),
+        Ent::File(lib_b, read_fixture("libmulti.so")),
+        Ent::Symlink("usr/lib/libalias.so", "libsm90a.so"),
+        // Incompressible bytes, so the streams span several blocks and frames.
+        Ent::File(
+            "usr/share/noise.bin",
+            (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect(),
+        ),
+    ])
+}
+
+/// What Python sees: `kind` names the decompressor (`xz`, `bz2`, or `tar` for bytes already
+/// inflated); the regular members, their bytes, and which are ELF.
+fn reference(tarball: &[u8], kind: &str) -> Value {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("blob");
+    std::fs::write(&p, tarball).unwrap();
+    let script = r#"
+import bz2, io, json, lzma, sys, tarfile
+raw = open(sys.argv[1], 'rb').read()
+data = {'xz': lzma.decompress, 'bz2': bz2.decompress, 'tar': bytes}[sys.argv[2]](raw)
+files, elf, size = 0, [], 0
+with tarfile.open(fileobj=io.BytesIO(data), mode='r:') as t:
+    for m in t.getmembers():
+        if m.isreg():
+            files += 1
+            size += m.size
+            if t.extractfile(m).read(4) == b'\x7fELF':
+                elf.append('/' + m.name)
+print(json.dumps({'files': files, 'bytes': size, 'elf': sorted(elf)}))
+"#;
+    let out = Std::new("python3").args(["-c", script]).arg(&p).arg(kind).output().expect("python3");
+    assert!(out.status.success(), "python3: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// cudalint's view in the reference's terms (its files are the ELF ones: every ELF here is a
+/// CUDA library).
+fn listing(r: &ImageReport) -> Value {
+    let mut elf: Vec<String> = r.files.iter().map(|f| f.file.path.clone()).collect();
+    elf.sort();
+    serde_json::json!({"files": r.stats.files, "bytes": r.stats.file_bytes, "elf": elf})
+}
+
+fn xz(b: &[u8]) -> Vec<u8> {
+    let mut e = liblzma::write::XzEncoder::new(Vec::new(), 6);
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+fn bzip2(b: &[u8]) -> Vec<u8> {
+    let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// A zstd skippable frame holding `data`.
+fn skippable(nibble: u8, data: &[u8]) -> Vec<u8> {
+    let mut f = (0x184D_2A50u32 | u32::from(nibble & 0xF)).to_le_bytes().to_vec();
+    f.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    f.extend_from_slice(data);
+    f
+}
+
+/// What pzstd writes: the input cut into chunks, each a skippable frame (holding the size of
+/// the frame after it) and a zstd frame.
+fn pzstd(b: &[u8], chunks: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for c in b.chunks(b.len().div_ceil(chunks)) {
+        let frame = zstd::encode_all(c, 3).unwrap();
+        out.extend(skippable(0, &(frame.len() as u32).to_le_bytes()));
+        out.extend(frame);
+    }
+    out
+}
+
+fn check(spec: &str, want: &Value, compression: Compression, verify: Verify) {
+    let r = scan(spec, &opts(verify)).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    assert_eq!(&listing(&r), want, "{spec} ({verify:?})");
+    let l = &r.image.layers[0];
+    assert_eq!(l.compression, compression, "{spec}");
+    if verify != Verify::Never {
+        assert!(l.verified, "{spec}: the bytes read were hashed and matched ({verify:?})");
+    }
+}
+
+#[test]
+fn xz_and_bzip2_layers_are_read_as_docker_load_reads_them() {
+    let t = layer("usr/lib/libsm90a.so", "opt/app/libmulti.so");
+    let want = reference(&t, "tar");
+    assert_eq!(want["elf"].as_array().unwrap().len(), 2, "{want}");
+    for (blob, kind, c) in [
+        (xz(&t), "xz", Compression::Xz),
+        (bzip2(&t), "bz2", Compression::Bzip2),
+        // Concatenated streams (pbzip2, `xz` of appended files): both read to the end.
+        ([xz(&t[..40_960]), xz(&t[40_960..])].concat(), "xz", Compression::Xz),
+        ([bzip2(&t[..40_960]), bzip2(&t[40_960..])].concat(), "bz2", Compression::Bzip2),
+    ] {
+        assert_eq!(reference(&blob, kind), want, "Python's {kind} reads the tar back");
+        let d = tempfile::tempdir().unwrap();
+        for verify in [Verify::Auto, Verify::Always] {
+            check(&oci_with_blob(&d.path().join("oci"), &t, &blob), &want, c, verify);
+            check(&docker_archive_with_blob(&d.path().join("img.tar"), &t, &blob), &want, c, verify);
+        }
+    }
+}
+
+#[test]
+fn pzstd_output_is_read_whole() {
+    let t = layer("usr/lib/libsm90a.so", "opt/app/libmulti.so");
+    let want = reference(&t, "tar");
+    let blob = pzstd(&t, 3);
+    assert!(blob[..4] == [0x50, 0x2A, 0x4D, 0x18], "starts with a skippable frame");
+    assert_eq!(reference(&zstd::decode_all(&blob[..]).unwrap(), "tar"), want, "libzstd reads it back");
+    let d = tempfile::tempdir().unwrap();
+    for verify in [Verify::Auto, Verify::Always] {
+        check(&oci_with_blob(&d.path().join("oci"), &t, &blob), &want, Compression::Zstd, verify);
+        check(&docker_archive_with_blob(&d.path().join("img.tar"), &t, &blob), &want, Compression::Zstd, verify);
+    }
+}
+
+/// A tar hidden in a zstd skippable frame: its bytes are a valid tar (the frame's magic and
+/// size are the first member's name), and a zstd frame follows. The runtime's decoder skips the
+/// frame and unpacks the second tar; read as a plain tar the blob shows the decoy.
+fn decoy_blob(real: &[u8]) -> Vec<u8> {
+    let mut decoy = tar(&[
+        Ent::RawFile(b"AAAAAAAA".to_vec(), Vec::new()),
+        Ent::File("usr/lib/libdecoy.so", read_fixture("libmulti.so")),
+    ]);
+    let size = (decoy.len() - 8) as u32;
+    let mut h = tar::Header::new_old();
+    h.as_mut_bytes().copy_from_slice(&decoy[..512]);
+    h.as_mut_bytes()[..4].copy_from_slice(&0x184D_2A5Au32.to_le_bytes());
+    h.as_mut_bytes()[4..8].copy_from_slice(&size.to_le_bytes());
+    h.set_cksum();
+    decoy[..512].copy_from_slice(h.as_bytes());
+    assert!(cudalint::layer::tar::looks_like_tar(&decoy), "the frame reads as a tar header");
+    [decoy, zstd::encode_all(real, 3).unwrap()].concat()
+}
+
+#[test]
+fn a_tar_in_a_skippable_frame_is_skipped_as_the_runtime_skips_it() {
+    let t = layer("usr/lib/libsm90a.so", "opt/app/libmulti.so");
+    let want = reference(&t, "tar");
+    let blob = decoy_blob(&t);
+    let raw = reference(&blob, "tar");
+    assert_eq!(raw["elf"], serde_json::json!(["/usr/lib/libdecoy.so"]), "read as a tar, the blob is the decoy");
+    assert_eq!(reference(&zstd::decode_all(&blob[..]).unwrap(), "tar"), want, "libzstd skips the decoy");
+    let d = tempfile::tempdir().unwrap();
+    for verify in [Verify::Auto, Verify::Always, Verify::Never] {
+        // `auto` once read such a blob in place, unhashed, as the decoy tar.
+        check(&oci_with_blob(&d.path().join("oci"), &t, &blob), &want, Compression::Zstd, verify);
+        check(&docker_archive_with_blob(&d.path().join("img.tar"), &t, &blob), &want, Compression::Zstd, verify);
+    }
+    // The digest covers every byte read, the skipped frame's too: one byte of the decoy
+    // changed and the blob digest no longer matches.
+    let mut tampered = blob.clone();
+    tampered[600] ^= 1;
+    let d = tempfile::tempdir().unwrap();
+    let spec = oci_with_blob(d.path(), &t, &blob);
+    let p = d.path().join("blobs/sha256").join(hex_of(&sha(&blob)));
+    std::fs::write(&p, &tampered).unwrap();
+    let Err(e) = scan(&spec, &opts(Verify::Auto)) else { panic!("a tampered skippable frame is refused") };
+    let e = e.to_string();
+    assert!(e.contains("digest") || e.contains("does not match"), "{e}");
+}
+
+#[test]
+fn an_unknown_compression_is_refused_without_quoting_its_bytes() {
+    let t = layer("usr/lib/libsm90a.so", "opt/app/libmulti.so");
+    let mut garbage = b"\x1b]0;pwned\x07GARBAGE".to_vec();
+    garbage.resize(4096, b'Z');
+    let lz4 = [&[0x04, 0x22, 0x4D, 0x18][..], &[7u8; 600]].concat();
+    for (blob, needle) in [(garbage, "neither a tar archive"), (lz4, "lz4")] {
+        let d = tempfile::tempdir().unwrap();
+        for spec in [
+            oci_with_blob(&d.path().join("oci"), &t, &blob),
+            docker_archive_with_blob(&d.path().join("i.tar"), &t, &blob),
+        ] {
+            let e = scan(&spec, &opts(Verify::Auto)).err().unwrap_or_else(|| panic!("{spec}: refused")).to_string();
+            assert!(e.contains(needle), "{e}");
+            assert!(!e.contains("pwned") && !e.contains("ZZZ") && !e.contains('\x1b'), "{e}");
+        }
+    }
+}
