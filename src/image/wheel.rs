@@ -7,7 +7,7 @@
 //! says), every name not ending in `/` is a file whose bytes are written (a symlink or gitlink
 //! mode in the external attributes changes nothing), a repeated name is its last entry
 //! (`getinfo`), and members that share bytes (a zip bomb) or inflate past [`MAX_INFLATED`] are
-//! refused. docs/reading-compression-wheels.md lists each case.
+//! refused. docs/reading.md lists each case.
 
 use std::collections::HashMap;
 use std::fs::File;

@@ -3,7 +3,7 @@
 //!
 //! What is sniffed is what the runtimes sniff: containerd's `DetectCompression`
 //! (`pkg/archive/compression/compression.go`: gzip, zstd frames and zstd *skippable* frames) and
-//! moby's `DecompressStream` (`docker load`: bzip2, gzip, xz, zstd). docs/reading-compression-wheels.md
+//! moby's `DecompressStream` (`docker load`: bzip2, gzip, xz, zstd). docs/reading.md
 //! lists each case.
 
 use std::io::{self, BufRead, Read};

@@ -1,7 +1,7 @@
 //! Issue 22, layer compression: every compression a runtime reads a layer in (containerd:
 //! gzip, zstd with skippable frames; `docker load`: bzip2, gzip, xz, zstd) is read the same way,
 //! and what cudalint lists is what a reference reader (Python's `tarfile` over Python's
-//! `lzma`/`bz2`, or libzstd, decompressing) finds in the layer. docs/reading-compression-wheels.md.
+//! `lzma`/`bz2`, or libzstd, decompressing) finds in the layer. docs/reading.md.
 
 use std::io::Write;
 use std::path::Path;

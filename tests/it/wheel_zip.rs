@@ -1,7 +1,7 @@
 //! Issue 22, wheels: a wheel is read as pip installs it (Python's `zipfile`: `namelist()`,
 //! `getinfo`, every name not ending in `/` written as a file with its bytes) or refused with
 //! exit 2 naming the wheel and the member. Each zip is written by Python's zipfile, edited by
-//! hand where zipfile would not write it. docs/reading-compression-wheels.md.
+//! hand where zipfile would not write it. docs/reading.md.
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
