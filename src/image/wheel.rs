@@ -25,11 +25,28 @@ pub const MAX_INFLATED: u64 = 16 << 30;
 /// One central directory entry as CPython's `zipfile` reads it.
 struct Member {
     raw_name: Vec<u8>,
+    /// Its name as `ZipInfo` holds it (`orig_filename`): UTF-8 with flag bit 11, else cp437.
+    orig: String,
+    flags: u16,
     /// Where its local header is (`header_offset + concat`).
     offset: u64,
     method: u16,
     compress_size: u64,
     file_size: u64,
+}
+
+/// CPython's cp437 codec above ASCII (`bytes(range(128, 256)).decode('cp437')`).
+const CP437_HIGH: &str = "ÇüéâäàåçêëèïîìÄÅÉæÆôöòûùÿÖÜ¢£¥₧ƒáíóúñÑªº¿⌐¬½¼¡«»░▒▓│┤╡╢╖╕╣║╗╝╜╛┐└┴┬├─┼╞╟╚╔╩╦╠═╬╧╨╤╥╙╘╒╓╫╪┘┌█▄▌▐▀αßΓπΣσµτΦΘΩδ∞φε∩≡±≥≤⌠⌡÷≈°∙·√ⁿ²■\u{a0}";
+
+/// A name as `zipfile` decodes it (`_RealGetContents`, `ZipFile.open`): strict UTF-8 where
+/// flag bit 11 is set (zipfile raises on bad UTF-8), else cp437.
+fn decode_name(raw: &[u8], flags: u64) -> Result<String, String> {
+    if flags & 0x800 != 0 {
+        return String::from_utf8(raw.to_vec())
+            .map_err(|_| format!("member {}: its name is not UTF-8 as its flags say (zipfile raises)", shown(raw)));
+    }
+    let high: Vec<char> = CP437_HIGH.chars().collect();
+    Ok(raw.iter().map(|&b| if b < 0x80 { char::from(b) } else { high[usize::from(b - 0x80)] }).collect())
 }
 
 fn le16(b: &[u8], at: usize) -> u64 {
@@ -115,6 +132,17 @@ fn zipfile_members(file: &File, size: u64) -> Result<Vec<Member>, String> {
         }
         let (n, m, k) = (le16(h, 28) as usize, le16(h, 30) as usize, le16(h, 32) as usize);
         let raw_name = cd.get(p + 46..p + 46 + n).ok_or("truncated central directory")?.to_vec();
+        let flags = le16(h, 8);
+        let orig = decode_name(&raw_name, flags)?;
+        // `if x.extract_version > MAX_EXTRACT_VERSION: raise NotImplementedError` (63): the
+        // whole wheel is unreadable, whichever entry says it.
+        if h[6] > 63 {
+            return Err(format!(
+                "member {}: zip version {} needed to extract, which Python's zipfile (pip) does not read: refused",
+                shown(&raw_name),
+                h[6]
+            ));
+        }
         let extra = cd.get(p + 46 + n..p + 46 + n + m).ok_or("truncated central directory")?;
         let (mut file_size, mut compress_size, mut offset) = (le32(h, 24), le32(h, 20), le32(h, 42));
         // `ZipInfo._decodeExtra`: zip64 sizes and offset, in that order, where the field is full.
@@ -138,7 +166,15 @@ fn zipfile_members(file: &File, size: u64) -> Result<Vec<Member>, String> {
             e += 4 + len;
         }
         let offset = u64::try_from(i128::from(offset) + concat).map_err(|_| "bad offset for a local header")?;
-        members.push(Member { raw_name, offset, method: le16(h, 10) as u16, compress_size, file_size });
+        members.push(Member {
+            raw_name,
+            orig,
+            flags: flags as u16,
+            offset,
+            method: le16(h, 10) as u16,
+            compress_size,
+            file_size,
+        });
         p += 46 + n + m + k;
     }
     Ok(members)
@@ -154,15 +190,25 @@ fn shown(raw: &[u8]) -> String {
 /// their local headers, compressions cudalint does not inflate, too much inflated data.
 fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Result<(), String> {
     let members = zipfile_members(file, size)?;
-    // What zipfile's `getinfo` returns for each name: its last entry.
-    let mut last: HashMap<&[u8], &Member> = HashMap::new();
+    // `ZipInfo.__init__` cuts a name at its first NUL (pip writes the file there); the zip
+    // crate keeps the whole name.
+    if let Some(m) = members.iter().find(|m| m.orig.contains('\0')) {
+        return Err(format!(
+            "member {}: its name holds a NUL byte (Python's zipfile, which pip installs with, cuts the name there): \
+             refused",
+            shown(&m.raw_name)
+        ));
+    }
+    // What zipfile's `getinfo` returns for each name (`NameToInfo`, keyed by the decoded name):
+    // its last entry.
+    let mut last: HashMap<&str, &Member> = HashMap::new();
     for m in &members {
-        last.insert(&m.raw_name, m);
+        last.insert(&m.orig, m);
     }
     let mut ours = HashMap::new();
     for i in 0..zip.len() {
         let f = zip.by_index_raw(i).map_err(|e| format!("member {i}: {e}"))?;
-        ours.insert(f.name_raw().to_vec(), f.header_start());
+        ours.insert(f.name().to_string(), f.header_start());
     }
     let same = ours.len() == last.len() && last.iter().all(|(n, m)| ours.get(*n) == Some(&m.offset));
     if !same {
@@ -192,7 +238,10 @@ fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Res
         }
     }
     for &(at, _, n, m) in &spans {
-        if read_at(file, at + 30, n as usize)? != m.raw_name {
+        // `ZipFile.open`: the local name, decoded by the local header's own flag bit 11, is the
+        // directory's.
+        let flags = le16(&read_at(file, at, 30)?, 6);
+        if decode_name(&read_at(file, at + 30, n as usize)?, flags)? != m.orig {
             return Err(format!(
                 "member {}: its local header names another file (zipfile refuses it): refused",
                 shown(&m.raw_name)
@@ -201,8 +250,19 @@ fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Res
     }
     let mut total = 0u64;
     for m in &members {
-        if !std::ptr::eq(last[m.raw_name.as_slice()], m) || m.raw_name.ends_with(b"/") {
+        if !std::ptr::eq(last[m.orig.as_str()], m) || m.orig.ends_with('/') {
             continue;
+        }
+        // `ZipFile.open`: patched data (bit 5) and strong encryption (bit 6) raise
+        // NotImplementedError, encryption (bit 0) wants a password pip does not give.
+        for (bit, what) in [(0x20, "compressed patched data"), (0x40, "strong encryption"), (0x1, "encryption")] {
+            if m.flags & bit != 0 {
+                return Err(format!(
+                    "member {}: {what} (flag bits {:#x}), which Python's zipfile (pip) does not read: refused",
+                    shown(&m.raw_name),
+                    m.flags
+                ));
+            }
         }
         let what = match m.method {
             0 | 8 => None,

@@ -42,5 +42,6 @@ mod support;
 mod toolchains;
 mod util;
 mod verdicts;
+mod wheel_differential;
 mod wheel_zip;
 mod wheels;
