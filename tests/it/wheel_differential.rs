@@ -344,6 +344,8 @@ fn reason(e: &str) -> &'static str {
         ("inflate to more than", "too large"),
         ("local header names another", "local name differs"),
         ("not a wheel", "zip crate refuses"),
+        ("invalid Zip archive", "zip crate refuses"),
+        ("not an image archive", "not taken for a wheel"),
         ("Invalid checksum", "crc"),
         ("checksum", "crc"),
     ]
@@ -420,7 +422,13 @@ fn mutated_wheels_are_read_as_zipfile_reads_them_or_refused() {
         let ours = scan(m);
         let key = match (view.get("files"), &ours) {
             (None, Err(e)) => format!("both refuse ({})", reason(e)),
-            (Some(_), Err(e)) => format!("zipfile reads, cudalint refuses ({})", reason(e)),
+            (Some(_), Err(e)) => {
+                let key = format!("zipfile reads, cudalint refuses ({})", reason(e));
+                if !counts.contains_key(&key) {
+                    println!("mutant {i}, first of {key}: {e}");
+                }
+                key
+            }
             (None, Ok(_)) => {
                 bad.push(format!("mutant {i}: pip fails ({}) where cudalint reads it", view["error"]));
                 "pip fails, cudalint reads".into()
