@@ -38,6 +38,7 @@ mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
 mod support;
+mod tar_differential;
 #[cfg(feature = "slow-tests")]
 mod toolchains;
 mod util;
