@@ -14,10 +14,12 @@ args=(scan "$INPUT_IMAGE" --quiet --format "sarif=$out/cudalint.sarif"
 [[ -n "${INPUT_GPUS:-}" ]] && args+=(--gpu "$INPUT_GPUS")
 [[ -n "${INPUT_DRIVER:-}" ]] && args+=(--driver "$INPUT_DRIVER")
 [[ -n "${INPUT_FAIL_ON:-}" ]] && args+=(--fail-on "$INPUT_FAIL_ON")
-# stderr to the log as usual, and kept for the summary when the scan stops.
-"${CUDALINT:-cudalint}" "${args[@]}" 2> >(tee "$out/cudalint.err" >&2)
+# stderr kept for the summary when the scan stops, then copied to the log. Not through
+# `2> >(tee ...)`: the summary could be read before tee had written it all (the scan is --quiet,
+# so nothing is lost by showing it at the end).
+"${CUDALINT:-cudalint}" "${args[@]}" 2>"$out/cudalint.err"
 rc=$?
-wait
+cat "$out/cudalint.err" >&2
 echo "exit-code=$rc" >>"${GITHUB_OUTPUT:?}"
 if [[ -f "$out/cudalint.md" ]]; then
   cat "$out/cudalint.md" >>"${GITHUB_STEP_SUMMARY:?}"
