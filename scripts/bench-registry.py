@@ -138,30 +138,6 @@ def main_with(cudalint, work, host):
     print(f"{'one image, skopeo copy to dir':28} {w2:7.2f} s   -> ratio {w1 / w2:.2f}")
 
 
-def start_registry(work, name):
-    """A loopback registry of its own (the store's), storing under work/name; returns the
-    process (to kill or stop) and its host:port."""
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    d = os.path.join(work, name)
-    os.makedirs(d, exist_ok=True)
-    cfg = os.path.join(d, "config.yml")
-    with open(cfg, "w") as f:
-        f.write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
-                f"    rootdirectory: {d}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
-    reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    return reg, f"127.0.0.1:{port}"
-
-
 def shards(cudalint, host, out, n, store=None, stop=None):
     """n shards at once, each its own cache; `stop` (seconds, signal) sends the store's
     registry that signal that long after the start. Returns (wall, summed stats, images)."""
@@ -215,7 +191,7 @@ def store_stops(a):
             rows.append(("no store", base, s, []))
             for label, sig in [("store healthy", None), ("store killed (SIGKILL) mid-run", signal.SIGKILL),
                                ("store frozen (SIGSTOP) mid-run", signal.SIGSTOP)]:
-                store = start_registry(work, "store-" + label.split()[1])
+                store = benchlib.start_registry(os.path.join(work, "store-" + label.split()[1]))
                 try:
                     stop = (base / 3, sig) if sig else None
                     wall, s, v, notes = shards(cudalint, host, os.path.join(work, label.split()[1]), a.shards,

@@ -48,27 +48,34 @@ def cudalint_binary(root, given=None):
     return os.path.join(root, "target/release/cudalint")
 
 
-@contextlib.contextmanager
-def loopback_registry(work):
+def start_registry(d):
     """A CNCF distribution registry (Debian package docker-registry) on a free loopback port,
-    storing under `work`; yields its host:port and stops it on exit."""
+    storing under `d`; returns the process (to kill or stop) and its host:port."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    cfg = os.path.join(work, "config.yml")
+    os.makedirs(d, exist_ok=True)
+    cfg = os.path.join(d, "config.yml")
     with open(cfg, "w") as f:
         f.write(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n"
-                f"    rootdirectory: {work}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
+                f"    rootdirectory: {d}/data\nhttp:\n  addr: 127.0.0.1:{port}\n")
     reg = subprocess.Popen(["docker-registry", "serve", cfg], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return reg, f"127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def loopback_registry(work):
+    """start_registry(work) for the length of a `with`: yields its host:port, stops it on exit."""
+    reg, host = start_registry(work)
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
+        yield host
     finally:
         reg.kill()
         reg.wait()

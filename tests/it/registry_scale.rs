@@ -228,23 +228,8 @@ fn a_cache_entry_under_another_key_or_with_a_changed_body_is_not_trusted() {
 
 /// A bare HTTP/1.1 request to the loopback registry (no auth): status and body.
 fn http(reg: &Registry, method: &str, path: &str, content_type: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", reg.port)).unwrap();
-    let accept = "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json";
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: {accept}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        reg.host(),
-        body.len()
-    )
-    .unwrap();
-    s.write_all(body).unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&out[..split]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, out[split + 4..].to_vec())
+    let (status, _, body) = reg.http(method, path, content_type, body);
+    (status, body)
 }
 
 fn store_tags(reg: &Registry) -> Vec<String> {
