@@ -367,13 +367,11 @@ fn index_agrees(
         }
         Ok(false)
     };
-    // A name as containerd stores it (`docker.io/library/app:1`) against Docker's (`app:1`).
-    let named_like = |name: &str| {
-        tags.iter().any(|t| {
-            name == t
-                || name.strip_prefix("docker.io/").is_some_and(|n| n == t || n.strip_prefix("library/") == Some(t))
-        })
-    };
+    // Names compared as references (containerd's `docker.io/library/app:1` is Docker's `app:1`),
+    // normalized by the registry client's parser.
+    let whole = |s: &str| oci_client::Reference::try_from(s).ok().map(|r| r.whole());
+    let tagged: Vec<String> = tags.iter().filter_map(|t| whole(t)).collect();
+    let named_like = |name: &str| whole(name).is_some_and(|n| tagged.contains(&n));
     let disagree = |why: String| {
         ScanError::Image(format!(
             "index.json and manifest.json name different images ({why}): docker load reads one, containerd's \
