@@ -103,17 +103,8 @@ pub fn render(format: Format, s: &Subject, cfg: &RenderConfig) -> Result<Rendere
     })
 }
 
-/// `1.1 MiB`, `904 B`: sizes for people.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
-}
+/// Sizes for people (`1.1 MiB`, `904 B`): the lint's one formatter, so findings and listings agree.
+pub use crate::lint::facts::human_size as human_bytes;
 
 #[cfg(test)]
 mod tests {
