@@ -55,8 +55,9 @@ pub struct PolicyArgs {
     #[arg(long)]
     pub rules: Vec<PathBuf>,
     /// Ignore file: `[[ignore]]` tables (.cudalintignore.toml) or one `RULE [PATH-GLOB]
-    /// [exp:YYYY-MM-DD]` per line (.cudalintignore, as Trivy's). Default: the nearest of either,
-    /// found as the configuration is.
+    /// [target=NAME] [exp:YYYY-MM-DD]` per line (.cudalintignore, as Trivy's; a line starting with
+    /// `/PATH-GLOB` ignores every rule there). Default: the nearest of either, found as the
+    /// configuration is.
     #[arg(long)]
     pub ignore_file: Option<PathBuf>,
     /// Report only findings not recorded in this baseline.

@@ -21,7 +21,8 @@ pub struct ScanArgs {
     pub targets: TargetArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// Record the current findings as a baseline (for a later --baseline).
+    /// Record the current findings as a baseline (for a later --baseline). The run then exits 0
+    /// (2 on errors): recording known findings is not a gate, as ruff's --add-noqa is not.
     #[arg(long)]
     pub write_baseline: Option<PathBuf>,
     /// Text reports also list the detail: per-binary findings folded into an image-level one, and
@@ -154,6 +155,13 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
+        eprintln!(
+            "cudalint: recorded {} finding{} in {}; exit 0 (run with --baseline {} to fail only on new ones)",
+            report.findings.len(),
+            if report.findings.len() == 1 { "" } else { "s" },
+            p.display(),
+            p.display()
+        );
     }
     for r in &reports {
         let to = r.path.as_deref();
@@ -171,7 +179,8 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         }
         a.out.emit(to, &out.text)?;
     }
-    Ok(if report.failed && !listing_only { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    let gated = !listing_only && a.write_baseline.is_none();
+    Ok(if report.failed && gated { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// SBOMs of big images run to tens of MiB. The text is held through the scan and copied, with

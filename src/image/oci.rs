@@ -400,7 +400,19 @@ const REF_NAME: &str = "org.opencontainers.image.ref.name";
 /// A layout's `ref.name` is often a bare tag (`skopeo copy ... oci:dir:latest` writes `latest`):
 /// the image is then titled by where it lies, `dir:latest`, not `latest`.
 pub fn qualify_tag(name: Option<String>, place: &std::path::Path) -> Option<String> {
-    let stem = place.file_stem().map(|s| s.to_string_lossy().into_owned()).filter(|s| !s.is_empty() && s != ".");
+    // A directory keeps its whole name (`torch-2.8.0-cu128`); an archive loses only an archive
+    // suffix, never a version's last dot.
+    let mut stem = place.file_name().map(|s| s.to_string_lossy().into_owned());
+    if !place.is_dir()
+        && let Some(s) = &mut stem
+    {
+        for suffix in [".gz", ".zst", ".tgz", ".tar", ".oci"] {
+            if let Some(cut) = s.strip_suffix(suffix).filter(|c| !c.is_empty()) {
+                *s = cut.to_string();
+            }
+        }
+    }
+    let stem = stem.filter(|s| !s.is_empty() && s != "." && s != "..");
     match (name, stem) {
         (Some(n), Some(stem)) if !n.contains(['/', ':', '@']) => Some(format!("{stem}:{n}")),
         (n, _) => n,
@@ -577,6 +589,19 @@ pub fn fuzz_resolve(data: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bare_tags_are_titled_by_the_whole_directory_or_the_archive_without_its_suffix() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = dir.path().join("torch-2.8.0-cu128");
+        std::fs::create_dir(&layout).unwrap();
+        let t = |place: &std::path::Path| qualify_tag(Some("latest".into()), place).unwrap();
+        assert_eq!(t(&layout), "torch-2.8.0-cu128:latest");
+        assert_eq!(t(std::path::Path::new("/x/my-app-1.2.3.tar")), "my-app-1.2.3:latest");
+        assert_eq!(t(std::path::Path::new("/x/my-app-1.2.3.oci.tar.gz")), "my-app-1.2.3:latest");
+        assert_eq!(t(std::path::Path::new("/x/app.tgz")), "app:latest");
+        assert_eq!(qualify_tag(Some("reg/app:1".into()), &layout).unwrap(), "reg/app:1");
+    }
 
     #[test]
     fn platforms() {

@@ -58,7 +58,7 @@ struct RulesCfg {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct IgnoreEntry {
-    /// Rule code or name.
+    /// Rule code or name; `*` is every rule (a path-only entry).
     pub rule: String,
     /// Glob on the file path inside the image (`/opt/legacy/**`); all files when absent.
     pub path: Option<String>,
@@ -125,8 +125,15 @@ fn ignore_entries(
 /// One ignore entry, checked, from `path` at `line`.
 fn ignore(line: usize, entry: IgnoreEntry, path: &Path, rules: &[Rule]) -> Result<Ignore, ConfigError> {
     let err = |message: String| ConfigError::at(path.display(), Some(line), message);
-    if !rules.iter().any(|r| r.code == entry.rule || r.name == entry.rule) {
-        return Err(err(format!("ignore names an unknown rule {:?}", entry.rule)));
+    if entry.rule != ANY_RULE && !rules.iter().any(|r| r.code == entry.rule || r.name == entry.rule) {
+        return Err(err(format!(
+            "ignore names an unknown rule {:?} (a rule code or name, `*` for every rule, or a path starting with `/`)",
+            entry.rule
+        )));
+    }
+    if entry.rule == ANY_RULE && entry.path.is_none() && entry.target.is_none() {
+        // An ignore of everything everywhere would turn the gate off; --fail-on never says that openly.
+        return Err(err("an ignore of every rule needs a path or a target (use --fail-on never to report only)".into()));
     }
     if entry.reason.trim().is_empty() {
         return Err(err("an ignore needs a reason".into()));
@@ -148,8 +155,11 @@ fn ignore(line: usize, entry: IgnoreEntry, path: &Path, rules: &[Rule]) -> Resul
     Ok(Ignore { entry, glob, expires, origin: format!("{}:{line}", path.display()) })
 }
 
+/// The rule of an entry that ignores every rule on its path or target.
+pub const ANY_RULE: &str = "*";
+
 /// Trivy's `.trivyignore` form, one entry per line: `RULE [PATH-GLOB] [target=NAME]
-/// [exp:YYYY-MM-DD]`. `#` starts a comment; the comment on an entry's line, else the comment
+/// [exp:YYYY-MM-DD]`, or `PATH-GLOB ...` alone (starting with `/`) for every rule there. `#` starts a comment; the comment on an entry's line, else the comment
 /// lines just above it, is the entry's reason.
 fn ignore_lines(text: &str, path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, ConfigError> {
     let mut out = Vec::new();
@@ -168,8 +178,13 @@ fn ignore_lines(text: &str, path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, 
             continue;
         }
         let mut words = body.split_whitespace();
-        let rule = words.next().expect("a non-empty body has a word").to_string();
-        let mut entry = IgnoreEntry { rule, path: None, target: None, reason: String::new(), expires: None };
+        let first = words.next().expect("a non-empty body has a word").to_string();
+        // Paths inside an image are absolute, rule codes and names never start with `/`.
+        let (rule, path_first) = match first.starts_with('/') {
+            true => (ANY_RULE.to_string(), Some(first)),
+            false => (first, None),
+        };
+        let mut entry = IgnoreEntry { rule, path: path_first, target: None, reason: String::new(), expires: None };
         for w in words {
             let err = |m: String| ConfigError::at(path.display(), Some(line), m);
             if let Some(d) = w.strip_prefix("exp:") {
@@ -180,7 +195,7 @@ fn ignore_lines(text: &str, path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, 
                 entry.path = Some(w.to_string());
             } else {
                 return Err(err(format!(
-                    "{w:?}: expected RULE [PATH-GLOB] [target=NAME] [exp:YYYY-MM-DD] (a path with spaces needs the TOML form)"
+                    "{w:?}: expected RULE [PATH-GLOB] [target=NAME] [exp:YYYY-MM-DD], or /PATH-GLOB [target=NAME] [exp:YYYY-MM-DD] (a path with spaces needs the TOML form)"
                 )));
             }
         }
@@ -200,8 +215,8 @@ impl Ignore {
         self.expires.is_some_and(|e| today > e)
     }
     pub fn matches(&self, f: &Finding, rules: &[Rule]) -> bool {
-        let rule_ok =
-            rules.iter().any(|r| (r.code == self.entry.rule || r.name == self.entry.rule) && r.code == f.rule);
+        let rule_ok = self.entry.rule == ANY_RULE
+            || rules.iter().any(|r| (r.code == self.entry.rule || r.name == self.entry.rule) && r.code == f.rule);
         let path_ok = match (&self.glob, &f.path) {
             (None, _) => true,
             (Some(g), Some(p)) => g.is_match(p),

@@ -220,6 +220,31 @@ fn config_and_ignore_file_are_found_up_to_the_repository_root_and_named() {
 }
 
 #[test]
+fn an_ignore_line_holding_only_a_path_ignores_every_rule_there() {
+    let d = repo();
+    // On H100 the demo fails only through libsm100f.so (CL001, CL007) and the shipped libcuda
+    // (CL008); a path alone ignores every rule on its files, nothing else.
+    std::fs::write(
+        d.path().join(".cudalintignore"),
+        "/opt/app/lib/libsm100f.so  # built for B200 only, never scheduled on H100\n/usr/lib/*/libcuda.so.*\n",
+    )
+    .unwrap();
+    let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100,L4"]);
+    assert_eq!(r.code, Some(1), "L4 still fails on libsm90a.so: {}{}", r.stdout, r.stderr);
+    let findings: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("error ") || l.starts_with("info ")).collect();
+    assert!(findings.iter().all(|l| !l.contains("libsm100f.so")), "{findings:?}");
+    assert!(findings.iter().any(|l| l.contains("CL001") && l.contains("libsm90a.so on L4")), "{findings:?}");
+    // With both paths ignored, nothing else fails on H100.
+    let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100"]);
+    assert_eq!(r.code, Some(0), "H100 fails on nothing else: {}{}", r.stdout, r.stderr);
+    // A bare `*` would switch the gate off: refused at its line.
+    std::fs::write(d.path().join(".cudalintignore"), "* \n").unwrap();
+    let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100"]);
+    assert_eq!(r.code, Some(2));
+    assert!(r.stderr.contains(".cudalintignore:1: an ignore of every rule needs a path or a target"), "{}", r.stderr);
+}
+
+#[test]
 fn config_errors_say_the_path_came_from_the_config() {
     let d = repo();
     std::fs::write(d.path().join("cudalint.toml"), "fail-on = \"Error\"\n\n[rules]\ndirs = [\"ci/cudalint-rules\"]\n")
