@@ -21,7 +21,15 @@ args=(scan "$INPUT_IMAGE" --quiet --format "sarif=$out/cudalint.sarif"
 rc=$?
 cat "$out/cudalint.err" >&2
 echo "exit-code=$rc" >>"${GITHUB_OUTPUT:?}"
-if [[ -f "$out/cudalint.md" ]]; then
+# GitHub refuses a step summary over 1 MiB (and then shows none): a longer report is cut, and
+# says where the whole one is.
+limit=$((1000 * 1000))
+if [[ -f "$out/cudalint.md" && $(stat -c %s "$out/cudalint.md") -gt $limit ]]; then
+  {
+    head -c "$limit" "$out/cudalint.md" | sed '$d'
+    printf '\n\n… the report is cut here (GitHub shows at most 1 MiB); the whole one is `%s`\n' "$out/cudalint.md"
+  } >>"${GITHUB_STEP_SUMMARY:?}"
+elif [[ -f "$out/cudalint.md" ]]; then
   cat "$out/cudalint.md" >>"${GITHUB_STEP_SUMMARY:?}"
 else
   {

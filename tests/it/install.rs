@@ -160,6 +160,65 @@ fn action_scan_step_writes_sarif_summary_and_exit_code() {
     assert!(said.contains("no targets") && said.contains("CUDALINT_GPU"), "{said}");
 }
 
+/// The Action's inputs left empty defer to cudalint.toml, `fail-on` as `gpus` and `driver` do
+/// (an input defaulting to `error` beat the config's `fail-on = "never"`); a Markdown report over
+/// GitHub's 1 MiB step-summary limit is cut, saying where the whole one is.
+#[test]
+fn action_inputs_left_empty_defer_to_the_config_and_big_summaries_are_cut() {
+    let action: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join("action.yml")).unwrap()).unwrap();
+    for input in ["gpus", "driver", "fail-on"] {
+        assert_eq!(action["inputs"][input]["default"].as_str(), Some(""), "{input}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("job");
+    std::fs::create_dir_all(job.join(".git")).unwrap();
+    std::fs::write(job.join("cudalint.toml"), "fail-on = \"never\"\n[targets]\ngpus = [\"L4\"]\n").unwrap();
+    let (summary, output) = (dir.path().join("summary.md"), dir.path().join("output"));
+    let run = |cudalint: &std::path::Path| {
+        std::fs::write(&summary, "").unwrap();
+        std::fs::write(&output, "").unwrap();
+        Std::new(which("bash"))
+            .arg(root().join("scripts/action-scan.sh"))
+            .current_dir(&job)
+            .env("INPUT_IMAGE", root().join("fixtures/demo/demo-image.tar"))
+            .env("INPUT_GPUS", "")
+            .env("INPUT_DRIVER", "")
+            .env("INPUT_FAIL_ON", "")
+            .env_remove("CUDALINT_GPU")
+            .env_remove("CUDALINT_FAIL_ON")
+            .env("RUNNER_TEMP", dir.path())
+            .env("GITHUB_STEP_SUMMARY", &summary)
+            .env("GITHUB_OUTPUT", &output)
+            .env("CUDALINT", cudalint)
+            .output()
+            .unwrap()
+    };
+    let out = run(&assert_cmd::cargo::cargo_bin("cudalint"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // L4 fails on the demo, and the config says report only.
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=0\n");
+    assert!(std::fs::read_to_string(&summary).unwrap().contains("L4: fails"));
+    // A stand-in for cudalint that writes a 3 MB Markdown report (what the script does with it
+    // is under test, not the report).
+    let fake = dir.path().join("fake-cudalint");
+    std::fs::write(
+        &fake,
+        "#!/usr/bin/env bash\nfor a in \"$@\"; do case $a in markdown=*) md=${a#markdown=};; esac; done\n\
+         for i in $(seq 30000); do echo \"| row $i | a hundred bytes of table cell text, give or take, to fill the report up |\"; done >\"$md\"\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run(&fake);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = std::fs::read_to_string(&summary).unwrap();
+    assert!(said.len() < 1 << 20 && said.len() > 900_000, "{}", said.len());
+    assert!(said.ends_with(&format!("the whole one is `{}/cudalint.md`\n", dir.path().display())), "{}", &said[said.len() - 200..]);
+    // Cut at a line's end, not inside a row.
+    let last_row = said.lines().rev().find(|l| l.starts_with('|')).unwrap();
+    assert!(last_row.ends_with(" |"), "{last_row}");
+}
+
 /// Docker cannot run here: check the Dockerfile's shape (known instructions, a musl build stage,
 /// a scratch final stage copying from it) and that the build context leaves out target/.
 #[test]
