@@ -30,6 +30,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+const FAIL_ON_ROWS: &str = "Which findings make a GPU's row fail (default: error; never: none do). Not an exit status: \
+support exits 0 unless the scan fails, diff exits 1 only on a lost GPU or a driver floor above --driver";
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List every piece of CUDA device code in files (directories are walked recursively):
@@ -49,12 +52,15 @@ pub enum Command {
     /// (another platform), with the minimum driver per GPU and one summary line; `--emit require`
     /// prints the NVIDIA_REQUIRE_CUDA constraint that enforces it. Exit 2 when the scan fails or
     /// finds nothing to judge.
+    // support and diff are not gates on findings: their --fail-on says what fails a GPU's row.
+    #[command(mut_arg("fail_on", |a| a.help(FAIL_ON_ROWS)))]
     Support(Box<support::SupportArgs>),
     /// What an upgrade changes in where an image runs: GPUs lost and gained, the driver floor,
     /// binaries that lost or gained architectures or PTX, run-time compilers and packages whose
     /// build changed. OLD and NEW take any form `scan` does; registry references share the layer
     /// cache. Exit 1 when NEW drops a GPU OLD ran on (or does not run on one of --gpu), or needs
     /// a driver above --driver.
+    #[command(mut_arg("fail_on", |a| a.help(FAIL_ON_ROWS)))]
     Diff(Box<support::DiffArgs>),
     /// List the GPUs cudalint knows and their compute capabilities.
     Gpus,

@@ -92,11 +92,18 @@ pub enum Change {
     Carried,
 }
 
-/// One line of at most this many characters: a reason is a table cell, the report has the rest.
+/// One line of at most this many characters in the table: a reason is a table cell there, the
+/// report has the rest. summary.json keeps the whole line (programs read it, cut text misleads).
 const REASON_CHARS: usize = 160;
 
+/// The reason as one line, whole: what summary.json stores.
+fn flat(s: &str) -> String {
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
+/// The reason as a table cell: one line, cut to [`REASON_CHARS`].
 fn one_line(s: &str) -> String {
-    let line = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ");
+    let line = flat(s);
     if line.chars().count() <= REASON_CHARS {
         return line;
     }
@@ -111,18 +118,18 @@ fn one_line(s: &str) -> String {
 /// (it would fail), else it runs on every target, or there was no device code to judge.
 pub fn reason(r: &LintReport) -> String {
     if let Some(h) = r.headlines.iter().find(|h| h.verdict == HeadlineVerdict::Fails) {
-        return one_line(&h.text);
+        return flat(&h.text);
     }
     if r.failed {
         let top = r.findings.iter().filter(|f| r.fail_on.fails(f.severity)).map(|f| f.severity).max();
         if let Some(f) = r.findings.iter().find(|f| Some(f.severity) == top) {
             let at = f.path.as_deref().map(|p| format!(" ({})", p.rsplit('/').next().unwrap_or(p))).unwrap_or_default();
-            return one_line(&format!("{} {}{at}: {}", f.severity, f.rule, f.message));
+            return flat(&format!("{} {}{at}: {}", f.severity, f.rule, f.message));
         }
         return "fails the gate".to_string();
     }
     if let Some(h) = r.headlines.iter().find(|h| h.verdict == HeadlineVerdict::Accepted) {
-        return one_line(&h.text);
+        return flat(&h.text);
     }
     let judged = r.matrix.iter().flat_map(|m| &m.cells).any(|c| c.class != Class::NotApplicable);
     if r.targets.is_empty() {
@@ -166,7 +173,7 @@ impl ImageResult {
             infos: 0,
             report: None,
             message: None,
-            reason: Some(one_line(&format!("not an image ({what})"))),
+            reason: Some(flat(&format!("not an image ({what})"))),
             digest: Some(digest),
             change: None,
         }
@@ -182,7 +189,7 @@ impl ImageResult {
             warnings: 0,
             infos: 0,
             report: None,
-            reason: Some(one_line(&message)),
+            reason: Some(flat(&message)),
             message: Some(message),
             digest: None,
             change: None,
@@ -545,6 +552,25 @@ mod tests {
             digest: None,
             change: None,
         }
+    }
+
+    #[test]
+    fn the_summary_keeps_the_whole_reason_and_the_table_cuts_it() {
+        let long = format!("L4: fails — {}\nsecond line", "libx.so has sm_100 only, ".repeat(12));
+        let r = ImageResult::failed("r/a:1", None, long.clone());
+        let kept = r.reason.clone().unwrap();
+        assert!(kept.ends_with("second line") && !kept.contains('\n') && !kept.contains('…'), "{kept}");
+        let summary = Summary {
+            schema: crate::schema::REGISTRY_SUMMARY.into(),
+            registry: "r".into(),
+            shards: vec![],
+            images: vec![r],
+            stats: RunStats::default(),
+            fingerprint: None,
+            since: None,
+        };
+        let row = text(&summary).lines().nth(1).unwrap().to_string();
+        assert!(row.ends_with('…') && row.chars().count() < kept.chars().count(), "{row}");
     }
 
     #[test]

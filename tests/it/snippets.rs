@@ -18,7 +18,7 @@ const NOT_RUN: &[(&str, &str)] = &[
     (".venv/bin/", "builds the wheel; tests/it/install.rs installs it into a venv and scans the demo"),
     ("cargo install", "installs from the network; tests/it/install.rs builds the same wheel/binary"),
     ("completions bash >", "writes into $HOME; tests/it/install.rs checks every shell's script"),
-    ("cudalint man >", "writes into $HOME; tests/it/install.rs renders the pages with groff"),
+    ("cudalint man --dir ~", "writes into $HOME; tests/it/install.rs renders the pages with groff"),
     ("registry.example.com", "needs a registry; tests/it/registry.rs runs it on a loopback registry"),
     ("kubectl", "needs a cluster; tests/it/audit.rs audits fixtures/k8s"),
     ("cudalint audit", "pulls the manifests' images; tests/it/audit.rs maps them with --image"),
