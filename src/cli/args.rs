@@ -82,6 +82,27 @@ impl PolicyArgs {
 
     /// The policy these flags and `targets` name, loaded (config, rules, ignores, baseline).
     pub fn load(&self, targets: TargetSpec) -> anyhow::Result<Policy> {
+        // A value given here is named by its flag when it is wrong: a bare "No such file" from
+        // a CI job's long command line does not say which of five paths it was.
+        let files = [("--config", &self.config), ("--ignore-file", &self.ignore_file), ("--baseline", &self.baseline)];
+        for (flag, p) in files.iter().filter_map(|(f, p)| p.as_ref().map(|p| (f, p))) {
+            if !p.is_file() {
+                anyhow::bail!("{flag} {}: {}", p.display(), missing(p));
+            }
+        }
+        for d in &self.rules {
+            if !d.is_dir() {
+                anyhow::bail!("--rules {}: {}", d.display(), missing(d));
+            }
+        }
+        for f in &targets.from {
+            if !std::path::Path::new(f).is_file() {
+                anyhow::bail!("--targets-from {f}: {}", missing(std::path::Path::new(f)));
+            }
+        }
+        if let Some(d) = &targets.driver {
+            crate::lint::targets::driver(d).map_err(|e| anyhow::anyhow!("--driver (or CUDALINT_DRIVER): {e}"))?;
+        }
         Ok(Policy::load(&PolicySpec {
             config: self.config.clone(),
             rule_dirs: self.rules.clone(),
@@ -91,6 +112,15 @@ impl PolicyArgs {
             search_from: std::env::current_dir().ok(),
             targets,
         })?)
+    }
+}
+
+/// What is wrong with a path a flag gives: absent, or not of the kind the flag takes.
+fn missing(p: &std::path::Path) -> &'static str {
+    match std::fs::metadata(p) {
+        Err(_) => "no such file or directory",
+        Ok(m) if m.is_dir() => "a directory, where a file is wanted",
+        Ok(_) => "not a directory",
     }
 }
 

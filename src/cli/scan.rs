@@ -189,7 +189,7 @@ const MAX_SBOM: u64 = 64 << 20;
 
 fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
     use std::io::Read;
-    let shown = || p.display().to_string();
+    let shown = || format!("--enrich {}", p.display());
     let f = std::fs::File::open(p).with_context(shown)?;
     let meta = f.metadata().with_context(shown)?;
     if meta.len() > MAX_SBOM {

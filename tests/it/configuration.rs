@@ -245,6 +245,35 @@ fn an_ignore_line_holding_only_a_path_ignores_every_rule_there() {
 }
 
 #[test]
+fn a_wrong_value_is_named_by_the_flag_or_variable_that_gave_it() {
+    let d = repo();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--gpu", "H100", "--config", "missing.toml"], "--config missing.toml: no such file"),
+        (&["--gpu", "H100", "--rules", "nowhere"], "--rules nowhere: no such file"),
+        (&["--gpu", "H100", "--ignore-file", "nope"], "--ignore-file nope: no such file"),
+        (&["--gpu", "H100", "--baseline", "."], "--baseline .: a directory"),
+        (&["--targets-from", "nodes.json"], "--targets-from nodes.json: no such file"),
+        (&["--gpu", "H100", "--driver", "garbage"], "--driver (or CUDALINT_DRIVER): \"garbage\" is not a driver"),
+    ];
+    let image = demo();
+    for (args, said) in cases {
+        let mut all = vec!["scan", &image, "--quiet"];
+        all.extend_from_slice(args);
+        let r = cli(d.path(), &all);
+        assert_eq!(r.code, Some(2), "{args:?}");
+        assert!(r.stderr.contains(said), "{args:?}: {}", r.stderr);
+    }
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .current_dir(d.path())
+        .env("CUDALINT_DRIVER", "garbage")
+        .args(["scan", &demo(), "--quiet", "--gpu", "H100"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains("CUDALINT_DRIVER"), "{o:?}");
+}
+
+#[test]
 fn config_errors_say_the_path_came_from_the_config() {
     let d = repo();
     std::fs::write(d.path().join("cudalint.toml"), "fail-on = \"Error\"\n\n[rules]\ndirs = [\"ci/cudalint-rules\"]\n")
