@@ -323,15 +323,20 @@ fn bom(report: &LintReport, inventory: &ImageReport) -> String {
     // Run-time compilers (ptxas, NVRTC, ...), under the package that installed them.
     for f in inventory.files.iter().filter(|f| f.file.toolchain.is_some()) {
         let Some(found) = report.compilers.iter().find(|c| c.path == f.file.path) else { continue };
+        let mut props = vec![
+            prop("cudalint:compiler", found.kind.as_str()),
+            prop("cudalint:compiler-version", &found.version),
+            prop("cudalint:compiler-version-source", &found.source),
+        ];
+        // As binaries with device code carry it: the owner is said, not only implied by nesting.
+        if let Some(p) = &f.package {
+            props.push(prop("cudalint:package", &p.purl));
+        }
         let c = json!({
             "type": "file",
             "bom-ref": file_ref(&found.path),
             "name": found.path,
-            "properties": [
-                prop("cudalint:compiler", found.kind.as_str()),
-                prop("cudalint:compiler-version", &found.version),
-                prop("cudalint:compiler-version-source", &found.source),
-            ],
+            "properties": props,
         });
         match &f.package {
             Some(p) => packages.entry(p).or_default().1.push(c),
