@@ -370,12 +370,7 @@ impl OutputArgs {
     /// The terminal width a report written to `to` wraps to: standard output on a terminal
     /// (`COLUMNS` wins, as for other tools); files and pipes are not wrapped.
     fn width(&self, to: Option<&std::path::Path>) -> Option<usize> {
-        use std::io::IsTerminal;
-        if to.is_some() || !std::io::stdout().is_terminal() {
-            return None;
-        }
-        let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok());
-        columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)))
+        if to.is_some() { None } else { stdout_width() }
     }
 
     /// A rendered report to its file, or to standard output.
@@ -398,11 +393,48 @@ pub fn write_stdout(s: &str) -> anyhow::Result<()> {
     }
 }
 
+/// The width standard output wraps to: a terminal's (`COLUMNS` wins, as for other tools);
+/// pipes are not wrapped.
+fn stdout_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok());
+    columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)))
+}
+
+/// A table line whose last column, free text, wraps at spaces within `width`, its continuation
+/// lines indented under that column. A word longer than the room is left whole.
+fn fit_last(lead: &str, last: &str, width: Option<usize>) -> String {
+    let indent = lead.chars().count();
+    let mut out = lead.to_string();
+    let mut col = indent;
+    let room = width.map(|w| w.max(indent + 20));
+    for (i, word) in last.split(' ').filter(|w| !w.is_empty()).enumerate() {
+        let n = word.chars().count();
+        if i > 0 {
+            if room.is_some_and(|r| col + 1 + n > r) {
+                out.push('\n');
+                out.push_str(&" ".repeat(indent));
+                col = indent;
+            } else {
+                out.push(' ');
+                col += 1;
+            }
+        }
+        out.push_str(word);
+        col += n;
+    }
+    out.trim_end().to_string()
+}
+
 fn gpus() -> anyhow::Result<ExitCode> {
     use crate::cuda::gpus::{GPUS, Host, architecture};
     // Columns as wide as their longest cell; the aliases, of any length, go last.
     let w = GPUS.iter().map(|g| g.name.chars().count()).max().unwrap_or(0).max("GPU".len());
     let wa = GPUS.iter().map(|g| architecture(g.cc).len()).max().unwrap_or(0).max("architecture".len());
+    let width = stdout_width();
     let mut out = format!("{:<w$}  {:<4}  {:<wa$}  {:<6}  also\n", "GPU", "cc", "architecture", "hosts");
     for g in GPUS {
         let host = match g.host {
@@ -414,8 +446,8 @@ fn gpus() -> anyhow::Result<ExitCode> {
         if g.unconfirmed {
             also = if also.is_empty() { "(secondary source)".into() } else { format!("{also} (secondary source)") };
         }
-        let line = format!("{:<w$}  {:<4}  {:<wa$}  {host:<6}  {also}", g.name, g.cc.to_string(), architecture(g.cc));
-        out.push_str(line.trim_end());
+        let lead = format!("{:<w$}  {:<4}  {:<wa$}  {host:<6}  ", g.name, g.cc.to_string(), architecture(g.cc));
+        out.push_str(&fit_last(&lead, &also, width));
         out.push('\n');
     }
     write_stdout(&out)?;
@@ -430,16 +462,12 @@ fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
     let wc = rules.iter().map(|r| r.code.len()).max().unwrap_or(0);
     let wn = rules.iter().map(|r| r.name.len()).max().unwrap_or(0);
     let ws = rules.iter().map(|r| scope(r).len()).max().unwrap_or(0);
+    let width = stdout_width();
     let mut out = String::new();
     for r in &rules {
-        out.push_str(&format!(
-            "{:<wc$}  {:<wn$}  {:<7}  {:<ws$}  {}\n",
-            r.code,
-            r.name,
-            r.severity.as_str(),
-            scope(r),
-            r.summary
-        ));
+        let lead = format!("{:<wc$}  {:<wn$}  {:<7}  {:<ws$}  ", r.code, r.name, r.severity.as_str(), scope(r));
+        out.push_str(&fit_last(&lead, &r.summary, width));
+        out.push('\n');
     }
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
@@ -457,6 +485,18 @@ fn explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_column_wraps_under_itself() {
+        let lead = format!("{:<10}", "CL001");
+        let text = "no kernel image for the target GPU in a binary that is loaded";
+        let out = super::fit_last(&lead, text, Some(40));
+        assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
+        assert!(out.lines().skip(1).all(|l| l.starts_with(&" ".repeat(10)) && !l[10..].starts_with(' ')), "{out}");
+        assert_eq!(out.split_whitespace().collect::<Vec<_>>()[1..].join(" "), text);
+        // Not on a terminal: one line, as before.
+        assert_eq!(super::fit_last(&lead, text, None), format!("{lead}{text}"));
+    }
+
     use super::chain_text;
 
     #[test]
