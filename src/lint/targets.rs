@@ -41,10 +41,25 @@ impl Target {
     }
 }
 
+/// AMD Instinct/Radeon, Intel Gaudi/Arc/Max, Google TPU and AWS Trainium/Inferentia names.
+fn other_vendor(name: &str) -> bool {
+    let n = name.trim().to_ascii_lowercase();
+    let mi = n.strip_prefix("amd ").unwrap_or(&n).strip_prefix("instinct ").unwrap_or(&n);
+    let amd_mi = mi.strip_prefix("mi").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    amd_mi
+        || ["amd", "radeon", "instinct", "gaudi", "intel", "tpu", "trainium", "inferentia", "arc a", "max 1"]
+            .iter()
+            .any(|w| n.starts_with(w) || n.contains(&format!(" {w}")))
+}
+
 /// `H100`, `rtx 4090`, `NVIDIA A10G`: a GPU name, or an error naming the closest ones.
 pub fn gpu(name: &str) -> Result<Target, ConfigError> {
     match gpus::lookup(name) {
         Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
+        // Nearest NVIDIA names would only mislead for another vendor's accelerator.
+        None if other_vendor(name) => Err(ConfigError::new(format!(
+            "{name:?} is not an NVIDIA GPU: CUDA device code runs on NVIDIA GPUs only (see `cudalint gpus`)"
+        ))),
         None => Err(ConfigError::new(format!(
             "unknown GPU {name:?}; closest: {} (see `cudalint gpus`), or name its architecture with --arch (sm_90, 8.9)",
             gpus::closest(name, 4).join(", ")
@@ -184,6 +199,18 @@ pub fn dedup(mut t: Vec<Target>) -> Vec<Target> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn other_vendors_are_told_apart_from_every_nvidia_name() {
+        for g in gpus::GPUS {
+            for n in std::iter::once(&g.name).chain(g.aliases) {
+                assert!(!other_vendor(n), "{n}");
+            }
+        }
+        for n in ["MI300X", "mi250", "AMD Instinct MI325X", "Radeon PRO W7900", "Intel Gaudi 3", "TPU v5e"] {
+            assert!(other_vendor(n), "{n}");
+        }
+    }
+
     use super::*;
 
     #[test]
