@@ -156,6 +156,10 @@ pub struct GpuPool {
     /// The node groups its nodes belong to, sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_groups: Vec<String>,
+    /// The node group its name gives (`l4-legacy` for `NVIDIA L4 in l4-legacy`): what
+    /// sentences about it say besides its GPU, the driver being said on its own.
+    #[serde(skip)]
+    pub named_group: Option<String>,
     /// Sorted, each once.
     pub nodes: Vec<String>,
 }
@@ -197,6 +201,7 @@ pub fn pools(nodes: &[PoolNode]) -> Vec<GpuPool> {
             driver: g.driver.clone(),
             driver_cuda: g.driver_cuda,
             node_groups: groups.into_iter().collect(),
+            named_group: None,
             nodes: nodes.into_iter().collect(),
         })
         .collect();
@@ -238,10 +243,14 @@ fn name_pools(pools: &mut [GpuPool]) {
             let qs: Option<BTreeSet<String>> = members.iter().map(|i| q(&pools[*i])).collect();
             qs.is_some_and(|s| s.len() == members.len())
         };
-        match qualifiers.iter().find(|q| distinct(q)) {
-            Some(q) => {
+        match qualifiers.iter().position(|q| distinct(q)) {
+            Some(n) => {
+                let (q, by_group) = (qualifiers[n], n == 0);
                 for i in &members {
                     pools[*i].name = format!("{base} {}", q(&pools[*i]).unwrap_or_default());
+                    if by_group {
+                        pools[*i].named_group = pools[*i].node_groups.first().cloned();
+                    }
                 }
             }
             None => {
@@ -315,6 +324,9 @@ mod tests {
         assert_eq!(p[0].nodes, ["h-1"]);
         assert_eq!(p[1].describe(), "NVIDIA L4 (sm_89), driver 535.104.05 (CUDA 12.2)");
         assert_eq!(p[1].product.as_deref(), Some("NVIDIA-L4"));
+        // Sentences say the group the name gives; the H100's group is in no name.
+        assert_eq!(p[1].named_group.as_deref(), Some("l4-legacy"));
+        assert_eq!(p[0].named_group, None);
 
         // A node group mid-upgrade: the same group, two drivers.
         let mid = gpu("NVIDIA-L4", ("8", "9"), ("580", "65", "06"), "l4-legacy");
@@ -322,6 +334,7 @@ mod tests {
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["NVIDIA L4 on driver 535.104.05", "NVIDIA L4 on driver 580.65.06"]);
         assert_eq!(p[0].nodes, ["a", "c"]);
+        assert_eq!(p[0].named_group, None, "named by the driver");
 
         // No product label: named by the architecture.
         let bare = gpu("", ("8", "0"), ("580", "65", "06"), "x");

@@ -768,7 +768,7 @@ fn text_says_each_cause_once_with_its_pools_and_the_constraint() {
     assert!(t.contains("no kernel image for NVIDIA L4 (compute capability 8.9)"), "{t}");
     // The driver is the driver's, named once: not a GPU named after its pool's driver.
     assert!(t.contains("NVIDIA L4 runs driver 535.104.05 (CUDA 12.2)"), "{t}");
-    assert!(t.contains("upgrade the driver on NVIDIA L4 to 580.65.06"), "{t}");
+    assert!(t.contains("upgrade the driver on the NVIDIA L4 nodes (driver 535.104.05) to 580.65.06"), "{t}");
     assert!(!t.contains(", driver 535.104.05 runs") && !t.contains(", driver 535.104.05 to"), "{t}");
     // Fails wherever it lands: nothing to keep it on.
     assert!(!t.contains("place it where it runs"), "{t}");
