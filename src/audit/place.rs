@@ -61,7 +61,7 @@ pub fn suggest(
     let separating = |candidates: Vec<Value>| -> Vec<(Value, Value)> {
         candidates
             .into_iter()
-            .map(|req| (terms_with(placement.required_affinity.as_ref(), &req), req))
+            .map(|req| (terms_with(placement, &req, nodes, &keep), req))
             .filter(|(terms, _)| {
                 let p = Placement { required_affinity: Some(terms.clone()), ..placement.clone() };
                 nodes.iter().all(|n| p.matches(n).unwrap_or(false) == keep.contains(n.name.as_str()))
@@ -209,9 +209,33 @@ fn api_version(meta: &WorkloadMeta) -> &str {
     }
 }
 
+/// The placement's nodeSelectorTerms with `req` added to each, less the terms that it turns from
+/// landing on some node to landing on none of `keep` (`gpu.product In [NVIDIA-L4]` and `In
+/// [NVIDIA-A10G]`): they could only have placed the pod where it fails. A term that lands on no
+/// node as written is kept (capacity to come), and so are all of them where none would remain.
+fn terms_with(placement: &Placement, req: &Value, nodes: &[Node], keep: &BTreeSet<&str>) -> Value {
+    let existing = placement.required_affinity.as_ref();
+    let added = add_to_each(existing, req);
+    let (Some(before), Some(after)) = (existing.and_then(Value::as_array), added.as_array()) else { return added };
+    if before.len() != after.len() {
+        return added;
+    }
+    let lands = |term: &Value, on: &dyn Fn(&Node) -> bool| {
+        let p = Placement { required_affinity: Some(json!([term])), ..placement.clone() };
+        nodes.iter().filter(|n| on(n)).any(|n| p.matches(n).unwrap_or(false))
+    };
+    let kept: Vec<Value> = before
+        .iter()
+        .zip(after)
+        .filter(|(b, a)| !lands(b, &|_| true) || lands(a, &|n| keep.contains(n.name.as_str())))
+        .map(|(_, a)| a.clone())
+        .collect();
+    if kept.is_empty() { added } else { Value::Array(kept) }
+}
+
 /// The nodeSelectorTerms with `req` added to each (terms are ORed, so each must carry it); an
 /// empty term matches no node and stays empty. No terms: one with `req` alone.
-fn terms_with(existing: Option<&Value>, req: &Value) -> Value {
+fn add_to_each(existing: Option<&Value>, req: &Value) -> Value {
     let terms = existing.and_then(Value::as_array).filter(|t| !t.is_empty());
     let Some(terms) = terms else { return json!([{"matchExpressions": [req]}]) };
     let add = |t: &Value| {
@@ -246,14 +270,14 @@ mod tests {
     #[test]
     fn requirement_joins_every_term_and_quotes_for_the_shell() {
         let req = json!({"key": "k", "operator": "Exists"});
-        assert_eq!(terms_with(None, &req), json!([{"matchExpressions": [req]}]));
+        assert_eq!(add_to_each(None, &req), json!([{"matchExpressions": [req]}]));
         let existing = json!([
             {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}]},
             {}
         ]);
         assert_eq!(
-            terms_with(Some(&existing), &req),
+            add_to_each(Some(&existing), &req),
             json!([
                 {"matchExpressions": [{"key": "a", "operator": "Exists"}, req]},
                 {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n"]}], "matchExpressions": [req]},

@@ -571,7 +571,8 @@ fn placement_fix_applied_back_keeps_every_workload_where_it_runs() {
     oci_layout(&hopper, &[&imgs[1].1]);
     // No selector on the Job (the H100 taint tolerated): it lands on every pool, and its
     // sm_90a-only image runs on the H100 alone. The CronJob's two ORed terms both need the fix.
-    // The Pod has no namespace. The Deployment's two GPU containers must both run.
+    // The Pod has no namespace. The Deployment's two GPU containers must both run. The last
+    // Deployment's first term, on the L4s alone, would match no node once the A10G is required.
     let manifest = r#"apiVersion: batch/v1
 kind: Job
 metadata: {name: train, namespace: ml}
@@ -621,6 +622,23 @@ spec:
       containers:
       - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
       - {name: llm, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: either, namespace: serving}
+spec:
+  selector: {matchLabels: {app: either}}
+  template:
+    metadata: {labels: {app: either}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-L4]}]
+            - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-A10G]}]
+      containers:
+      - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
 "#;
     let audit = |path: &Path, format: &str| {
         cudalint()
@@ -656,11 +674,12 @@ spec:
         v
     };
     let (h100, a10g) = (product(&["NVIDIA-H100-80GB-HBM3"]), product(&["NVIDIA-A10G"]));
-    let want: [(&str, Value, bool); 4] = [
+    let want: [(&str, Value, bool); 5] = [
         ("train", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), false),
         ("nightly", summary(&[A10G], &[L4], &a10g, None, "spec.jobTemplate.spec.template.spec"), true),
         ("probe", summary(&[A10G], &[L4], &a10g, None, "spec"), false),
         ("pair", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), true),
+        ("either", summary(&[A10G], &[L4], &a10g, None, "spec.template.spec"), true),
     ];
     for (name, expected, in_place) in &want {
         let f = fix(name);
@@ -698,6 +717,16 @@ spec:
     assert_eq!(terms.as_array().unwrap().len(), 2, "both ORed terms kept: {terms:#}");
     assert!(terms[1]["matchFields"].is_array());
     assert_eq!(fix("probe")["patch"]["metadata"], serde_json::json!({"name": "probe"}));
+    // The term on the L4s is dropped: with the A10G required, it can match no node.
+    let terms = &fix("either")["patch"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(
+        terms,
+        &serde_json::json!([{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"]},
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"]}
+        ]}])
+    );
     assert_eq!(fix("train")["patch"]["apiVersion"], "batch/v1");
 
     // The Markdown's YAML patches are those patches.
