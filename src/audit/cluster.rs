@@ -106,18 +106,7 @@ pub fn nodes(doc: &Value, origin: &str) -> Result<Vec<Node>, AuditError> {
 /// The pools the nodes form, by name, each with its lint target.
 pub fn pools(nodes: &[Node]) -> Vec<Pool> {
     let grouped: Vec<gfd::PoolNode> = nodes.iter().map(|n| n.gpu.clone()).collect();
-    gfd::pools(&grouped)
-        .into_iter()
-        .map(|p| {
-            let target = p.cc.map(|cc| Target {
-                name: p.name.clone(),
-                cc,
-                driver: p.driver.clone(),
-                driver_cuda: p.driver_cuda,
-            });
-            Pool { pool: p, target }
-        })
-        .collect()
+    gfd::pools(&grouped).into_iter().map(|p| Pool { target: crate::lint::targets::pool(&p), pool: p }).collect()
 }
 
 /// Where a pod may be scheduled, as written in its spec.

@@ -109,6 +109,10 @@ pub struct AuditWorkload {
     /// it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_fix: Option<PlacementFix>,
+    /// Fails on some pools it can land on and runs on others, but no label tells them apart:
+    /// why no placement is offered, in a sentence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_placement_fix: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,10 +147,13 @@ pub struct PlacementFix {
     /// The pools it fails on, or cannot be judged on, left out.
     pub kept_off: Vec<String>,
     /// The node selector requirement added to each of the pod's required nodeSelectorTerms:
-    /// `{key, operator, values}`.
+    /// `{key, operator, values}`: `nvidia.com/gpu.product In`, `nvidia.com/gpu.compute.major Gt`;
+    /// for pools of one GPU, the node group label In, else `nvidia.com/cuda.driver.major` Gt (or
+    /// In).
     pub requirement: Value,
-    /// Another requirement that would keep it on the same pools (`nvidia.com/gpu.compute.major`
-    /// Gt, which also admits GPUs of a newer major that no pool has yet, unjudged).
+    /// Another requirement that would keep it on the same pools: `nvidia.com/gpu.compute.major`
+    /// Gt, which also admits GPUs of a newer major that no pool has yet, unjudged; for pools of
+    /// one GPU, the driver's major beside the node group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alternative: Option<Value>,
     /// Where the workload keeps its pod spec: `spec.template.spec`,

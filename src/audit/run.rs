@@ -261,8 +261,19 @@ fn judge_containers(
                     .any(|f| fail_on.fails(f.severity));
             containers.push(ac);
         }
-        let placement_fix = place::suggest(&w.workload.meta, &w.placement, &containers, nodes, pools);
-        out.workloads.push(AuditWorkload { meta: w.workload.meta, placement: w.placement, containers, placement_fix });
+        let (placement_fix, no_placement_fix) =
+            match place::suggest(&w.workload.meta, &w.placement, &containers, nodes, pools) {
+                Some(place::Suggestion::Fix(f)) => (Some(*f), None),
+                Some(place::Suggestion::None(why)) => (None, Some(why)),
+                None => (None, None),
+            };
+        out.workloads.push(AuditWorkload {
+            meta: w.workload.meta,
+            placement: w.placement,
+            containers,
+            placement_fix,
+            no_placement_fix,
+        });
     }
     out.lints = lints.reports;
     Ok(out)

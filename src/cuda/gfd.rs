@@ -18,11 +18,13 @@ pub const COUNT: &str = "nvidia.com/gpu.count";
 pub const DRIVER_MAJOR: &str = "nvidia.com/cuda.driver.major";
 pub const DRIVER_MINOR: &str = "nvidia.com/cuda.driver.minor";
 pub const DRIVER_REV: &str = "nvidia.com/cuda.driver.rev";
+/// [`DRIVER_MAJOR`] as newer GPU feature discovery names it.
+pub const DRIVER_MAJOR_NEW: &str = "nvidia.com/cuda.driver-version.major";
 
 /// Newer GPU feature discovery writes `cuda.driver-version.{major,minor,revision}` beside (and
 /// eventually instead of) `cuda.driver.{major,minor,rev}`: (older, newer).
 const DRIVER_RENAMES: [(&str, &str); 3] = [
-    (DRIVER_MAJOR, "nvidia.com/cuda.driver-version.major"),
+    (DRIVER_MAJOR, DRIVER_MAJOR_NEW),
     (DRIVER_MINOR, "nvidia.com/cuda.driver-version.minor"),
     (DRIVER_REV, "nvidia.com/cuda.driver-version.revision"),
 ];
@@ -122,14 +124,22 @@ pub struct PoolNode {
     pub gpu: NodeGpu,
     /// Its node group ([`NODE_GROUP_LABELS`]), if a label names one.
     pub group: Option<String>,
+    /// The label that names its node group: what a node selector on the group must use.
+    pub group_label: Option<&'static str>,
+    /// The label that carries its driver's major, as the node has it ([`DRIVER_MAJOR`] or its
+    /// newer name): what a node selector on the driver must use, the other name being absent.
+    pub driver_major_label: Option<&'static str>,
 }
 
 impl PoolNode {
     pub fn of<'a>(name: &str, get: impl Fn(&str) -> Option<&'a str> + Copy) -> Result<PoolNode, String> {
+        let group_label = NODE_GROUP_LABELS.into_iter().find(|k| get(k).is_some());
         Ok(PoolNode {
             name: name.to_string(),
             gpu: NodeGpu::of(get)?,
-            group: NODE_GROUP_LABELS.iter().find_map(|k| get(k)).map(String::from),
+            group: group_label.and_then(get).map(String::from),
+            group_label,
+            driver_major_label: [DRIVER_MAJOR, DRIVER_MAJOR_NEW].into_iter().find(|k| get(k).is_some()),
         })
     }
 }
@@ -156,6 +166,10 @@ pub struct GpuPool {
     /// The node groups its nodes belong to, sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub node_groups: Vec<String>,
+    /// The node group its name gives (`l4-legacy` for `NVIDIA L4 in l4-legacy`): what
+    /// sentences about it say besides its GPU, the driver being said on its own.
+    #[serde(skip)]
+    pub named_group: Option<String>,
     /// Sorted, each once.
     pub nodes: Vec<String>,
 }
@@ -197,6 +211,7 @@ pub fn pools(nodes: &[PoolNode]) -> Vec<GpuPool> {
             driver: g.driver.clone(),
             driver_cuda: g.driver_cuda,
             node_groups: groups.into_iter().collect(),
+            named_group: None,
             nodes: nodes.into_iter().collect(),
         })
         .collect();
@@ -238,10 +253,14 @@ fn name_pools(pools: &mut [GpuPool]) {
             let qs: Option<BTreeSet<String>> = members.iter().map(|i| q(&pools[*i])).collect();
             qs.is_some_and(|s| s.len() == members.len())
         };
-        match qualifiers.iter().find(|q| distinct(q)) {
-            Some(q) => {
+        match qualifiers.iter().position(|q| distinct(q)) {
+            Some(n) => {
+                let (q, by_group) = (qualifiers[n], n == 0);
                 for i in &members {
                     pools[*i].name = format!("{base} {}", q(&pools[*i]).unwrap_or_default());
+                    if by_group {
+                        pools[*i].named_group = pools[*i].node_groups.first().cloned();
+                    }
                 }
             }
             None => {
@@ -315,6 +334,11 @@ mod tests {
         assert_eq!(p[0].nodes, ["h-1"]);
         assert_eq!(p[1].describe(), "NVIDIA L4 (sm_89), driver 535.104.05 (CUDA 12.2)");
         assert_eq!(p[1].product.as_deref(), Some("NVIDIA-L4"));
+        // Sentences say the group the name gives; the H100's group is in no name.
+        assert_eq!(p[1].named_group.as_deref(), Some("l4-legacy"));
+        assert_eq!(p[0].named_group, None);
+        assert_eq!(nodes[1].group_label, Some("eks.amazonaws.com/nodegroup"));
+        assert_eq!(nodes[1].driver_major_label, Some(DRIVER_MAJOR));
 
         // A node group mid-upgrade: the same group, two drivers.
         let mid = gpu("NVIDIA-L4", ("8", "9"), ("580", "65", "06"), "l4-legacy");
@@ -322,6 +346,7 @@ mod tests {
         let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["NVIDIA L4 on driver 535.104.05", "NVIDIA L4 on driver 580.65.06"]);
         assert_eq!(p[0].nodes, ["a", "c"]);
+        assert_eq!(p[0].named_group, None, "named by the driver");
 
         // No product label: named by the architecture.
         let bare = gpu("", ("8", "0"), ("580", "65", "06"), "x");

@@ -249,9 +249,13 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     f.fix = match (same_major, env) {
                         (Some(p), Some(env)) => format!(
                             "upgrade the driver on {} to {need} or newer, or set {env} to the ptxas of nvidia-cuda-nvcc-cu{}=={}.* (CUDA {} cubins load on this driver; it knows {})",
-                            target.name, d.major, p.release, d.major, f.target_arch
+                            target.nodes(),
+                            d.major,
+                            p.release,
+                            d.major,
+                            f.target_arch
                         ),
-                        _ => format!("upgrade the driver on {} to {need} or newer", target.name),
+                        _ => format!("upgrade the driver on {} to {need} or newer", target.nodes()),
                     };
                 }
             }
@@ -305,7 +309,10 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
                     );
                     f.fix = format!(
                         "upgrade the driver on {} to {need} or newer, or install the CUDA {} build of {} (its NVRTC {}.x)",
-                        target.name, d.major, consumer.name, d.major
+                        target.nodes(),
+                        d.major,
+                        consumer.name,
+                        d.major
                     );
                 }
             }

@@ -189,8 +189,20 @@ documented! {
 documented! {
     #[derive(Debug, Clone, Serialize)]
     pub struct TargetFacts {
-        /// what the user called it: `H100`, `sm_90`, `node-a (NVIDIA A10G)`
+        /// what the user called it: `H100`, `sm_90`, `node-a (NVIDIA A10G)`; a Kubernetes node pool (`--targets-from
+        /// nodes.json`, `audit`) by its GPU, qualified where pools share it (`NVIDIA L4 in l4-legacy`, `NVIDIA L4 on
+        /// driver 535.104.05`)
         pub name: String,
+        /// the GPU's name: a pool's GPU (`NVIDIA L4`), else `name`
+        pub gpu: String,
+        /// the node group a pool's name gives (`l4-legacy`), empty otherwise
+        pub group: String,
+        /// what a sentence that says the driver on its own calls it: a pool by `gpu` and `group` (`NVIDIA L4`,
+        /// `NVIDIA L4 in l4-legacy`), never by its driver; else `name`
+        pub called: String,
+        /// what a fix that changes the driver acts on: a pool's nodes with their driver (`the NVIDIA L4 nodes (driver
+        /// 535.104.05)`), else `name`
+        pub nodes: String,
         /// compute capability, `"9.0"`
         pub cc: String,
         /// its major (9)
@@ -414,6 +426,10 @@ pub fn binary(f: &ImageFile) -> Binary {
 pub fn target(t: &Target) -> TargetFacts {
     TargetFacts {
         name: t.name.clone(),
+        gpu: t.gpu().to_string(),
+        group: t.group().unwrap_or_default().to_string(),
+        called: t.called(),
+        nodes: t.nodes(),
         cc: t.cc.to_string(),
         major: t.cc.major,
         minor: t.cc.minor,

@@ -121,10 +121,8 @@ fn runs_on(f: &Facts) -> Option<BTreeSet<crate::cuda::Cc>> {
     if f.binaries.iter().all(|b| b.counted().next().is_none()) {
         return None;
     }
-    let targets: Vec<Target> = crate::cuda::require::known_ccs()
-        .into_iter()
-        .map(|cc| Target { name: cc.to_string(), cc, driver: None, driver_cuda: None })
-        .collect();
+    let targets: Vec<Target> =
+        crate::cuda::require::known_ccs().into_iter().map(|cc| Target::new(cc.to_string(), cc)).collect();
     let covs = judge_coverage(f, &targets);
     Some(
         targets

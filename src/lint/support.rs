@@ -145,7 +145,7 @@ pub fn support(
     let mut targets: Vec<Target> = Vec::new();
     for g in gpus::GPUS.iter().filter(|g| g.host.runs(platform)) {
         if !targets.iter().any(|t| t.cc == g.cc) {
-            targets.push(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None });
+            targets.push(Target::new(g.name, g.cc));
         }
     }
     let report = policy.judge(inventory, &targets, None)?;

@@ -16,11 +16,69 @@ pub struct Target {
     /// The driver's CUDA version (given, or from the driver's branch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_cuda: Option<CudaVersion>,
+    /// A pool of Kubernetes nodes (`--targets-from nodes.json`, `audit`): the parts its name is
+    /// made of, for sentences that say its driver on their own.
+    #[serde(skip)]
+    pub pool: Option<NodePool>,
+}
+
+/// What a pool's name (`NVIDIA L4 in l4-legacy`, `NVIDIA L4 on driver 535.104.05`) is made of,
+/// besides its driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePool {
+    /// The GPU's name (`NVIDIA L4`).
+    pub gpu: String,
+    /// The node group the pool's name gives (`l4-legacy`).
+    pub group: Option<String>,
 }
 
 impl Target {
+    /// A target with no driver, not a pool.
+    pub fn new(name: impl Into<String>, cc: Cc) -> Target {
+        Target { name: name.into(), cc, driver: None, driver_cuda: None, pool: None }
+    }
+
+    /// The GPU's name: a pool's GPU (`NVIDIA L4`), else the target's name.
+    pub fn gpu(&self) -> &str {
+        self.pool.as_ref().map_or(&self.name, |p| &p.gpu)
+    }
+
+    /// The node group a pool's name gives.
+    pub fn group(&self) -> Option<&str> {
+        self.pool.as_ref().and_then(|p| p.group.as_deref())
+    }
+
+    /// What a sentence that says the driver on its own calls the target: a pool by its GPU and
+    /// the node group its name gives (`NVIDIA L4`, `NVIDIA L4 in l4-legacy`), never by the
+    /// driver its name may give (`NVIDIA L4 on driver 535.104.05`); else its name.
+    pub fn called(&self) -> String {
+        match &self.pool {
+            Some(NodePool { gpu, group: Some(g) }) => format!("{gpu} in {g}"),
+            Some(NodePool { gpu, group: None }) => gpu.clone(),
+            None => self.name.clone(),
+        }
+    }
+
+    /// What a fix that changes the driver acts on: a pool's nodes by GPU, node group and driver
+    /// (`the NVIDIA L4 nodes (driver 535.104.05)`, `the NVIDIA L4 nodes in l4-legacy (driver
+    /// 535.104.05)`); else the target's name.
+    pub fn nodes(&self) -> String {
+        let Some(p) = &self.pool else { return self.name.clone() };
+        let mut s = format!("the {} nodes", p.gpu);
+        if let Some(g) = &p.group {
+            s.push_str(&format!(" in {g}"));
+        }
+        match (&self.driver, self.driver_cuda) {
+            (Some(d), _) => s.push_str(&format!(" (driver {d})")),
+            (None, Some(c)) => s.push_str(&format!(" (CUDA {c} driver)")),
+            _ => {}
+        }
+        s
+    }
+
+    /// `H100 (9.0), driver 535.104.05`; a pool as [`Target::called`], its driver said once.
     pub fn label(&self) -> String {
-        let mut s = format!("{} ({})", self.name, self.cc);
+        let mut s = format!("{} ({})", self.called(), self.cc);
         if let Some(d) = &self.driver {
             s.push_str(&format!(", driver {d}"));
         } else if let Some(c) = &self.driver_cuda {
@@ -37,6 +95,7 @@ impl Target {
             cc: Cc::parse(&d.cc)?,
             driver: None,
             driver_cuda: CudaVersion::parse(&d.driver_cuda),
+            pool: None,
         })
     }
 }
@@ -55,7 +114,7 @@ fn other_vendor(name: &str) -> bool {
 /// `H100`, `rtx 4090`, `NVIDIA A10G`: a GPU name, or an error naming the closest ones.
 pub fn gpu(name: &str) -> Result<Target, ConfigError> {
     match gpus::lookup(name) {
-        Some(g) => Ok(Target { name: g.name.to_string(), cc: g.cc, driver: None, driver_cuda: None }),
+        Some(g) => Ok(Target::new(g.name, g.cc)),
         // Nearest NVIDIA names would only mislead for another vendor's accelerator.
         None if other_vendor(name) => Err(ConfigError::new(format!(
             "{name:?} is not an NVIDIA GPU: CUDA device code runs on NVIDIA GPUs only (see `cudalint gpus`)"
@@ -78,12 +137,9 @@ pub fn arch(spec: &str) -> Result<Vec<Target>, ConfigError> {
         ccs.push(cc);
         ccs.sort();
         ccs.dedup();
-        return Ok(ccs
-            .into_iter()
-            .map(|c| Target { name: format!("sm_{}", c.sm()), cc: c, driver: None, driver_cuda: None })
-            .collect());
+        return Ok(ccs.into_iter().map(|c| Target::new(format!("sm_{}", c.sm()), c)).collect());
     }
-    Ok(vec![Target { name: format!("sm_{}", cc.sm()), cc, driver: None, driver_cuda: None }])
+    Ok(vec![Target::new(format!("sm_{}", cc.sm()), cc)])
 }
 
 pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), ConfigError> {
@@ -155,7 +211,7 @@ pub fn from_nvidia_smi(csv: &str) -> Result<Vec<Target>, ConfigError> {
             }
             None => (None, None),
         };
-        out.push(Target { name: name.to_string(), cc, driver, driver_cuda });
+        out.push(Target { name: name.to_string(), cc, driver, driver_cuda, pool: None });
     }
     Ok(out)
 }
@@ -184,10 +240,18 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
             nodes.push(n);
         }
     }
-    Ok(gfd::pools(&nodes)
-        .into_iter()
-        .filter_map(|p| Some(Target { cc: p.cc?, name: p.name, driver: p.driver, driver_cuda: p.driver_cuda }))
-        .collect())
+    Ok(gfd::pools(&nodes).into_iter().filter_map(|p| pool(&p)).collect())
+}
+
+/// A pool's target, named as the pool; None without compute capability labels.
+pub fn pool(p: &gfd::GpuPool) -> Option<Target> {
+    Some(Target {
+        name: p.name.clone(),
+        cc: p.cc?,
+        driver: p.driver.clone(),
+        driver_cuda: p.driver_cuda,
+        pool: Some(NodePool { gpu: p.gpu.clone(), group: p.named_group.clone() }),
+    })
 }
 
 /// Same CC and driver once only, in a stable order.
@@ -238,5 +302,32 @@ mod tests {
         );
         assert!(gpu("H1000").unwrap_err().to_string().contains("H100"));
         assert!(from_nodes(&serde_json::json!({"metadata": {"name": "cpu-node"}})).unwrap().is_empty());
+    }
+
+    #[test]
+    fn pools_are_called_by_gpu_and_group_their_driver_said_once() {
+        let l4 = |name: &str, major: &str, group: &str| {
+            let mut labels = serde_json::json!({"nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "9",
+                "nvidia.com/gpu.product": "NVIDIA-L4", "nvidia.com/cuda.driver.major": major,
+                "nvidia.com/cuda.driver.minor": "65", "nvidia.com/cuda.driver.rev": "06"});
+            if !group.is_empty() {
+                labels["eks.amazonaws.com/nodegroup"] = group.into();
+            }
+            serde_json::json!({"metadata": {"name": name, "labels": labels}})
+        };
+        // Told apart by driver: called by the GPU, the driver said beside it.
+        let t = from_nodes(&serde_json::json!([l4("a", "535", ""), l4("b", "580", "")])).unwrap();
+        assert_eq!(t[0].name, "NVIDIA L4 on driver 535.65.06");
+        assert_eq!((t[0].gpu(), t[0].called(), t[0].group()), ("NVIDIA L4", "NVIDIA L4".to_string(), None));
+        assert_eq!(t[0].label(), "NVIDIA L4 (8.9), driver 535.65.06");
+        assert_eq!(t[0].nodes(), "the NVIDIA L4 nodes (driver 535.65.06)");
+        // Told apart by node group: called by both.
+        let t = from_nodes(&serde_json::json!([l4("a", "535", "old"), l4("b", "580", "new")])).unwrap();
+        assert_eq!(t[1].name, "NVIDIA L4 in old");
+        assert_eq!((t[1].called(), t[1].group()), ("NVIDIA L4 in old".to_string(), Some("old")));
+        assert_eq!(t[1].nodes(), "the NVIDIA L4 nodes in old (driver 535.65.06)");
+        // Not a pool: its name.
+        let h = Target::new("H100", Cc::parse("9.0").unwrap());
+        assert_eq!((h.gpu(), h.called(), h.nodes()), ("H100", "H100".to_string(), "H100".to_string()));
     }
 }

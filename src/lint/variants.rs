@@ -139,7 +139,7 @@ fn belongs(b: &Binary, decl: &VariantDecl) -> bool {
 }
 
 fn arch_target(cc: Cc) -> Target {
-    Target { name: cc.to_string(), cc, driver: None, driver_cuda: None }
+    Target::new(cc.to_string(), cc)
 }
 
 /// Fills the `variant_*` facts of every binary a wheel with a readable `variant.json` installed:

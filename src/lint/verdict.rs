@@ -204,7 +204,8 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
         why: floor.why.clone(),
         ..Default::default()
     };
-    let canonical = crate::cuda::gpus::lookup(&t.name).map_or(t.name.as_str(), |g| g.name);
+    // A pool's name may say more than its GPU (`NVIDIA L4 in l4-legacy`): looked up by its GPU.
+    let canonical = crate::cuda::gpus::lookup(t.gpu()).map_or(t.gpu(), |g| g.name);
     if let Some(drv) = &t.driver {
         d.cannot_drive = drivers::cannot_drive(canonical, t.cc, drv).unwrap_or_default();
     } else if let (Some(c), Some(first)) = (t.driver_cuda, drivers::first_driver(canonical, t.cc)) {
@@ -388,7 +389,13 @@ fn older_build(name: &str, major: u64) -> String {
 /// targets, never an architecture its CUDA major cannot build.
 pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
     let ccs: Vec<Cc> = failing.iter().map(|t| t.cc).collect();
-    let names: Vec<String> = failing.iter().map(|t| format!("{} ({})", t.name, t.cc)).collect();
+    // The GPUs, once each: pools of one GPU on different drivers need the same code.
+    let mut names: Vec<String> = Vec::new();
+    for n in failing.iter().map(|t| format!("{} ({})", t.gpu(), t.cc)) {
+        if !names.contains(&n) {
+            names.push(n);
+        }
+    }
     let major = b.facts.cuda_major;
     let unbuildable: Vec<&&Target> = match tables::buildable(major) {
         Some((lo, hi)) => failing.iter().filter(|t| t.cc < lo || t.cc.major > hi.major).collect(),
@@ -412,7 +419,7 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
             format!(
                 "{what}, built with CUDA {major}, which cannot target compute capability {} ({}): install {} instead",
                 t.cc,
-                t.name,
+                t.gpu(),
                 older_build(&name, major)
             )
         } else {
@@ -429,7 +436,10 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
         return (
             format!(
                 "CUDA {major} cannot build for compute capability {} ({}): rebuild with CUDA {older}.x, TORCH_CUDA_ARCH_LIST=\"{}\" (nvcc: {})",
-                t.cc, t.name, a.torch_arch_list, a.gencode
+                t.cc,
+                t.gpu(),
+                a.torch_arch_list,
+                a.gencode
             ),
             a.torch_arch_list,
             a.gencode,
@@ -493,9 +503,10 @@ pub fn headline(
             format!("{} fail ({})", c.what, c.why)
         }
     };
+    // A pool named by its driver is called by its GPU here: the driver follows.
     let who = match (&t.driver, t.driver_cuda) {
-        (Some(drv), _) => format!("{} · driver {drv}", t.name),
-        (None, Some(c)) => format!("{} · CUDA {c} driver", t.name),
+        (Some(drv), _) => format!("{} · driver {drv}", t.called()),
+        (None, Some(c)) => format!("{} · CUDA {c} driver", t.called()),
         _ => t.name.clone(),
     };
     let name = |b: &Binary| file_name(&b.facts.path).to_string();

@@ -571,7 +571,8 @@ fn placement_fix_applied_back_keeps_every_workload_where_it_runs() {
     oci_layout(&hopper, &[&imgs[1].1]);
     // No selector on the Job (the H100 taint tolerated): it lands on every pool, and its
     // sm_90a-only image runs on the H100 alone. The CronJob's two ORed terms both need the fix.
-    // The Pod has no namespace. The Deployment's two GPU containers must both run.
+    // The Pod has no namespace. The Deployment's two GPU containers must both run. The last
+    // Deployment's first term, on the L4s alone, would match no node once the A10G is required.
     let manifest = r#"apiVersion: batch/v1
 kind: Job
 metadata: {name: train, namespace: ml}
@@ -621,6 +622,23 @@ spec:
       containers:
       - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
       - {name: llm, image: reg.invalid/hopper:1, resources: {limits: {nvidia.com/gpu: 1}}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: either, namespace: serving}
+spec:
+  selector: {matchLabels: {app: either}}
+  template:
+    metadata: {labels: {app: either}}
+    spec:
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-L4]}]
+            - matchExpressions: [{key: nvidia.com/gpu.product, operator: In, values: [NVIDIA-A10G]}]
+      containers:
+      - {name: embed, image: reg.invalid/multi:1, resources: {limits: {nvidia.com/gpu: 1}}}
 "#;
     let audit = |path: &Path, format: &str| {
         cudalint()
@@ -656,11 +674,12 @@ spec:
         v
     };
     let (h100, a10g) = (product(&["NVIDIA-H100-80GB-HBM3"]), product(&["NVIDIA-A10G"]));
-    let want: [(&str, Value, bool); 4] = [
+    let want: [(&str, Value, bool); 5] = [
         ("train", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), false),
         ("nightly", summary(&[A10G], &[L4], &a10g, None, "spec.jobTemplate.spec.template.spec"), true),
         ("probe", summary(&[A10G], &[L4], &a10g, None, "spec"), false),
         ("pair", summary(&[H100], &[A10G, L4], &h100, Some(&gt8), "spec.template.spec"), true),
+        ("either", summary(&[A10G], &[L4], &a10g, None, "spec.template.spec"), true),
     ];
     for (name, expected, in_place) in &want {
         let f = fix(name);
@@ -698,6 +717,16 @@ spec:
     assert_eq!(terms.as_array().unwrap().len(), 2, "both ORed terms kept: {terms:#}");
     assert!(terms[1]["matchFields"].is_array());
     assert_eq!(fix("probe")["patch"]["metadata"], serde_json::json!({"name": "probe"}));
+    // The term on the L4s is dropped: with the A10G required, it can match no node.
+    let terms = &fix("either")["patch"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(
+        terms,
+        &serde_json::json!([{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"]},
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-A10G"]}
+        ]}])
+    );
     assert_eq!(fix("train")["patch"]["apiVersion"], "batch/v1");
 
     // The Markdown's YAML patches are those patches.
@@ -768,7 +797,7 @@ fn text_says_each_cause_once_with_its_pools_and_the_constraint() {
     assert!(t.contains("no kernel image for NVIDIA L4 (compute capability 8.9)"), "{t}");
     // The driver is the driver's, named once: not a GPU named after its pool's driver.
     assert!(t.contains("NVIDIA L4 runs driver 535.104.05 (CUDA 12.2)"), "{t}");
-    assert!(t.contains("upgrade the driver on NVIDIA L4 to 580.65.06"), "{t}");
+    assert!(t.contains("upgrade the driver on the NVIDIA L4 nodes (driver 535.104.05) to 580.65.06"), "{t}");
     assert!(!t.contains(", driver 535.104.05 runs") && !t.contains(", driver 535.104.05 to"), "{t}");
     // Fails wherever it lands: nothing to keep it on.
     assert!(!t.contains("place it where it runs"), "{t}");
@@ -839,4 +868,258 @@ fn scan_targets_from_nodes_has_one_target_per_pool_named_as_audit_names_them() {
         .map(|p| p["name"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(pools, targets.iter().map(|t| t.0.clone()).collect::<Vec<_>>());
+}
+
+/// fixtures/k8s/nodes.json with a second L4 node, `ip-10-0-77-6.ec2.internal`, on driver
+/// 580.65.06 (the older label names, as the first L4 node has them), in node group `group`;
+/// None: neither L4 node in a node group, so that only the driver tells their pools apart.
+fn nodes_with_second_l4(dir: &Path, group: Option<&str>) -> PathBuf {
+    const GROUP: &str = "eks.amazonaws.com/nodegroup";
+    let mut n: Value = serde_json::from_slice(&std::fs::read(k8s("nodes.json")).unwrap()).unwrap();
+    let items = n["items"].as_array_mut().unwrap();
+    let first = items.iter().position(|n| n["metadata"]["name"] == "ip-10-0-77-5.ec2.internal").unwrap();
+    let mut second = items[first].clone();
+    second["metadata"]["name"] = "ip-10-0-77-6.ec2.internal".into();
+    let l = second["metadata"]["labels"].as_object_mut().unwrap();
+    l.insert("kubernetes.io/hostname".into(), "ip-10-0-77-6.ec2.internal".into());
+    for (k, v) in [("major", "580"), ("minor", "65"), ("rev", "06")] {
+        l.insert(format!("nvidia.com/cuda.driver.{k}"), v.into());
+    }
+    match group {
+        Some(g) => {
+            l.insert(GROUP.into(), g.into());
+        }
+        None => {
+            l.remove(GROUP);
+            items[first]["metadata"]["labels"].as_object_mut().unwrap().remove(GROUP);
+        }
+    }
+    items.push(second);
+    let path = dir.join(format!("nodes-{}.json", group.unwrap_or("no-groups")));
+    std::fs::write(&path, n.to_string()).unwrap();
+    path
+}
+
+/// The manifest with each placement fix's patch merged into the workload it names.
+fn patched(manifest: &str, fixes: &[&Value]) -> String {
+    let mut docs: Vec<Value> =
+        serde_yaml_ng::Deserializer::from_str(manifest).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+    for f in fixes {
+        let p = &f["patch"];
+        let doc =
+            docs.iter_mut().find(|d| d["kind"] == p["kind"] && d["metadata"]["name"] == p["metadata"]["name"]).unwrap();
+        strategic_merge(doc, p);
+    }
+    let text: Vec<String> = docs.iter().map(|d| serde_yaml_ng::to_string(d).unwrap()).collect();
+    text.join("---\n")
+}
+
+/// Audits `manifest` with multi-arch (CUDA 13 runtime: fails on a 535 driver) and llm-hopper.
+struct Audit {
+    dir: tempfile::TempDir,
+    nodes: PathBuf,
+}
+
+impl Audit {
+    fn new(group: Option<&str>) -> Audit {
+        let dir = tempfile::tempdir().unwrap();
+        let imgs = images();
+        oci_layout(&dir.path().join("multi"), &[&imgs[0].1]);
+        oci_layout(&dir.path().join("hopper"), &[&imgs[1].1]);
+        let nodes = nodes_with_second_l4(dir.path(), group);
+        Audit { dir, nodes }
+    }
+
+    fn run(&self, manifest: &Path, format: &str) -> std::process::Output {
+        let mut c = cudalint();
+        c.arg("audit").arg(manifest).arg("--nodes").arg(&self.nodes);
+        c.args(["--deep", "--quiet", "--no-cache", "--format", format]);
+        for (image, dir) in [("ml/multi-arch:1.4.0", "multi"), ("ml/llm-hopper:2.0", "hopper")] {
+            let local = self.dir.path().join(dir);
+            c.arg("--image").arg(format!("registry.example.com/{image}=oci:{}", local.display()));
+        }
+        c.output().unwrap()
+    }
+
+    /// The workload's placement fix in the JSON report of `manifest`.
+    fn fixes(&self, manifest: &Path) -> (Value, String) {
+        let o = self.run(manifest, "json");
+        let text = String::from_utf8(self.run(manifest, "text").stdout).unwrap();
+        (json_of(&o.stdout), text)
+    }
+
+    /// Applies every placement fix to `manifest` and audits it again: each workload that had one
+    /// runs on every pool it can land on, exactly `runs_on`, and gets none; the gate passes.
+    fn fixes_hold(&self, manifest: &str, report: &Value) {
+        let fixes: Vec<&Value> = report["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| &w["placement_fix"])
+            .filter(|f| !f.is_null())
+            .collect();
+        let after = self.dir.path().join("after.yaml");
+        std::fs::write(&after, patched(manifest, &fixes)).unwrap();
+        let o = self.run(&after, "json");
+        let r = json_of(&o.stdout);
+        let fixed = |name: &str| report["workloads"].as_array().unwrap().iter().find(|b| b["name"] == name).unwrap();
+        for w in r["workloads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| !fixed(w["name"].as_str().unwrap())["placement_fix"].is_null())
+        {
+            let name = w["name"].as_str().unwrap();
+            let before = fixed(name);
+            assert!(w["placement_fix"].is_null() && w["no_placement_fix"].is_null(), "{name}: {w:#}");
+            for c in w["containers"].as_array().unwrap() {
+                assert_eq!(c["verdict"], "runs", "{name}: {c:#}");
+                let pools: Vec<Value> = c["pools"].as_array().unwrap().iter().map(|p| p["pool"].clone()).collect();
+                assert_eq!(Value::Array(pools), before["placement_fix"]["runs_on"], "{name}");
+            }
+        }
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    }
+}
+
+/// Every GPU, every node group (tolerates every taint), multi-arch: fails on a 535 driver.
+const EVERYWHERE: &str = r#"apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: check, namespace: kube-system}
+spec:
+  selector: {matchLabels: {app: check}}
+  template:
+    metadata: {labels: {app: check}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+      - {name: check, image: registry.example.com/ml/multi-arch:1.4.0, resources: {limits: {nvidia.com/gpu: 1}}}
+"#;
+
+/// On the L4 nodes alone, multi-arch: runs on the 580 driver, fails on the 535.
+const ON_L4: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {name: l4-only, namespace: ml}
+spec:
+  selector: {matchLabels: {app: l4}}
+  template:
+    metadata: {labels: {app: l4}}
+    spec:
+      nodeSelector: {nvidia.com/gpu.product: NVIDIA-L4}
+      containers:
+      - {name: serve, image: registry.example.com/ml/multi-arch:1.4.0, resources: {limits: {nvidia.com/gpu: 1}}}
+"#;
+
+#[test]
+fn pools_of_one_gpu_told_apart_by_driver_say_it_once_and_are_placed_by_its_major() {
+    let a = Audit::new(None);
+    const OLD: &str = "NVIDIA L4 on driver 535.104.05";
+    const NEW: &str = "NVIDIA L4 on driver 580.65.06";
+    // The fixture workloads: where a finding speaks of the L4 pool on 535, the GPU is the GPU's
+    // name and the driver is said once.
+    let o = a.run(&k8s("manifests/workloads.yaml"), "text");
+    let t = String::from_utf8(o.stdout).unwrap();
+    assert!(t.contains(&format!("    fails    {OLD}  ")), "{t}");
+    assert!(t.contains("; NVIDIA L4 runs driver 535.104.05 (CUDA 12.2): every CUDA call fails"), "{t}");
+    assert!(
+        t.contains(
+            "      fix: upgrade the driver on the NVIDIA L4 nodes (driver 535.104.05) to 580.65.06 or newer, or use the image's CUDA 12 build\n"
+        ),
+        "{t}"
+    );
+    assert!(!t.contains("driver 535.104.05 runs driver") && !t.contains("driver 535.104.05 (driver"), "{t}");
+    // The DaemonSet fails on the L4 pool on 535 alone. The driver's major would keep it off, but
+    // the H100 nodes carry it under GPU feature discovery's newer name only: said, not patched.
+    assert!(
+        t.contains(&format!(
+            "\n  no placement patch: the driver's major would keep it on NVIDIA A10G, NVIDIA H100 80GB HBM3 and {NEW}, off {OLD}, but their nodes carry it under two names, nvidia.com/cuda.driver.major and nvidia.com/cuda.driver-version.major (GPU feature discovery's newer one), and a node selector matches one\n"
+        )),
+        "{t}"
+    );
+
+    // `scan --targets-from` names the pools alike, and says each driver once.
+    let o = cudalint()
+        .args(["scan", "--deep", "--quiet", "--no-cache"])
+        .arg(format!("oci:{}", a.dir.path().join("multi").display()))
+        .arg("--targets-from")
+        .arg(&a.nodes)
+        .output()
+        .unwrap();
+    let t = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        t.contains(
+            "targets: NVIDIA A10G (8.6), driver 580.65.06; NVIDIA H100 80GB HBM3 (9.0), driver 580.65.06; NVIDIA L4 (8.9), driver 535.104.05; NVIDIA L4 (8.9), driver 580.65.06\n"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("\n✗ NVIDIA L4 · driver 535.104.05: fails"), "{t}");
+    assert!(t.contains("\n✓ NVIDIA L4 · driver 580.65.06: runs"), "{t}");
+    assert!(!t.contains("on driver 535.104.05 (8.9), driver") && !t.contains("on driver 535.104.05 ·"), "{t}");
+
+    // A workload on the L4 nodes: kept off the 535 driver by its major, which admits the 535
+    // nodes once upgraded; applied, the patch keeps it where it runs.
+    let m = a.dir.path().join("l4.yaml");
+    std::fs::write(&m, ON_L4).unwrap();
+    let (r, t) = a.fixes(&m);
+    let fix = &r["workloads"][0]["placement_fix"];
+    assert_eq!(fix["runs_on"], serde_json::json!([NEW]));
+    assert_eq!(fix["kept_off"], serde_json::json!([OLD]));
+    assert_eq!(
+        fix["requirement"],
+        serde_json::json!({"key": "nvidia.com/cuda.driver.major", "operator": "Gt", "values": ["535"]})
+    );
+    assert!(fix["alternative"].is_null(), "{fix:#}");
+    assert!(
+        t.contains(&format!(
+            "\n  place it where it runs: on {NEW}, off {OLD}, with the required node affinity nvidia.com/cuda.driver.major Gt 535\n"
+        )),
+        "{t}"
+    );
+    a.fixes_hold(ON_L4, &r);
+}
+
+#[test]
+fn pools_of_one_gpu_in_two_node_groups_are_placed_by_node_group() {
+    let a = Audit::new(Some("l4-new"));
+    const OLD: &str = "NVIDIA L4 in l4-legacy";
+    const NEW: &str = "NVIDIA L4 in l4-new";
+    let manifest = format!("{EVERYWHERE}---\n{ON_L4}");
+    let m = a.dir.path().join("m.yaml");
+    std::fs::write(&m, &manifest).unwrap();
+    let (r, t) = a.fixes(&m);
+    // The pool is named by its node group; the driver is said beside it.
+    assert!(t.contains("; NVIDIA L4 in l4-legacy runs driver 535.104.05 (CUDA 12.2): every CUDA call fails"), "{t}");
+    assert!(
+        t.contains(
+            "fix: upgrade the driver on the NVIDIA L4 nodes in l4-legacy (driver 535.104.05) to 580.65.06 or newer"
+        ),
+        "{t}"
+    );
+    let fix = |name: &str| {
+        r["workloads"].as_array().unwrap().iter().find(|w| w["name"] == name).unwrap()["placement_fix"].clone()
+    };
+    let group =
+        |values: &[&str]| serde_json::json!({"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": values});
+    // Everywhere: neither the product nor the compute major keeps it off the L4s on 535 alone;
+    // the node groups where it runs do (the driver's major would, but for its two label names).
+    let everywhere = fix("check");
+    assert_eq!(everywhere["runs_on"], serde_json::json!([A10G, H100, NEW]));
+    assert_eq!(everywhere["kept_off"], serde_json::json!([OLD]));
+    assert_eq!(everywhere["requirement"], group(&["a10g-pool", "h100-pool", "l4-new"]));
+    assert!(everywhere["alternative"].is_null(), "{everywhere:#}");
+    // On the L4s: the node group, or the driver's major (the L4 nodes carry one name).
+    let l4 = fix("l4-only");
+    assert_eq!(l4["runs_on"], serde_json::json!([NEW]));
+    assert_eq!(l4["requirement"], group(&["l4-new"]));
+    assert_eq!(
+        l4["alternative"],
+        serde_json::json!({"key": "nvidia.com/cuda.driver.major", "operator": "Gt", "values": ["535"]})
+    );
+    assert!(
+        t.contains(&format!(
+            "\n  place it where it runs: on {NEW}, off {OLD}, with the required node affinity eks.amazonaws.com/nodegroup In [l4-new]\n    (or nvidia.com/cuda.driver.major Gt 535: nodes moved to a newer driver too)\n"
+        )),
+        "{t}"
+    );
+    a.fixes_hold(&manifest, &r);
 }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use super::lines::{and_list, causes, image_findings, or_list, summary_line, where_};
 use crate::audit::cluster::requirement_text;
+use crate::audit::place::alternative_admits;
 use crate::audit::report::AuditReport;
 use crate::escape::{markdown as md, markdown_code};
 use crate::report::RenderConfig;
@@ -92,7 +93,8 @@ pub fn render(r: &AuditReport, _cfg: &RenderConfig) -> String {
     }
 
     let fixes: Vec<_> = r.workloads.iter().filter_map(|w| w.placement_fix.as_ref().map(|f| (w, f))).collect();
-    if !fixes.is_empty() {
+    let none: Vec<_> = r.workloads.iter().filter_map(|w| w.no_placement_fix.as_ref().map(|n| (w, n))).collect();
+    if !fixes.is_empty() || !none.is_empty() {
         let _ = writeln!(out, "\n### Placement that works");
         for (w, fix) in fixes {
             let runs: Vec<&str> = fix.runs_on.iter().map(String::as_str).collect();
@@ -106,10 +108,10 @@ pub fn render(r: &AuditReport, _cfg: &RenderConfig) -> String {
                 markdown_code(&requirement_text(&fix.requirement)),
                 fix.alternative
                     .as_ref()
-                    .map(|a| format!(
-                        " (or {}, which admits newer GPUs too, unjudged)",
-                        markdown_code(&requirement_text(a))
-                    ))
+                    .map(|a| {
+                        let admits = alternative_admits(a).map(|w| format!(", which admits {w}")).unwrap_or_default();
+                        format!(" (or {}{admits})", markdown_code(&requirement_text(a)))
+                    })
                     .unwrap_or_default()
             );
             let _ = writeln!(out, "A patch for the manifest (kustomize `patches:`):\n");
@@ -127,6 +129,9 @@ pub fn render(r: &AuditReport, _cfg: &RenderConfig) -> String {
                     );
                 }
             }
+        }
+        for (w, why) in none {
+            let _ = writeln!(out, "\n{}: {}.", markdown_code(&w.meta.id()), md(why));
         }
     }
     out

@@ -9,7 +9,7 @@ use crate::report::RenderConfig;
 
 pub mod json;
 pub mod junit;
-mod lines;
+pub(super) mod lines;
 pub mod markdown;
 pub mod sarif;
 pub mod text;

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::lines::{and_list, causes, image_findings, placement_parts, summary_line, where_};
 use crate::audit::cluster::requirement_text;
 use crate::audit::manifest::GPU_RESOURCE;
+use crate::audit::place::alternative_admits;
 use crate::audit::report::{AuditContainer, AuditReport, AuditVerdict, AuditWorkload};
 use crate::report::RenderConfig;
 use crate::report::text::Paint;
@@ -133,7 +134,8 @@ fn workload(out: &mut String, wl: &AuditWorkload, r: &AuditReport, paint: Paint)
             requirement_text(&fix.requirement)
         );
         if let Some(alt) = &fix.alternative {
-            let _ = writeln!(out, "    (or {}: newer GPUs too, unjudged)", requirement_text(alt));
+            let admits = alternative_admits(alt).map(|a| format!(": {a}")).unwrap_or_default();
+            let _ = writeln!(out, "    (or {}{admits})", requirement_text(alt));
         }
         match &fix.kubectl {
             Some(cmd) => {
@@ -150,6 +152,9 @@ fn workload(out: &mut String, wl: &AuditWorkload, r: &AuditReport, paint: Paint)
                 }
             }
         }
+    }
+    if let Some(why) = &wl.no_placement_fix {
+        let _ = writeln!(out, "  {why}");
     }
 }
 
