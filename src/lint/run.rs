@@ -159,7 +159,8 @@ pub(super) fn dispatch_sets(binaries: &mut [Binary]) {
         b.facts.library_managed_modules = managed;
         b.facts.modules = b.counted().count() as u64;
         if b.facts.managed_archs.is_empty() {
-            b.facts.managed_archs = b.facts.sass.iter().chain(&b.facts.ptx).cloned().collect::<Vec<_>>().join(", ");
+            b.facts.managed_archs =
+                crate::cuda::sorted_archs(b.facts.sass.iter().chain(&b.facts.ptx).cloned()).join(", ");
         }
     }
 }
