@@ -336,3 +336,47 @@ fn gpus_rules_and_explain_commands() {
     assert!(t.contains("## What it does") && t.contains("## Fix"));
     assert_eq!(cudalint().args(["explain", "CL999"]).output().unwrap().status.code(), Some(2));
 }
+
+/// `scan ARGS` with text, Markdown, HTML and JSON written to `dir`: those four, in that order.
+fn four_formats(dir: &Path, args: &[&str]) -> (String, String, String, serde_json::Value) {
+    let names = ["text", "markdown", "html", "json"];
+    let mut cmd = cudalint();
+    cmd.arg("scan").args(args).arg("--quiet");
+    for n in names {
+        cmd.arg("--format").arg(format!("{n}={}", dir.join(n).display()));
+    }
+    let out = cmd.output().unwrap();
+    assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
+    (read("text"), read("markdown"), read("html"), serde_json::from_str(&read("json")).unwrap())
+}
+
+/// Findings are ordered by severity, then by target in the order given (as the headlines and
+/// the matrix are), then by path; in text as in JSON.
+#[test]
+fn findings_follow_the_targets_order() {
+    let d = tempfile::tempdir().unwrap();
+    let gpus = ["V100", "T4", "H100", "B300", "RTX 5090"];
+    let (text, _, _, json) = four_formats(d.path(), &[&demo(), "--gpu", &gpus.join(",")]);
+    let findings = json["findings"].as_array().unwrap();
+    let key = |f: &serde_json::Value| {
+        let severity = ["error", "warning", "info"].iter().position(|s| f["severity"] == *s).unwrap();
+        let target = f["target"].as_str().map(|t| gpus.iter().position(|g| *g == t).unwrap());
+        (severity, target, f["path"].as_str().unwrap_or("").to_string())
+    };
+    let keys: Vec<_> = findings.iter().map(key).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "JSON findings out of order");
+    // Text shows the shown ones in the same order: the targets' first mentions follow --gpu.
+    let mut seen: Vec<&str> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with("error ")) {
+        if let Some(t) = gpus.iter().find(|g| l.ends_with(&format!(" on {g}")))
+            && !seen.contains(t)
+        {
+            seen.push(t);
+        }
+    }
+    let given: Vec<&str> = gpus.iter().copied().filter(|g| seen.contains(g)).collect();
+    assert!(seen.len() > 1 && seen == given, "{seen:?}\n{text}");
+}
