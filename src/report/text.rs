@@ -95,6 +95,45 @@ fn width_of(s: &str) -> usize {
     n
 }
 
+/// `first` and the items joined by `sep`, in lines of at most `width` characters: a line breaks
+/// only between items, and the lines after the first start under the first item. `None`: one
+/// line.
+fn wrap_list(first: &str, items: &[String], sep: &str, width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return format!("{first}{}", items.join(sep));
+    };
+    let indent = " ".repeat(width_of(first));
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut fresh = true;
+    for (i, item) in items.iter().enumerate() {
+        // The separator stays with the item before it, its trailing space becomes the break.
+        let piece = if i + 1 < items.len() { format!("{item}{}", sep.trim_end()) } else { item.clone() };
+        if !fresh && width_of(&line) + 1 + width_of(&piece) > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.clone();
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(&piece);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out
+}
+
+/// A finding's first line: severity, rule and name, then where it is; on a terminal too narrow
+/// for all of it, where it is goes on lines of its own, indented as the message is.
+fn finding_header(head: &str, at: &str, width: Option<usize>) -> String {
+    match width {
+        Some(w) if width_of(head) + 2 + width_of(at) > w => format!("{head}\n{}", wrap("", at, 8, width)),
+        _ => format!("{head}  {at}"),
+    }
+}
+
 /// A path cut from the left to `max` characters (`…/torch/lib/libtorch_cuda.so`), so that a
 /// grid of long paths fits the terminal.
 fn fit_path(p: &str, max: usize) -> String {
@@ -116,7 +155,7 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
         let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
     } else {
         let names: Vec<String> = r.targets.iter().map(|t| esc(&t.label())).collect();
-        let _ = writeln!(out, "targets: {}", names.join("; "));
+        let _ = writeln!(out, "{}", wrap_list("targets: ", &names, "; ", term));
         out.push('\n');
         for h in &r.headlines {
             let painted = match h.verdict {
@@ -178,7 +217,8 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
             Some(p) => format!("{at}  {}", paint.dim(&format!("[{}]", esc(p)))),
             None => at,
         };
-        let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
+        let head = format!("{} {} {}", paint.severity(f.severity), f.rule, f.name);
+        let _ = writeln!(out, "{}", finding_header(&head, &at, term));
         let _ = writeln!(out, "{}", wrap("", &format!("{}{}", esc(&f.message), folded_note(r, f)), 8, term));
         let _ = writeln!(out, "{}", wrap(&format!("{} ", paint.dim("fix:")), &esc(&f.fix), 8, term));
         if verbose {
@@ -334,7 +374,7 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
 
 #[cfg(test)]
 mod tests {
-    use super::{fit_path, width_of, wrap};
+    use super::{finding_header, fit_path, width_of, wrap, wrap_list};
 
     #[test]
     fn findings_wrap_to_the_terminal_and_keep_their_indent() {
@@ -361,5 +401,29 @@ mod tests {
         let cut = fit_path(p, 30);
         assert_eq!(cut.chars().count(), 30);
         assert!(cut.starts_with('…') && cut.ends_with("/lib/libtorch_cuda.so"), "{cut}");
+    }
+
+    #[test]
+    fn the_targets_line_breaks_between_targets_under_the_first() {
+        let t: Vec<String> =
+            ["V100 (7.0), driver 580.65.06", "T4 (7.5), driver 580.65.06", "RTX 5090 (12.0), driver 580.65.06"]
+                .map(String::from)
+                .to_vec();
+        assert_eq!(wrap_list("targets: ", &t, "; ", None), format!("targets: {}", t.join("; ")));
+        let w = wrap_list("targets: ", &t, "; ", Some(70));
+        assert_eq!(
+            w,
+            "targets: V100 (7.0), driver 580.65.06; T4 (7.5), driver 580.65.06;\n         RTX 5090 (12.0), driver 580.65.06"
+        );
+        assert!(w.lines().all(|l| width_of(l) <= 70), "{w}");
+    }
+
+    #[test]
+    fn a_finding_header_too_wide_puts_where_on_its_own_line() {
+        let head = "error   CL008 driver-library-in-image";
+        let at = "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05";
+        assert_eq!(finding_header(head, at, None), format!("{head}  {at}"));
+        assert_eq!(finding_header(head, at, Some(120)), format!("{head}  {at}"));
+        assert_eq!(finding_header(head, at, Some(80)), format!("{head}\n        {at}"));
     }
 }
