@@ -175,7 +175,7 @@ pub fn head(o: &mut String, title: &str, image: &crate::lint::LintImage, tool: &
     let _ = writeln!(o, "<h1>{}: <code>{}</code></h1>", esc(title), esc(&name));
     let mut meta = vec![format!("source {}", image.source)];
     for (k, v) in
-        [("platform", &image.platform), ("manifest", &image.manifest_digest), ("config", &image.config_digest)]
+        [("platform", &image.platform), ("manifest", &image.manifest_digest), ("image config", &image.config_digest)]
     {
         if let Some(v) = v {
             meta.push(format!("{k} <code>{}</code>", esc(v)));
@@ -187,6 +187,10 @@ pub fn head(o: &mut String, title: &str, image: &crate::lint::LintImage, tool: &
 fn html(r: &LintReport) -> String {
     let mut o = String::new();
     head(&mut o, "cudalint", &r.image, &r.tool, "");
+    // Which cudalint.toml, ignore file and baseline decided, as the other reports say it.
+    if let Some(p) = r.policy.line() {
+        let _ = writeln!(o, "<p id=\"policy\" class=\"muted\">policy: {}</p>", esc(&p));
+    }
     let errors = r.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let _ = writeln!(
         o,
@@ -361,7 +365,7 @@ fn legend(o: &mut String, r: &LintReport, order: &[usize]) {
         let _ = writeln!(
             o,
             "<li data-for=\"cell\" data-mark=\"{m}\"><span class=\"swatch some\"><span class=\"mark\">{m}</span> partial</span>\
-             dashed outline, in its class's colour: some of the binary's modules fail here, the rest run (the cell says \
+             in its class's colour with a red dashed outline: some of the binary's modules fail here, the rest run (the cell says \
              <code>✗ E (n/m)</code>)</li>",
             m = PARTIAL_MARK
         );
