@@ -7,15 +7,17 @@
 //! strict CSP. Module counts show on hover (`title`).
 //!
 //! Every colour has a mark beside it, so the page reads without colour (docs: README, "HTML
-//! report"): a target runs ✓, runs compiling PTX ~, fails ✗, would fail but is accepted (✗); a
-//! cell is native ✓, JIT ~, arch-gated ⊘, none ✗, n/a ○, or partial ◐ (also outlined dashed:
-//! some of the binary's modules fail there, the rest run).
+//! report"): a target runs ✓, runs compiling PTX ~, fails ✗, would fail but is accepted (✗)
+//! (every view's marks, `lines::headline_mark`); a cell is native ✓, JIT ~, arch-gated ⊘, none
+//! ✗, n/a ○, or partial ◐ (also outlined dashed: some of the binary's modules fail there, the
+//! rest run).
 
 use std::fmt::Write;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use super::lines::{headline_mark, headline_meaning};
 use super::{RenderConfig, ReportError};
 use crate::layer::path::file_name;
 use crate::lint::coverage::{Class, Share};
@@ -63,28 +65,6 @@ pub fn partial(c: &MatrixCell) -> bool {
 /// The mark a cell shows beside its colour.
 pub fn cell_mark(c: &MatrixCell) -> &'static str {
     if partial(c) { PARTIAL_MARK } else { class_mark(c.class) }
-}
-
-/// The mark beside a target's verdict (its headline, its column, its findings).
-pub fn target_mark(v: HeadlineVerdict) -> &'static str {
-    match v {
-        HeadlineVerdict::Runs => "✓",
-        HeadlineVerdict::RunsJit => "~",
-        HeadlineVerdict::Accepted => "(✗)",
-        HeadlineVerdict::Fails => "✗",
-    }
-}
-
-/// What a target's mark means, for the legend.
-fn target_meaning(v: HeadlineVerdict) -> &'static str {
-    match v {
-        HeadlineVerdict::Runs => "runs",
-        HeadlineVerdict::RunsJit => "runs, compiling enough PTX at first use for a noticeable cold start",
-        HeadlineVerdict::Accepted => {
-            "would fail, but every finding that says so was ignored, baselined, disabled or lowered below the gate"
-        }
-        HeadlineVerdict::Fails => "fails: its findings say what does not run",
-    }
 }
 
 /// What a cell's colour and mark mean, for the legend.
@@ -211,7 +191,7 @@ fn html(r: &LintReport) -> String {
                 esc(h.verdict.as_str()),
                 esc(&h.target),
                 esc(h.verdict.as_str()),
-                esc(target_mark(h.verdict)),
+                esc(headline_mark(h.verdict)),
                 esc(&h.text)
             );
         }
@@ -251,7 +231,7 @@ fn column_order(r: &LintReport) -> Vec<usize> {
 /// its verdict's mark, where it has a headline.
 fn target_label(r: &LintReport, t: &crate::lint::targets::Target) -> String {
     let mark = match verdict_of(r, &t.name) {
-        Some(v) => format!("<span class=\"mark {}\">{}</span> ", v.as_str(), esc(target_mark(v))),
+        Some(v) => format!("<span class=\"mark {}\">{}</span> ", v.as_str(), esc(headline_mark(v))),
         None => String::new(),
     };
     format!("{mark}{} <span class=\"muted\">({})</span>", esc(&t.name), t.cc)
@@ -342,8 +322,8 @@ fn legend(o: &mut String, r: &LintReport, order: &[usize]) {
             let _ = writeln!(
                 o,
                 "<li data-for=\"target\" data-mark=\"{m}\"><span class=\"swatch {c}\"><span class=\"mark\">{m}</span> target</span>{}</li>",
-                esc(target_meaning(v)),
-                m = esc(target_mark(v)),
+                esc(headline_meaning(v)),
+                m = esc(headline_mark(v)),
                 c = v.as_str()
             );
         }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::escape::text as esc;
 use crate::lint::rules::Severity;
-use crate::lint::{Finding, LintReport};
+use crate::lint::{Finding, HeadlineVerdict, LintReport};
 
 pub(crate) fn counts(r: &LintReport) -> BTreeMap<Severity, usize> {
     let mut c = BTreeMap::new();
@@ -56,4 +56,38 @@ pub(crate) fn folded_note(r: &LintReport, f: &Finding) -> String {
         0 => String::new(),
         n => format!(" (stands for {n} CL001 findings, one per binary: `--format json` lists each)"),
     }
+}
+
+/// The mark beside a target's verdict, the same in every view (text, Markdown, HTML headlines,
+/// HTML columns): ✓ runs, ~ runs compiling PTX at first use, (✗) accepted, ✗ fails.
+pub(crate) fn headline_mark(v: HeadlineVerdict) -> &'static str {
+    match v {
+        HeadlineVerdict::Runs => "✓",
+        HeadlineVerdict::RunsJit => "~",
+        HeadlineVerdict::Accepted => "(✗)",
+        HeadlineVerdict::Fails => "✗",
+    }
+}
+
+/// What a target's mark means, for the legends.
+pub(crate) fn headline_meaning(v: HeadlineVerdict) -> &'static str {
+    match v {
+        HeadlineVerdict::Runs => "runs",
+        HeadlineVerdict::RunsJit => "runs, compiling enough PTX at first use for a noticeable cold start",
+        HeadlineVerdict::Accepted => {
+            "would fail, but every finding that says so was ignored, baselined, disabled or lowered below the gate"
+        }
+        HeadlineVerdict::Fails => "fails: its findings say what does not run",
+    }
+}
+
+/// The legend of the headlines' marks, for those the report uses (in the order of
+/// [`HeadlineVerdict::ALL`], worst last): `✓ runs; ~ runs, compiling …`.
+pub(crate) fn headline_legend(r: &LintReport) -> Option<String> {
+    let parts: Vec<String> = HeadlineVerdict::ALL
+        .iter()
+        .filter(|v| r.headlines.iter().any(|h| h.verdict == **v))
+        .map(|v| format!("{} {}", headline_mark(*v), headline_meaning(*v)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

@@ -2,10 +2,10 @@
 
 use std::fmt::Write;
 
-use super::lines::{image_line, summary_line};
+use super::lines::{headline_legend, headline_mark, image_line, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape;
-use crate::lint::{Finding, HeadlineVerdict, LintReport};
+use crate::lint::{Finding, LintReport};
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
     Ok(markdown(r))
@@ -21,12 +21,7 @@ fn markdown(r: &LintReport) -> String {
     let icon = if r.failed { "❌" } else { "✅" };
     let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
     for h in &r.headlines {
-        let mark = match h.verdict {
-            HeadlineVerdict::Fails => "❌",
-            HeadlineVerdict::Accepted => "⚠️",
-            HeadlineVerdict::Runs | HeadlineVerdict::RunsJit => "✅",
-        };
-        let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
+        let _ = writeln!(out, "- {} {}", md_escape(headline_mark(h.verdict)), md_escape(&h.text));
     }
     if !r.headlines.is_empty() {
         out.push('\n');
@@ -53,6 +48,9 @@ fn markdown(r: &LintReport) -> String {
             out.push('\n');
         }
         out.push('\n');
+        for l in [headline_legend(r).map(|l| format!("marks: {l}")), super::text::legend(r)].into_iter().flatten() {
+            let _ = writeln!(out, "<sub>{}</sub>\n", md_escape(&l));
+        }
     }
     if let Some(d) = &r.device {
         let _ = writeln!(

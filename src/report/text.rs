@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::lines::{folded_note, image_line, shown, summary_line};
+use super::lines::{folded_note, headline_legend, headline_mark, image_line, shown, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
 use crate::lint::coverage::Class;
@@ -158,12 +158,12 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
         let _ = writeln!(out, "{}", wrap_list("targets: ", &names, "; ", term));
         out.push('\n');
         for h in &r.headlines {
-            let painted = match h.verdict {
-                HeadlineVerdict::Fails => paint.wrap("1;31", "✗"),
-                HeadlineVerdict::RunsJit => paint.wrap("33", "✓"),
-                HeadlineVerdict::Accepted => paint.wrap("33", "~"),
-                HeadlineVerdict::Runs => paint.wrap("32", "✓"),
+            let colour = match h.verdict {
+                HeadlineVerdict::Fails => "1;31",
+                HeadlineVerdict::RunsJit | HeadlineVerdict::Accepted => "33",
+                HeadlineVerdict::Runs => "32",
             };
+            let painted = paint.wrap(colour, headline_mark(h.verdict));
             let _ = writeln!(out, "{}", wrap(&format!("{painted} "), &esc(&h.text), 0, term));
         }
     }
@@ -195,6 +195,9 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
                 line.push_str(&pad(&c.text, paint.cell(c.class, &c.text), *w));
             }
             let _ = writeln!(out, "{}", line.trim_end());
+        }
+        if let Some(l) = headline_legend(r) {
+            let _ = writeln!(out, "{}", paint.dim(&wrap("", &format!("marks: {l}"), 0, term)));
         }
         if let Some(l) = legend(r) {
             let _ = writeln!(out, "{}", paint.dim(&wrap("", &l, 0, term)));

@@ -380,3 +380,50 @@ fn findings_follow_the_targets_order() {
     let given: Vec<&str> = gpus.iter().copied().filter(|g| seen.contains(g)).collect();
     assert!(seen.len() > 1 && seen == given, "{seen:?}\n{text}");
 }
+
+/// One mark per headline verdict in text, Markdown and HTML (✓ runs, ~ runs compiling PTX,
+/// (✗) accepted, ✗ fails), each view's legend saying what the marks it uses mean; the HTML
+/// header names the ignore file in use and labels the digest as the image's config.
+#[test]
+fn headline_marks_agree_across_formats() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = d.path().join("rootfs/opt/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(fixture("../verdict/libbigptx.so"), lib.join("libbigptx.so")).unwrap();
+    std::fs::copy(fixture("libmulti.so"), lib.join("libmulti.so")).unwrap();
+    // V100 fails for CUDA 13's sake (CL019, CL001 folded into it): accepted once ignored.
+    let ign = write(
+        d.path(),
+        "ignore.toml",
+        "[[ignore]]\nrule = \"CL019\"\nreason = \"r\"\n\n[[ignore]]\nrule = \"CL001\"\ntarget = \"V100\"\nreason = \"r\"\n",
+    );
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    let ign_arg = ign.display().to_string();
+    // L4 runs, H100 compiles 1.2 MiB of PTX, T4 fails (sm_80+ only), V100 accepted.
+    let (text, md, html, json) =
+        four_formats(d.path(), &[&image, "--gpu", "L4,H100,T4,V100", "--ignore-file", &ign_arg]);
+    let expected = [("L4", "runs", "✓"), ("H100", "runs-jit", "~"), ("T4", "fails", "✗"), ("V100", "accepted", "(✗)")];
+    let heads = json["headlines"].as_array().unwrap();
+    for (target, verdict, mark) in expected {
+        let h = heads.iter().find(|h| h["target"] == target).unwrap();
+        assert_eq!(h["verdict"], verdict, "{h}");
+        let line = h["text"].as_str().unwrap();
+        assert!(text.lines().any(|l| l == format!("{mark} {line}")), "text: {mark} {line}\n{text}");
+        assert!(md.lines().any(|l| l == format!("- {mark} {line}")), "markdown: {mark} {line}\n{md}");
+        assert!(
+            html.contains(&format!(
+                "data-target=\"{target}\" data-verdict=\"{verdict}\"><span class=\"mark\">{mark}</span>"
+            )),
+            "html: {target} {mark}"
+        );
+        // Each view's legend says what the mark means.
+        let text_legend = text.lines().find(|l| l.starts_with("marks: ")).unwrap();
+        assert!(text_legend.contains(&format!("{mark} ")), "{text_legend}");
+        assert!(md.contains("<sub>marks: ") && md.contains(&format!("{mark} ")), "{md}");
+        assert!(html.contains(&format!("data-for=\"target\" data-mark=\"{mark}\"")), "{html}");
+    }
+    assert!(text.contains("~ runs, compiling enough PTX at first use"), "{text}");
+    // The HTML header: the policy files, and the image's config digest labelled as such.
+    assert!(html.contains(&format!("<p id=\"policy\" class=\"muted\">policy: ignores {ign_arg}</p>")), "{html}");
+    assert!(!html.contains(" · config <code>"), "{html}");
+}
