@@ -253,15 +253,25 @@ pub fn matrix(o: &mut String, r: &LintReport) {
         let _ = write!(o, "<th data-target=\"{}\">{}</th>", esc(&t.name), target_label(r, t));
     }
     o.push_str("<th>layer</th><th>package</th></tr></thead>\n<tbody>\n");
-    for m in &r.matrix {
+    for shown in super::lines::shown_rows(r) {
+        let m = &*shown.row;
         // The directory muted, a long path wrapping (after a slash where it can) instead of
-        // pushing the targets off the page.
-        let file = file_name(&m.path);
+        // pushing the targets off the page; a folded row says what it stands for.
+        // A folded row's path is a directory: its last part stands out as a file name would.
+        let file = match m.path.strip_suffix('/') {
+            Some(d) => &m.path[d.len() - file_name(d).len()..],
+            None => file_name(&m.path),
+        };
         let dir = &m.path[..m.path.len() - file.len()];
+        let folded = match shown.folded() {
+            Some(what) => format!(" <span class=\"muted\">({})</span>", esc(&what)),
+            None => String::new(),
+        };
         let _ = write!(
             o,
-            "<tr data-path=\"{}\"><td class=\"bin\"><code><span class=\"muted\">{}</span>{}</code></td>",
+            "<tr data-path=\"{}\"{}><td class=\"bin\"><code><span class=\"muted\">{}</span>{}</code>{folded}</td>",
             esc(&m.path),
+            if shown.files > 1 { format!(" data-files=\"{}\"", shown.files) } else { String::new() },
             esc(dir).replace('/', "/<wbr>"),
             esc(file)
         );

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::lines::{folded_note, headline_legend, headline_mark, image_line, shown, summary_line};
+use super::lines::{folded_note, headline_legend, headline_mark, image_line, shown, shown_rows, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
 use crate::lint::coverage::Class;
@@ -169,28 +169,35 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
     }
     if !r.matrix.is_empty() && !r.targets.is_empty() {
         out.push('\n');
+        let rows = shown_rows(r);
         let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", esc(&t.name), t.cc)).collect();
         let widths: Vec<usize> = headers
             .iter()
             .enumerate()
-            .map(|(i, h)| r.matrix.iter().map(|m| width(&m.cells[i].text)).max().unwrap_or(0).max(width(h)))
+            .map(|(i, h)| rows.iter().map(|m| width(&m.row.cells[i].text)).max().unwrap_or(0).max(width(h)))
             .collect();
         // On a terminal, long paths give way to the target columns (cut from the left, where
-        // the directories the rows share are).
+        // the directories the rows share are); what a folded row stands for stays whole.
         let cells: usize = widths.iter().map(|w| w + 2).sum();
         let room = term.map_or(usize::MAX, |t| t.saturating_sub(cells).max(24));
-        let path_of = |m: &crate::lint::MatrixRow| fit_path(&esc(&m.path), room);
-        let first = r.matrix.iter().map(|m| width(&path_of(m))).max().unwrap_or(0).max(8);
+        let path_of = |m: &super::lines::ShownRow| match m.folded() {
+            Some(what) => {
+                let what = format!(" ({})", esc(&what));
+                format!("{}{what}", fit_path(&esc(&m.row.path), room.saturating_sub(width(&what)).max(12)))
+            }
+            None => fit_path(&esc(&m.row.path), room),
+        };
+        let first = rows.iter().map(|m| width(&path_of(m))).max().unwrap_or(0).max(8);
         let mut line = pad("coverage", "coverage".to_string(), first);
         for (h, w) in headers.iter().zip(&widths) {
             line.push_str("  ");
             line.push_str(&pad(h, h.clone(), *w));
         }
         let _ = writeln!(out, "{}", line.trim_end());
-        for m in &r.matrix {
+        for m in &rows {
             let path = path_of(m);
             let mut line = pad(&path, path.clone(), first);
-            for (c, w) in m.cells.iter().zip(&widths) {
+            for (c, w) in m.row.cells.iter().zip(&widths) {
                 line.push_str("  ");
                 line.push_str(&pad(&c.text, paint.cell(c.class, &c.text), *w));
             }

@@ -427,3 +427,54 @@ fn headline_marks_agree_across_formats() {
     assert!(html.contains(&format!("<p id=\"policy\" class=\"muted\">policy: ignores {ign_arg}</p>")), "{html}");
     assert!(!html.contains(" · config <code>"), "{html}");
 }
+
+/// A package's per-GPU kernel set, loose cubins its library loads by file (flashinfer-cubin's
+/// 10,560 in a vLLM stack), is one row per package in the views people read; JSON keeps every
+/// binary. A lone cubin of no package is still its own row.
+#[test]
+fn library_managed_kernel_sets_fold_into_one_row_per_package() {
+    let d = tempfile::tempdir().unwrap();
+    let site = d.path().join("rootfs/usr/lib/python3/site-packages");
+    let cubins = [
+        ("gemm/gemm_sm80.cubin", "abi7_sm80.cubin"),
+        ("gemm/gemm_sm90a.cubin", "abi7_sm90a.cubin"),
+        ("attn/attn_sm100f.cubin", "abi8_sm100f.cubin"),
+        ("attn/attn_sm120.cubin", "abi8_sm120.cubin"),
+    ];
+    let mut record = String::from("kern/_C.so,,\n");
+    for (path, f) in cubins {
+        let to = site.join("kern/cubins").join(path);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fixture(f), &to).unwrap();
+        record.push_str(&format!("kern/cubins/{path},,\n"));
+    }
+    std::fs::copy(fixture("libmulti.so"), site.join("kern/_C.so")).unwrap();
+    std::fs::create_dir_all(site.join("kern-1.0.dist-info")).unwrap();
+    write(&site.join("kern-1.0.dist-info"), "RECORD", &record);
+    write(&site.join("kern-1.0.dist-info"), "METADATA", "Metadata-Version: 2.1\nName: kern\nVersion: 1.0\n");
+    let lone = d.path().join("rootfs/opt/kernels");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(fixture("abi7_sm90a.cubin"), lone.join("one.cubin")).unwrap();
+
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    let (text, md, html, json) = four_formats(d.path(), &[&image, "--gpu", "L4,H100"]);
+    let dir = "/usr/lib/python3/site-packages/kern/cubins/";
+    let folded: Vec<&str> = text.lines().filter(|l| l.contains("kern/cubins")).collect();
+    assert_eq!(folded.len(), 1, "{text}");
+    assert!(folded[0].starts_with(&format!("{dir} (4 files, package kern)")), "{text}");
+    assert_eq!(folded[0].matches("lib-managed (4)").count(), 2, "{text}");
+    assert!(text.lines().any(|l| l.starts_with("/opt/kernels/one.cubin ")), "a lone cubin keeps its row: {text}");
+    assert!(md.contains(&format!("| `{dir}` (4 files, package kern) | lib-managed (4) | lib-managed (4) |")), "{md}");
+    assert!(html.contains(&format!("data-path=\"{dir}\" data-files=\"4\"")), "{html}");
+    assert!(html.contains("(4 files, package kern)"), "{html}");
+    for (path, _) in cubins {
+        for (name, view) in [("text", &text), ("markdown", &md), ("html", &html)] {
+            assert!(!view.contains(path), "{name} lists {path}: {view}");
+        }
+    }
+    // JSON is for machines: every binary, each with its own cells.
+    let rows: Vec<&str> = json["matrix"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+    for (path, _) in cubins {
+        assert!(rows.contains(&format!("{dir}{path}").as_str()), "{rows:?}");
+    }
+}
