@@ -107,16 +107,18 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     let read = &inventory.stats;
     if a.verbose {
         eprintln!(
-            "cudalint: read {} files in {} layers, {} of them ELF or device code",
-            read.files, read.layers, read.inspected
+            "cudalint: read {} in {}, {} of them ELF or device code",
+            counted(read.files, "file"),
+            counted(read.layers as u64, "layer"),
+            read.inspected
         );
     }
     if read.inspected == 0 && !listing_only {
         // A gate that judged nothing never passes: the wrong directory, an empty image.
         anyhow::bail!(
-            "{}: read {} files, none of them ELF, cubin, fatbin, PTX or a wheel: nothing was judged (is this the image you meant?)",
+            "{}: read {}, none of them ELF, cubin, fatbin, PTX or a wheel: nothing was judged (is this the image you meant?)",
             a.image,
-            read.files
+            counted(read.files, "file")
         );
     }
     let device = match &driver {
@@ -203,4 +205,9 @@ fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
     }
     let text = String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", shown()))?;
     report::cyclonedx::Sbom::new(text, shown()).with_context(shown)
+}
+
+/// `1 file`, `3 files`.
+fn counted(n: u64, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }

@@ -55,6 +55,33 @@ impl Serialize for Cc {
     }
 }
 
+/// Architecture names (`sm_90a`, `compute_100f`, `jit compute_80`) in the order people read
+/// them: SASS, then PTX, then Tile IR, each by number (`sm_75, sm_80, sm_100, sm_100a`), not as
+/// strings (`sm_100` before `sm_70`). Anything else after them, as a string.
+pub fn arch_key(s: &str) -> (u8, u32, &str, &str) {
+    let name = s.rsplit(' ').next().unwrap_or(s);
+    let (rank, rest) = match name.split_once('_') {
+        Some(("sm", r)) => (0, r),
+        Some(("compute", r)) => (1, r),
+        Some(("tile", r)) => (2, r),
+        _ => return (3, 0, "", s),
+    };
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    match rest[..digits].parse() {
+        Ok(n) => (rank, n, &rest[digits..], s),
+        Err(_) => (3, 0, "", s),
+    }
+}
+
+/// `archs` sorted by [`arch_key`], duplicates dropped: the one order every list of
+/// architectures is shown in (facts, messages, matrix cells, diffs).
+pub fn sorted_archs(archs: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = archs.into_iter().collect();
+    v.sort_by(|a, b| arch_key(a).cmp(&arch_key(b)));
+    v.dedup();
+    v
+}
+
 /// A CUDA version, `12.2` (the driver's CUDA version, a toolkit, a runtime).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CudaVersion {
@@ -113,5 +140,21 @@ impl fmt::Display for DriverVersion {
 impl Serialize for DriverVersion {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sorted_archs;
+
+    #[test]
+    fn architectures_sort_by_number_sass_first() {
+        let v = ["sm_120a", "compute_120", "sm_70", "sm_100a", "sm_100", "sm_75", "compute_75", "sm_90a", "sm_70"];
+        assert_eq!(
+            sorted_archs(v.map(String::from)),
+            ["sm_70", "sm_75", "sm_90a", "sm_100", "sm_100a", "sm_120a", "compute_75", "compute_120"]
+        );
+        let cells = ["jit compute_90", "sm_100", "sm_80", "✗ 209"];
+        assert_eq!(sorted_archs(cells.map(String::from)), ["sm_80", "sm_100", "jit compute_90", "✗ 209"]);
     }
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::facts::{Binary, human_size};
 use super::targets::Target;
 use crate::cuda::compat::{self, JitEnv, Verdict};
-use crate::cuda::{Cc, CudaVersion, gpus};
+use crate::cuda::{Cc, CudaVersion, gpus, sorted_archs};
 use crate::module::Module;
 use crate::schema::{documented, words};
 
@@ -225,10 +225,10 @@ pub fn coverage(b: &Binary, t: &Target, env: JitEnv) -> Coverage {
     };
     c.jit_ptx = human_size(c.jit_ptx_bytes);
     c.jit_cost = jit_cost(c.jit_ptx_bytes).into();
-    c.cells = cells.into_iter().collect();
-    c.native_images = native.into_iter().collect();
-    c.jit_images = jit.into_iter().collect();
-    c.arch_specific_images = arch_specific.into_iter().collect();
+    c.cells = sorted_archs(cells);
+    c.native_images = sorted_archs(native);
+    c.jit_images = sorted_archs(jit);
+    c.arch_specific_images = sorted_archs(arch_specific);
     c.needs_cuda = needs.map(|n| n.to_string()).unwrap_or_default();
     c.format_needs_cuda = format_needs.map(|n| n.to_string()).unwrap_or_default();
     c
@@ -275,6 +275,6 @@ pub fn chips_for(b: &Binary) -> String {
             }
         }
     }
-    let archs: Vec<String> = archs.into_iter().collect();
+    let archs = sorted_archs(archs);
     if names.is_empty() { archs.join(", ") } else { names.join(", ") }
 }

@@ -241,13 +241,7 @@ fn binaries(old: &ImageReport, new: &ImageReport) -> Vec<BinaryChange> {
 
 /// `sm_50, sm_70, sm_100a` in the order of their numbers.
 fn by_number<'a>(archs: impl Iterator<Item = &'a String>) -> Vec<String> {
-    let mut v: Vec<String> = archs.cloned().collect();
-    let key = |a: &String| {
-        let digits: String = a.chars().filter(char::is_ascii_digit).collect();
-        (digits.parse::<u32>().unwrap_or(0), a.clone())
-    };
-    v.sort_by_key(key);
-    v
+    crate::cuda::sorted_archs(archs.cloned())
 }
 
 fn compilers(old: &ImageReport, new: &ImageReport) -> Vec<CompilerChange> {

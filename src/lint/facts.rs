@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::targets::Target;
 use crate::cuda::compat::{self, JitEnv};
 use crate::cuda::fix::{ArchFix, arch_fix};
-use crate::cuda::{Cc, CudaVersion, require, tables};
+use crate::cuda::{Cc, CudaVersion, require, sorted_archs, tables};
 use crate::image::{ImageFile, ImageReport};
 use crate::inspect::fatbin::EntryKind;
 use crate::inspect::{Container, libraries};
@@ -382,14 +382,14 @@ pub fn binary(f: &ImageFile) -> Binary {
                 p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)
             }),
         cuda_major: u64::from(cuda_major),
-        managed_archs: managed.into_iter().collect::<Vec<_>>().join(", "),
+        managed_archs: sorted_archs(managed).join(", "),
         archs: {
-            let all: Vec<String> = sass.iter().chain(ptx.iter()).cloned().collect();
+            let all: Vec<String> = sorted_archs(sass.iter().chain(ptx.iter()).cloned());
             if all.is_empty() { "none".into() } else { all.join(", ") }
         },
-        ptx_portable: ptx.iter().filter(|p| !p.ends_with('a') && !p.ends_with('f')).cloned().collect(),
-        sass: sass.into_iter().collect(),
-        ptx: ptx.into_iter().collect(),
+        ptx_portable: sorted_archs(ptx.iter().filter(|p| !p.ends_with('a') && !p.ends_with('f')).cloned()),
+        sass: sorted_archs(sass),
+        ptx: sorted_archs(ptx),
         ptx_bytes,
         ptx_isa: isa.map(compat::isa_string).unwrap_or_default(),
         toolkit: toolkit.map(|t| t.to_string()).unwrap_or_default(),

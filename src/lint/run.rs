@@ -157,7 +157,8 @@ pub(super) fn dispatch_sets(binaries: &mut [Binary]) {
         b.facts.library_managed_modules = managed;
         b.facts.modules = b.counted().count() as u64;
         if b.facts.managed_archs.is_empty() {
-            b.facts.managed_archs = b.facts.sass.iter().chain(&b.facts.ptx).cloned().collect::<Vec<_>>().join(", ");
+            b.facts.managed_archs =
+                crate::cuda::sorted_archs(b.facts.sass.iter().chain(&b.facts.ptx).cloned()).join(", ");
         }
     }
 }
@@ -450,7 +451,7 @@ fn suppress(opts: &LintOptions, findings: &mut Vec<Finding>) -> Suppression {
 }
 
 /// Per-binary findings whose cause an image-level finding left standing says once name it, then
-/// the most severe first, by target and path (image-wide before per-binary).
+/// the most severe first, by target (in the order given) and path (image-wide before per-binary).
 fn fold_and_sort(findings: &mut [Finding], targets: &[Target], caused: &[BTreeSet<String>]) {
     for (ti, t) in targets.iter().enumerate() {
         let Some(code) = findings
@@ -468,14 +469,13 @@ fn fold_and_sort(findings: &mut [Finding], targets: &[Target], caused: &[BTreeSe
             f.cause = Some(code.clone());
         }
     }
-    findings.sort_by(|a, b| {
-        (std::cmp::Reverse(a.severity), &a.target, &a.path, &a.rule, &a.message).cmp(&(
-            std::cmp::Reverse(b.severity),
-            &b.target,
-            &b.path,
-            &b.rule,
-            &b.message,
-        ))
+    // Targets in the order given, as the headlines and the matrix have them (not by name);
+    // GPUs no target names (`--on-device`) after them by name; image-wide findings first.
+    let target = |f: &Finding| {
+        f.target.as_deref().map(|n| (targets.iter().position(|t| t.name == n).unwrap_or(usize::MAX), n.to_string()))
+    };
+    findings.sort_by_cached_key(|f| {
+        (std::cmp::Reverse(f.severity), target(f), f.path.clone(), f.rule.clone(), f.message.clone())
     });
 }
 

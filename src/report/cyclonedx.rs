@@ -110,8 +110,7 @@ const PACKAGE_CLASS_ORDER: [Class; 5] =
 /// loaded at run time: n/a).
 fn package_properties(p: &Package, items: &[&Item], report: &LintReport) -> Vec<Value> {
     let union = |f: fn(&Binary) -> &Vec<String>| -> String {
-        let all: BTreeSet<&str> = items.iter().flat_map(|i| f(&i.binary).iter().map(String::as_str)).collect();
-        all.into_iter().collect::<Vec<_>>().join(",")
+        crate::cuda::sorted_archs(items.iter().flat_map(|i| f(&i.binary).iter().cloned())).join(",")
     };
     let mut v =
         vec![prop("cudalint:package-manager", p.manager.as_str()), prop("cudalint:binaries", items.len().to_string())];

@@ -7,15 +7,17 @@
 //! strict CSP. Module counts show on hover (`title`).
 //!
 //! Every colour has a mark beside it, so the page reads without colour (docs: README, "HTML
-//! report"): a target runs ✓, runs compiling PTX ~, fails ✗, would fail but is accepted (✗); a
-//! cell is native ✓, JIT ~, arch-gated ⊘, none ✗, n/a ○, or partial ◐ (also outlined dashed:
-//! some of the binary's modules fail there, the rest run).
+//! report"): a target runs ✓, runs compiling PTX ~, fails ✗, would fail but is accepted (✗)
+//! (every view's marks, `lines::headline_mark`); a cell is native ✓, JIT ~, arch-gated ⊘, none
+//! ✗, n/a ○, or partial ◐ (also outlined dashed: some of the binary's modules fail there, the
+//! rest run).
 
 use std::fmt::Write;
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
+use super::lines::{headline_mark, headline_meaning};
 use super::{RenderConfig, ReportError};
 use crate::layer::path::file_name;
 use crate::lint::coverage::{Class, Share};
@@ -63,28 +65,6 @@ pub fn partial(c: &MatrixCell) -> bool {
 /// The mark a cell shows beside its colour.
 pub fn cell_mark(c: &MatrixCell) -> &'static str {
     if partial(c) { PARTIAL_MARK } else { class_mark(c.class) }
-}
-
-/// The mark beside a target's verdict (its headline, its column, its findings).
-pub fn target_mark(v: HeadlineVerdict) -> &'static str {
-    match v {
-        HeadlineVerdict::Runs => "✓",
-        HeadlineVerdict::RunsJit => "~",
-        HeadlineVerdict::Accepted => "(✗)",
-        HeadlineVerdict::Fails => "✗",
-    }
-}
-
-/// What a target's mark means, for the legend.
-fn target_meaning(v: HeadlineVerdict) -> &'static str {
-    match v {
-        HeadlineVerdict::Runs => "runs",
-        HeadlineVerdict::RunsJit => "runs, compiling enough PTX at first use for a noticeable cold start",
-        HeadlineVerdict::Accepted => {
-            "would fail, but every finding that says so was ignored, baselined, disabled or lowered below the gate"
-        }
-        HeadlineVerdict::Fails => "fails: its findings say what does not run",
-    }
 }
 
 /// What a cell's colour and mark mean, for the legend.
@@ -175,7 +155,7 @@ pub fn head(o: &mut String, title: &str, image: &crate::lint::LintImage, tool: &
     let _ = writeln!(o, "<h1>{}: <code>{}</code></h1>", esc(title), esc(&name));
     let mut meta = vec![format!("source {}", image.source)];
     for (k, v) in
-        [("platform", &image.platform), ("manifest", &image.manifest_digest), ("config", &image.config_digest)]
+        [("platform", &image.platform), ("manifest", &image.manifest_digest), ("image config", &image.config_digest)]
     {
         if let Some(v) = v {
             meta.push(format!("{k} <code>{}</code>", esc(v)));
@@ -187,6 +167,10 @@ pub fn head(o: &mut String, title: &str, image: &crate::lint::LintImage, tool: &
 fn html(r: &LintReport) -> String {
     let mut o = String::new();
     head(&mut o, "cudalint", &r.image, &r.tool, "");
+    // Which cudalint.toml, ignore file and baseline decided, as the other reports say it.
+    if let Some(p) = r.policy.line() {
+        let _ = writeln!(o, "<p id=\"policy\" class=\"muted\">policy: {}</p>", esc(&p));
+    }
     let errors = r.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let _ = writeln!(
         o,
@@ -207,7 +191,7 @@ fn html(r: &LintReport) -> String {
                 esc(h.verdict.as_str()),
                 esc(&h.target),
                 esc(h.verdict.as_str()),
-                esc(target_mark(h.verdict)),
+                esc(headline_mark(h.verdict)),
                 esc(&h.text)
             );
         }
@@ -247,7 +231,7 @@ fn column_order(r: &LintReport) -> Vec<usize> {
 /// its verdict's mark, where it has a headline.
 fn target_label(r: &LintReport, t: &crate::lint::targets::Target) -> String {
     let mark = match verdict_of(r, &t.name) {
-        Some(v) => format!("<span class=\"mark {}\">{}</span> ", v.as_str(), esc(target_mark(v))),
+        Some(v) => format!("<span class=\"mark {}\">{}</span> ", v.as_str(), esc(headline_mark(v))),
         None => String::new(),
     };
     format!("{mark}{} <span class=\"muted\">({})</span>", esc(&t.name), t.cc)
@@ -269,15 +253,25 @@ pub fn matrix(o: &mut String, r: &LintReport) {
         let _ = write!(o, "<th data-target=\"{}\">{}</th>", esc(&t.name), target_label(r, t));
     }
     o.push_str("<th>layer</th><th>package</th></tr></thead>\n<tbody>\n");
-    for m in &r.matrix {
+    for shown in super::lines::shown_rows(r) {
+        let m = &*shown.row;
         // The directory muted, a long path wrapping (after a slash where it can) instead of
-        // pushing the targets off the page.
-        let file = file_name(&m.path);
+        // pushing the targets off the page; a folded row says what it stands for.
+        // A folded row's path is a directory: its last part stands out as a file name would.
+        let file = match m.path.strip_suffix('/') {
+            Some(d) => &m.path[d.len() - file_name(d).len()..],
+            None => file_name(&m.path),
+        };
         let dir = &m.path[..m.path.len() - file.len()];
+        let folded = match shown.folded() {
+            Some(what) => format!(" <span class=\"muted\">({})</span>", esc(&what)),
+            None => String::new(),
+        };
         let _ = write!(
             o,
-            "<tr data-path=\"{}\"><td class=\"bin\"><code><span class=\"muted\">{}</span>{}</code></td>",
+            "<tr data-path=\"{}\"{}><td class=\"bin\"><code><span class=\"muted\">{}</span>{}</code>{folded}</td>",
             esc(&m.path),
+            if shown.files > 1 { format!(" data-files=\"{}\"", shown.files) } else { String::new() },
             esc(dir).replace('/', "/<wbr>"),
             esc(file)
         );
@@ -338,8 +332,8 @@ fn legend(o: &mut String, r: &LintReport, order: &[usize]) {
             let _ = writeln!(
                 o,
                 "<li data-for=\"target\" data-mark=\"{m}\"><span class=\"swatch {c}\"><span class=\"mark\">{m}</span> target</span>{}</li>",
-                esc(target_meaning(v)),
-                m = esc(target_mark(v)),
+                esc(headline_meaning(v)),
+                m = esc(headline_mark(v)),
                 c = v.as_str()
             );
         }
@@ -361,7 +355,7 @@ fn legend(o: &mut String, r: &LintReport, order: &[usize]) {
         let _ = writeln!(
             o,
             "<li data-for=\"cell\" data-mark=\"{m}\"><span class=\"swatch some\"><span class=\"mark\">{m}</span> partial</span>\
-             dashed outline, in its class's colour: some of the binary's modules fail here, the rest run (the cell says \
+             in its class's colour with a red dashed outline: some of the binary's modules fail here, the rest run (the cell says \
              <code>✗ E (n/m)</code>)</li>",
             m = PARTIAL_MARK
         );

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::escape::text as esc;
 use crate::lint::rules::Severity;
-use crate::lint::{Finding, LintReport};
+use crate::lint::{Finding, HeadlineVerdict, LintReport, MatrixCell, MatrixRow};
 
 pub(crate) fn counts(r: &LintReport) -> BTreeMap<Severity, usize> {
     let mut c = BTreeMap::new();
@@ -55,5 +55,156 @@ pub(crate) fn folded_note(r: &LintReport, f: &Finding) -> String {
     match folded(r, f) {
         0 => String::new(),
         n => format!(" (stands for {n} CL001 findings, one per binary: `--format json` lists each)"),
+    }
+}
+
+/// The mark beside a target's verdict, the same in every view (text, Markdown, HTML headlines,
+/// HTML columns): ✓ runs, ~ runs compiling PTX at first use, (✗) accepted, ✗ fails.
+pub(crate) fn headline_mark(v: HeadlineVerdict) -> &'static str {
+    match v {
+        HeadlineVerdict::Runs => "✓",
+        HeadlineVerdict::RunsJit => "~",
+        HeadlineVerdict::Accepted => "(✗)",
+        HeadlineVerdict::Fails => "✗",
+    }
+}
+
+/// What a target's mark means, for the legends.
+pub(crate) fn headline_meaning(v: HeadlineVerdict) -> &'static str {
+    match v {
+        HeadlineVerdict::Runs => "runs",
+        HeadlineVerdict::RunsJit => "runs, compiling enough PTX at first use for a noticeable cold start",
+        HeadlineVerdict::Accepted => {
+            "would fail, but every finding that says so was ignored, baselined, disabled or lowered below the gate"
+        }
+        HeadlineVerdict::Fails => "fails: its findings say what does not run",
+    }
+}
+
+/// The legend of the headlines' marks, for those the report uses (in the order of
+/// [`HeadlineVerdict::ALL`], worst last): `✓ runs; ~ runs, compiling …`.
+pub(crate) fn headline_legend(r: &LintReport) -> Option<String> {
+    let parts: Vec<String> = HeadlineVerdict::ALL
+        .iter()
+        .filter(|v| r.headlines.iter().any(|h| h.verdict == **v))
+        .map(|v| format!("{} {}", headline_mark(*v), headline_meaning(*v)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// `1 file`, `2 files`: a count with its noun, singular or plural (`s` appended).
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    format!("{} {noun}{}", grouped(n as u64), if n == 1 { "" } else { "s" })
+}
+
+/// `10,560`: digits grouped by thousands.
+pub(crate) fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A matrix row as people read it (text, Markdown, HTML): one binary, or the binaries of one
+/// package (else directory) whose every cell is library-managed, folded into one row. A
+/// library's per-GPU kernel set, loaded by file (flashinfer-cubin's 10,560 cubins), judges
+/// nothing and would drown the binaries that decide; JSON keeps every row.
+pub(crate) struct ShownRow<'a> {
+    /// The binary's row, or for a fold one made up for it: `path` the directory the files
+    /// share (ending in `/`), the package where they share one, the cells `lib-managed (n)`
+    /// with the modules summed.
+    pub row: std::borrow::Cow<'a, MatrixRow>,
+    /// How many binaries the row stands for (1: not folded).
+    pub files: usize,
+}
+
+impl ShownRow<'_> {
+    /// What a folded row stands for: `10,560 files, package flashinfer-cubin`; `None` for a
+    /// binary.
+    pub fn folded(&self) -> Option<String> {
+        (self.files > 1).then(|| match &self.row.package {
+            Some(p) => format!("{}, package {}", count(self.files, "file"), p.name),
+            None => count(self.files, "file"),
+        })
+    }
+}
+
+/// Every cell of the row is code its library loads itself.
+fn library_managed_only(m: &MatrixRow) -> bool {
+    m.modules == 0 && m.library_managed_modules > 0
+}
+
+/// The matrix's rows as people read them: library-managed-only rows of one package (else one
+/// directory) folded where there are at least two, at the place of the first; the rest as they
+/// are, in order.
+pub(crate) fn shown_rows(r: &LintReport) -> Vec<ShownRow<'_>> {
+    use std::borrow::Cow;
+    let key = |m: &MatrixRow| match &m.package {
+        Some(p) => format!("package\0{}\0{}\0{}", p.manager.as_str(), p.name, p.version),
+        None => format!("dir\0{}", crate::layer::path::parent(&m.path)),
+    };
+    let mut groups: BTreeMap<String, Vec<&MatrixRow>> = BTreeMap::new();
+    for m in r.matrix.iter().filter(|m| library_managed_only(m)) {
+        groups.entry(key(m)).or_default().push(m);
+    }
+    let mut out = Vec::new();
+    for m in &r.matrix {
+        if !library_managed_only(m) {
+            out.push(ShownRow { row: Cow::Borrowed(m), files: 1 });
+            continue;
+        }
+        let group = &groups[&key(m)];
+        if group.len() == 1 {
+            out.push(ShownRow { row: Cow::Borrowed(m), files: 1 });
+        } else if std::ptr::eq(group[0], m) {
+            out.push(ShownRow { row: Cow::Owned(fold(group)), files: group.len() });
+        }
+    }
+    out
+}
+
+/// One row for library-managed-only rows: their shared directory, layer (where one) and
+/// package, and per target `lib-managed (n)` with n their modules summed.
+fn fold(group: &[&MatrixRow]) -> MatrixRow {
+    let first = group[0];
+    let under = |p: &str, d: &str| d == "/" || (p.starts_with(d) && p[d.len()..].starts_with('/'));
+    let mut dir = crate::layer::path::parent(&first.path).to_string();
+    for m in &group[1..] {
+        while !under(&m.path, &dir) {
+            dir = crate::layer::path::parent(&dir).to_string();
+        }
+    }
+    let managed: u64 = group.iter().map(|m| m.library_managed_modules).sum();
+    let layer = if group.iter().all(|m| m.layer == first.layer) { first.layer.clone() } else { String::new() };
+    MatrixRow {
+        path: if dir == "/" { dir } else { format!("{dir}/") },
+        layer,
+        package: first.package.clone(),
+        modules: 0,
+        library_managed_modules: managed,
+        cells: first
+            .cells
+            .iter()
+            .map(|c| MatrixCell { text: format!("lib-managed ({managed})"), ..c.clone() })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, grouped};
+
+    #[test]
+    fn counts_read_as_words() {
+        assert_eq!(count(1, "file"), "1 file");
+        assert_eq!(count(2, "file"), "2 files");
+        assert_eq!(count(10560, "file"), "10,560 files");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_234_567), "1,234,567");
     }
 }

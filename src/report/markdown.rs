@@ -2,10 +2,10 @@
 
 use std::fmt::Write;
 
-use super::lines::{image_line, summary_line};
+use super::lines::{count, headline_legend, headline_mark, image_line, shown_rows, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape;
-use crate::lint::{Finding, HeadlineVerdict, LintReport};
+use crate::lint::{Finding, LintReport};
 
 pub fn render(r: &LintReport, _cfg: &RenderConfig) -> Result<String, ReportError> {
     Ok(markdown(r))
@@ -15,18 +15,25 @@ fn md_escape(s: &str) -> String {
     escape::markdown(s)
 }
 
+/// At most this many rows per table: a GitHub step summary holds 1 MiB, and a stack's report
+/// must fit it with room to spare (the diff's Markdown caps its sections the same way).
+const MAX_ROWS: usize = 200;
+
+/// The line under a table cut at [`MAX_ROWS`]: `… and 12 more findings (`--format json` lists
+/// them all)`, or nothing.
+fn more(out: &mut String, total: usize, what: &str) {
+    if total > MAX_ROWS {
+        let _ = writeln!(out, "\n… and {} more (`--format json` lists them all)", count(total - MAX_ROWS, what));
+    }
+}
+
 /// Markdown for GitHub step summaries and pull-request comments.
 fn markdown(r: &LintReport) -> String {
     let mut out = String::new();
     let icon = if r.failed { "❌" } else { "✅" };
     let _ = writeln!(out, "## {icon} cudalint: {}\n", escape::markdown_code(&image_line(r)));
     for h in &r.headlines {
-        let mark = match h.verdict {
-            HeadlineVerdict::Fails => "❌",
-            HeadlineVerdict::Accepted => "⚠️",
-            HeadlineVerdict::Runs | HeadlineVerdict::RunsJit => "✅",
-        };
-        let _ = writeln!(out, "- {mark} {}", md_escape(&h.text));
+        let _ = writeln!(out, "- {} {}", md_escape(headline_mark(h.verdict)), md_escape(&h.text));
     }
     if !r.headlines.is_empty() {
         out.push('\n');
@@ -45,21 +52,30 @@ fn markdown(r: &LintReport) -> String {
             out.push_str("---|");
         }
         out.push('\n');
-        for m in &r.matrix {
-            let _ = write!(out, "| {} |", escape::markdown_code(&m.path));
-            for c in &m.cells {
+        let rows = shown_rows(r);
+        for m in rows.iter().take(MAX_ROWS) {
+            let _ = write!(out, "| {}", escape::markdown_code(&m.row.path));
+            if let Some(what) = m.folded() {
+                let _ = write!(out, " ({})", md_escape(&what));
+            }
+            out.push_str(" |");
+            for c in &m.row.cells {
                 let _ = write!(out, " {} |", md_escape(&c.text));
             }
             out.push('\n');
         }
+        more(&mut out, rows.len(), "binary row");
         out.push('\n');
+        for l in [headline_legend(r).map(|l| format!("marks: {l}")), super::text::legend(r)].into_iter().flatten() {
+            let _ = writeln!(out, "<sub>{}</sub>\n", md_escape(&l));
+        }
     }
     if let Some(d) = &r.device {
         let _ = writeln!(
             out,
             "### On device\n\n| GPU | binary | module | static verdict | driver | how | JIT ms |\n|---|---|---|---|---|---|---|"
         );
-        for m in &d.modules {
+        for m in d.modules.iter().take(MAX_ROWS) {
             let gpu = d
                 .devices
                 .iter()
@@ -83,6 +99,7 @@ fn markdown(r: &LintReport) -> String {
                 m.jit_ms
             );
         }
+        more(&mut out, d.modules.len(), "module");
         out.push('\n');
     }
     if !r.findings.is_empty() {
@@ -103,7 +120,9 @@ fn markdown(r: &LintReport) -> String {
                 message: format!("{}{}", f.message, super::lines::folded_note(r, f)),
             }
         });
-        findings_table(&mut out, false, rows);
+        let total = super::lines::shown(r).count();
+        findings_table(&mut out, false, rows.take(MAX_ROWS));
+        more(&mut out, total, "finding");
     }
     out
 }

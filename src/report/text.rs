@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::lines::{folded_note, image_line, shown, summary_line};
+use super::lines::{folded_note, headline_legend, headline_mark, image_line, shown, shown_rows, summary_line};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
 use crate::lint::coverage::Class;
@@ -95,6 +95,45 @@ fn width_of(s: &str) -> usize {
     n
 }
 
+/// `first` and the items joined by `sep`, in lines of at most `width` characters: a line breaks
+/// only between items, and the lines after the first start under the first item. `None`: one
+/// line.
+fn wrap_list(first: &str, items: &[String], sep: &str, width: Option<usize>) -> String {
+    let Some(width) = width else {
+        return format!("{first}{}", items.join(sep));
+    };
+    let indent = " ".repeat(width_of(first));
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut fresh = true;
+    for (i, item) in items.iter().enumerate() {
+        // The separator stays with the item before it, its trailing space becomes the break.
+        let piece = if i + 1 < items.len() { format!("{item}{}", sep.trim_end()) } else { item.clone() };
+        if !fresh && width_of(&line) + 1 + width_of(&piece) > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.clone();
+            fresh = true;
+        }
+        if !fresh {
+            line.push(' ');
+        }
+        line.push_str(&piece);
+        fresh = false;
+    }
+    out.push_str(line.trim_end());
+    out
+}
+
+/// A finding's first line: severity, rule and name, then where it is; on a terminal too narrow
+/// for all of it, where it is goes on lines of its own, indented as the message is.
+fn finding_header(head: &str, at: &str, width: Option<usize>) -> String {
+    match width {
+        Some(w) if width_of(head) + 2 + width_of(at) > w => format!("{head}\n{}", wrap("", at, 8, width)),
+        _ => format!("{head}  {at}"),
+    }
+}
+
 /// A path cut from the left to `max` characters (`…/torch/lib/libtorch_cuda.so`), so that a
 /// grid of long paths fits the terminal.
 fn fit_path(p: &str, max: usize) -> String {
@@ -116,46 +155,56 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
         let _ = writeln!(out, "targets: none given (--gpu, --arch, --targets-from): coverage not checked");
     } else {
         let names: Vec<String> = r.targets.iter().map(|t| esc(&t.label())).collect();
-        let _ = writeln!(out, "targets: {}", names.join("; "));
+        let _ = writeln!(out, "{}", wrap_list("targets: ", &names, "; ", term));
         out.push('\n');
         for h in &r.headlines {
-            let painted = match h.verdict {
-                HeadlineVerdict::Fails => paint.wrap("1;31", "✗"),
-                HeadlineVerdict::RunsJit => paint.wrap("33", "✓"),
-                HeadlineVerdict::Accepted => paint.wrap("33", "~"),
-                HeadlineVerdict::Runs => paint.wrap("32", "✓"),
+            let colour = match h.verdict {
+                HeadlineVerdict::Fails => "1;31",
+                HeadlineVerdict::RunsJit | HeadlineVerdict::Accepted => "33",
+                HeadlineVerdict::Runs => "32",
             };
+            let painted = paint.wrap(colour, headline_mark(h.verdict));
             let _ = writeln!(out, "{}", wrap(&format!("{painted} "), &esc(&h.text), 0, term));
         }
     }
     if !r.matrix.is_empty() && !r.targets.is_empty() {
         out.push('\n');
+        let rows = shown_rows(r);
         let headers: Vec<String> = r.targets.iter().map(|t| format!("{} ({})", esc(&t.name), t.cc)).collect();
         let widths: Vec<usize> = headers
             .iter()
             .enumerate()
-            .map(|(i, h)| r.matrix.iter().map(|m| width(&m.cells[i].text)).max().unwrap_or(0).max(width(h)))
+            .map(|(i, h)| rows.iter().map(|m| width(&m.row.cells[i].text)).max().unwrap_or(0).max(width(h)))
             .collect();
         // On a terminal, long paths give way to the target columns (cut from the left, where
-        // the directories the rows share are).
+        // the directories the rows share are); what a folded row stands for stays whole.
         let cells: usize = widths.iter().map(|w| w + 2).sum();
         let room = term.map_or(usize::MAX, |t| t.saturating_sub(cells).max(24));
-        let path_of = |m: &crate::lint::MatrixRow| fit_path(&esc(&m.path), room);
-        let first = r.matrix.iter().map(|m| width(&path_of(m))).max().unwrap_or(0).max(8);
+        let path_of = |m: &super::lines::ShownRow| match m.folded() {
+            Some(what) => {
+                let what = format!(" ({})", esc(&what));
+                format!("{}{what}", fit_path(&esc(&m.row.path), room.saturating_sub(width(&what)).max(12)))
+            }
+            None => fit_path(&esc(&m.row.path), room),
+        };
+        let first = rows.iter().map(|m| width(&path_of(m))).max().unwrap_or(0).max(8);
         let mut line = pad("coverage", "coverage".to_string(), first);
         for (h, w) in headers.iter().zip(&widths) {
             line.push_str("  ");
             line.push_str(&pad(h, h.clone(), *w));
         }
         let _ = writeln!(out, "{}", line.trim_end());
-        for m in &r.matrix {
+        for m in &rows {
             let path = path_of(m);
             let mut line = pad(&path, path.clone(), first);
-            for (c, w) in m.cells.iter().zip(&widths) {
+            for (c, w) in m.row.cells.iter().zip(&widths) {
                 line.push_str("  ");
                 line.push_str(&pad(&c.text, paint.cell(c.class, &c.text), *w));
             }
             let _ = writeln!(out, "{}", line.trim_end());
+        }
+        if let Some(l) = headline_legend(r) {
+            let _ = writeln!(out, "{}", paint.dim(&wrap("", &format!("marks: {l}"), 0, term)));
         }
         if let Some(l) = legend(r) {
             let _ = writeln!(out, "{}", paint.dim(&wrap("", &l, 0, term)));
@@ -178,7 +227,8 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
             Some(p) => format!("{at}  {}", paint.dim(&format!("[{}]", esc(p)))),
             None => at,
         };
-        let _ = writeln!(out, "{} {} {}  {}", paint.severity(f.severity), f.rule, f.name, at);
+        let head = format!("{} {} {}", paint.severity(f.severity), f.rule, f.name);
+        let _ = writeln!(out, "{}", finding_header(&head, &at, term));
         let _ = writeln!(out, "{}", wrap("", &format!("{}{}", esc(&f.message), folded_note(r, f)), 8, term));
         let _ = writeln!(out, "{}", wrap(&format!("{} ", paint.dim("fix:")), &esc(&f.fix), 8, term));
         if verbose {
@@ -334,7 +384,7 @@ fn device_text(out: &mut String, d: &crate::device::DeviceReport, paint: Paint) 
 
 #[cfg(test)]
 mod tests {
-    use super::{fit_path, width_of, wrap};
+    use super::{finding_header, fit_path, width_of, wrap, wrap_list};
 
     #[test]
     fn findings_wrap_to_the_terminal_and_keep_their_indent() {
@@ -361,5 +411,29 @@ mod tests {
         let cut = fit_path(p, 30);
         assert_eq!(cut.chars().count(), 30);
         assert!(cut.starts_with('…') && cut.ends_with("/lib/libtorch_cuda.so"), "{cut}");
+    }
+
+    #[test]
+    fn the_targets_line_breaks_between_targets_under_the_first() {
+        let t: Vec<String> =
+            ["V100 (7.0), driver 580.65.06", "T4 (7.5), driver 580.65.06", "RTX 5090 (12.0), driver 580.65.06"]
+                .map(String::from)
+                .to_vec();
+        assert_eq!(wrap_list("targets: ", &t, "; ", None), format!("targets: {}", t.join("; ")));
+        let w = wrap_list("targets: ", &t, "; ", Some(70));
+        assert_eq!(
+            w,
+            "targets: V100 (7.0), driver 580.65.06; T4 (7.5), driver 580.65.06;\n         RTX 5090 (12.0), driver 580.65.06"
+        );
+        assert!(w.lines().all(|l| width_of(l) <= 70), "{w}");
+    }
+
+    #[test]
+    fn a_finding_header_too_wide_puts_where_on_its_own_line() {
+        let head = "error   CL008 driver-library-in-image";
+        let at = "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05";
+        assert_eq!(finding_header(head, at, None), format!("{head}  {at}"));
+        assert_eq!(finding_header(head, at, Some(120)), format!("{head}  {at}"));
+        assert_eq!(finding_header(head, at, Some(80)), format!("{head}\n        {at}"));
     }
 }

@@ -343,14 +343,12 @@ fn assert_package_summary(pkg: &Value, targets: &[&str]) {
     let files: Vec<&Value> =
         pkg["components"].as_array().unwrap().iter().filter(|f| prop(f, "cudalint:sass-archs").is_some()).collect();
     assert_eq!(prop(pkg, "cudalint:binaries"), Some(files.len().to_string()), "{pkg:#}");
+    // Architectures in the one order every list of them has: by number (sm_90 before sm_100).
     let union = |name: &str| {
-        let all: std::collections::BTreeSet<String> = files
-            .iter()
-            .flat_map(|f| {
-                prop(f, name).unwrap().split(',').filter(|a| !a.is_empty()).map(String::from).collect::<Vec<_>>()
-            })
-            .collect();
-        all.into_iter().collect::<Vec<_>>().join(",")
+        cudalint::cuda::sorted_archs(files.iter().flat_map(|f| {
+            prop(f, name).unwrap().split(',').filter(|a| !a.is_empty()).map(String::from).collect::<Vec<_>>()
+        }))
+        .join(",")
     };
     assert_eq!(prop(pkg, "cudalint:sass-archs").unwrap(), union("cudalint:sass-archs"));
     assert_eq!(prop(pkg, "cudalint:ptx-archs").unwrap(), union("cudalint:ptx-archs"));

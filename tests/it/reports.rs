@@ -339,3 +339,145 @@ fn gpus_rules_and_explain_commands() {
     assert!(t.contains("## What it does") && t.contains("## Fix"));
     assert_eq!(cudalint().args(["explain", "CL999"]).output().unwrap().status.code(), Some(2));
 }
+
+/// `scan ARGS` with text, Markdown, HTML and JSON written to `dir`: those four, in that order.
+fn four_formats(dir: &Path, args: &[&str]) -> (String, String, String, serde_json::Value) {
+    let names = ["text", "markdown", "html", "json"];
+    let mut cmd = cudalint();
+    cmd.arg("scan").args(args).arg("--quiet");
+    for n in names {
+        cmd.arg("--format").arg(format!("{n}={}", dir.join(n).display()));
+    }
+    let out = cmd.output().unwrap();
+    assert_ne!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
+    (read("text"), read("markdown"), read("html"), serde_json::from_str(&read("json")).unwrap())
+}
+
+/// Findings are ordered by severity, then by target in the order given (as the headlines and
+/// the matrix are), then by path; in text as in JSON.
+#[test]
+fn findings_follow_the_targets_order() {
+    let d = tempfile::tempdir().unwrap();
+    let gpus = ["V100", "T4", "H100", "B300", "RTX 5090"];
+    let (text, _, _, json) = four_formats(d.path(), &[&demo(), "--gpu", &gpus.join(",")]);
+    let findings = json["findings"].as_array().unwrap();
+    let key = |f: &serde_json::Value| {
+        let severity = ["error", "warning", "info"].iter().position(|s| f["severity"] == *s).unwrap();
+        let target = f["target"].as_str().map(|t| gpus.iter().position(|g| *g == t).unwrap());
+        (severity, target, f["path"].as_str().unwrap_or("").to_string())
+    };
+    let keys: Vec<_> = findings.iter().map(key).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "JSON findings out of order");
+    // Text shows the shown ones in the same order: the targets' first mentions follow --gpu.
+    let mut seen: Vec<&str> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with("error ")) {
+        if let Some(t) = gpus.iter().find(|g| l.ends_with(&format!(" on {g}")))
+            && !seen.contains(t)
+        {
+            seen.push(t);
+        }
+    }
+    let given: Vec<&str> = gpus.iter().copied().filter(|g| seen.contains(g)).collect();
+    assert!(seen.len() > 1 && seen == given, "{seen:?}\n{text}");
+}
+
+/// One mark per headline verdict in text, Markdown and HTML (✓ runs, ~ runs compiling PTX,
+/// (✗) accepted, ✗ fails), each view's legend saying what the marks it uses mean; the HTML
+/// header names the ignore file in use and labels the digest as the image's config.
+#[test]
+fn headline_marks_agree_across_formats() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = d.path().join("rootfs/opt/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(fixture("../verdict/libbigptx.so"), lib.join("libbigptx.so")).unwrap();
+    std::fs::copy(fixture("libmulti.so"), lib.join("libmulti.so")).unwrap();
+    // V100 fails for CUDA 13's sake (CL019, CL001 folded into it): accepted once ignored.
+    let ign = write(
+        d.path(),
+        "ignore.toml",
+        "[[ignore]]\nrule = \"CL019\"\nreason = \"r\"\n\n[[ignore]]\nrule = \"CL001\"\ntarget = \"V100\"\nreason = \"r\"\n",
+    );
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    let ign_arg = ign.display().to_string();
+    // L4 runs, H100 compiles 1.2 MiB of PTX, T4 fails (sm_80+ only), V100 accepted.
+    let (text, md, html, json) =
+        four_formats(d.path(), &[&image, "--gpu", "L4,H100,T4,V100", "--ignore-file", &ign_arg]);
+    let expected = [("L4", "runs", "✓"), ("H100", "runs-jit", "~"), ("T4", "fails", "✗"), ("V100", "accepted", "(✗)")];
+    let heads = json["headlines"].as_array().unwrap();
+    for (target, verdict, mark) in expected {
+        let h = heads.iter().find(|h| h["target"] == target).unwrap();
+        assert_eq!(h["verdict"], verdict, "{h}");
+        let line = h["text"].as_str().unwrap();
+        assert!(text.lines().any(|l| l == format!("{mark} {line}")), "text: {mark} {line}\n{text}");
+        assert!(md.lines().any(|l| l == format!("- {mark} {line}")), "markdown: {mark} {line}\n{md}");
+        assert!(
+            html.contains(&format!(
+                "data-target=\"{target}\" data-verdict=\"{verdict}\"><span class=\"mark\">{mark}</span>"
+            )),
+            "html: {target} {mark}"
+        );
+        // Each view's legend says what the mark means.
+        let text_legend = text.lines().find(|l| l.starts_with("marks: ")).unwrap();
+        assert!(text_legend.contains(&format!("{mark} ")), "{text_legend}");
+        assert!(md.contains("<sub>marks: ") && md.contains(&format!("{mark} ")), "{md}");
+        assert!(html.contains(&format!("data-for=\"target\" data-mark=\"{mark}\"")), "{html}");
+    }
+    assert!(text.contains("~ runs, compiling enough PTX at first use"), "{text}");
+    // The HTML header: the policy files, and the image's config digest labelled as such.
+    assert!(html.contains(&format!("<p id=\"policy\" class=\"muted\">policy: ignores {ign_arg}</p>")), "{html}");
+    assert!(!html.contains(" · config <code>"), "{html}");
+}
+
+/// A package's per-GPU kernel set, loose cubins its library loads by file (flashinfer-cubin's
+/// 10,560 in a vLLM stack), is one row per package in the views people read; JSON keeps every
+/// binary. A lone cubin of no package is still its own row.
+#[test]
+fn library_managed_kernel_sets_fold_into_one_row_per_package() {
+    let d = tempfile::tempdir().unwrap();
+    let site = d.path().join("rootfs/usr/lib/python3/site-packages");
+    let cubins = [
+        ("gemm/gemm_sm80.cubin", "abi7_sm80.cubin"),
+        ("gemm/gemm_sm90a.cubin", "abi7_sm90a.cubin"),
+        ("attn/attn_sm100f.cubin", "abi8_sm100f.cubin"),
+        ("attn/attn_sm120.cubin", "abi8_sm120.cubin"),
+    ];
+    let mut record = String::from("kern/_C.so,,\n");
+    for (path, f) in cubins {
+        let to = site.join("kern/cubins").join(path);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(fixture(f), &to).unwrap();
+        record.push_str(&format!("kern/cubins/{path},,\n"));
+    }
+    std::fs::copy(fixture("libmulti.so"), site.join("kern/_C.so")).unwrap();
+    std::fs::create_dir_all(site.join("kern-1.0.dist-info")).unwrap();
+    write(&site.join("kern-1.0.dist-info"), "RECORD", &record);
+    write(&site.join("kern-1.0.dist-info"), "METADATA", "Metadata-Version: 2.1\nName: kern\nVersion: 1.0\n");
+    let lone = d.path().join("rootfs/opt/kernels");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::copy(fixture("abi7_sm90a.cubin"), lone.join("one.cubin")).unwrap();
+
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    let (text, md, html, json) = four_formats(d.path(), &[&image, "--gpu", "L4,H100"]);
+    let dir = "/usr/lib/python3/site-packages/kern/cubins/";
+    let folded: Vec<&str> = text.lines().filter(|l| l.contains("kern/cubins")).collect();
+    assert_eq!(folded.len(), 1, "{text}");
+    assert!(folded[0].starts_with(&format!("{dir} (4 files, package kern)")), "{text}");
+    assert_eq!(folded[0].matches("lib-managed (4)").count(), 2, "{text}");
+    assert!(text.lines().any(|l| l.starts_with("/opt/kernels/one.cubin ")), "a lone cubin keeps its row: {text}");
+    assert!(md.contains(&format!("| `{dir}` (4 files, package kern) | lib-managed (4) | lib-managed (4) |")), "{md}");
+    assert!(html.contains(&format!("data-path=\"{dir}\" data-files=\"4\"")), "{html}");
+    assert!(html.contains("(4 files, package kern)"), "{html}");
+    for (path, _) in cubins {
+        for (name, view) in [("text", &text), ("markdown", &md), ("html", &html)] {
+            assert!(!view.contains(path), "{name} lists {path}: {view}");
+        }
+    }
+    // JSON is for machines: every binary, each with its own cells.
+    let rows: Vec<&str> = json["matrix"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
+    for (path, _) in cubins {
+        assert!(rows.contains(&format!("{dir}{path}").as_str()), "{rows:?}");
+    }
+}

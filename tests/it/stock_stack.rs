@@ -447,6 +447,38 @@ fn the_cuda_13_vllm_stack_needs_580_and_fails_on_volta() {
     assert!(!s.to_string().contains("flashinfer_cubin/cubins"), "a loose cubin decides a verdict");
 }
 
+/// The vLLM stack's reports for people stay readable: flashinfer-cubin's 10,560 cubins are one
+/// matrix row (they were 10,560, a 3.5 MB Markdown and 10,697 lines of text), so the Markdown fits
+/// a GitHub step summary (1 MiB) with room to spare and the text is a few screens; JSON still
+/// lists every binary.
+#[test]
+fn the_vllm_stacks_reports_fit_a_step_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |f: &str| dir.path().join(f);
+    let mut args =
+        vec!["scan".to_string(), vllm_cu13_image().to_string(), "--gpu".into(), "V100,T4,H100,B300,RTX5090".into()];
+    for f in ["text", "markdown", "json"] {
+        args.push("--format".into());
+        args.push(format!("{f}={}", at(f).display()));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    cli(&args);
+    let md = std::fs::read_to_string(at("markdown")).unwrap();
+    assert!(md.len() < 512 << 10, "Markdown is {} bytes", md.len());
+    assert!(md.contains("flashinfer_cubin/cubins/` (10,560 files, package flashinfer-cubin)"), "{md}");
+    let text = std::fs::read_to_string(at("text")).unwrap();
+    assert!(text.lines().count() < 400, "text is {} lines", text.lines().count());
+    assert_eq!(text.matches("flashinfer_cubin/cubins").count(), 1, "{text}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(at("json")).unwrap()).unwrap();
+    let cubins = json["matrix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["path"].as_str().unwrap().contains("flashinfer_cubin/cubins/"))
+        .count();
+    assert_eq!(cubins, 10_560);
+}
+
 /// The upgrade from the CUDA 12 stack to the CUDA 13 one drops Volta and Turing and raises the
 /// floor; back the other way nothing is lost; an image against itself changes nothing.
 #[test]
