@@ -133,7 +133,9 @@ fn ignore(line: usize, entry: IgnoreEntry, path: &Path, rules: &[Rule]) -> Resul
     }
     if entry.rule == ANY_RULE && entry.path.is_none() && entry.target.is_none() {
         // An ignore of everything everywhere would turn the gate off; --fail-on never says that openly.
-        return Err(err("an ignore of every rule needs a path or a target (use --fail-on never to report only)".into()));
+        return Err(
+            err("an ignore of every rule needs a path or a target (use --fail-on never to report only)".into()),
+        );
     }
     if entry.reason.trim().is_empty() {
         return Err(err("an ignore needs a reason".into()));

@@ -213,7 +213,11 @@ fn action_inputs_left_empty_defer_to_the_config_and_big_summaries_are_cut() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said = std::fs::read_to_string(&summary).unwrap();
     assert!(said.len() < 1 << 20 && said.len() > 900_000, "{}", said.len());
-    assert!(said.ends_with(&format!("the whole one is `{}/cudalint.md`\n", dir.path().display())), "{}", &said[said.len() - 200..]);
+    assert!(
+        said.ends_with(&format!("the whole one is `{}/cudalint.md`\n", dir.path().display())),
+        "{}",
+        &said[said.len() - 200..]
+    );
     // Cut at a line's end, not inside a row.
     let last_row = said.lines().rev().find(|l| l.starts_with('|')).unwrap();
     assert!(last_row.ends_with(" |"), "{last_row}");
