@@ -350,22 +350,35 @@ fn index_agrees(
 ) -> Result<(), ScanError> {
     let raw = store.read_small("index.json")?;
     let index: ImageIndex = parse_json(&raw, "index.json", "an image index")?;
-    let holds = |store: &mut dyn Store, top: oci_spec::image::Descriptor| -> Result<bool, ScanError> {
+    // Whether `top` holds the image manifest.json names, and the first of its manifests that
+    // could not be read (kept to say why when a named entry holds nothing).
+    let holds = |store: &mut dyn Store,
+                 top: oci_spec::image::Descriptor|
+     -> Result<(bool, Option<ScanError>), ScanError> {
         let mut found = Vec::new();
         collect_manifests(store, vec![top], &mut found, &mut std::collections::HashSet::new(), 0)?;
+        let mut unread = None;
         for (d, _) in found {
             let digest = d.digest().to_string();
             let what = format!("manifest {digest}");
-            // Platforms `docker save` left out are not in the archive: they hold nothing.
-            let Ok(bytes) = read_blob(store, &digest, Some(d.size()), &what) else { continue };
-            let Ok(m) = parse_json::<ImageManifest>(&bytes, &what, "an image manifest") else { continue };
+            // Platforms `docker save` left out are not in the archive: they hold nothing. An
+            // entry whose manifests hold nothing is refused below when it carries the tag.
+            let read = read_blob(store, &digest, Some(d.size()), &what)
+                .and_then(|bytes| parse_json::<ImageManifest>(&bytes, &what, "an image manifest"));
+            let m = match read {
+                Ok(m) => m,
+                Err(e) => {
+                    unread.get_or_insert(e);
+                    continue;
+                }
+            };
             let same_layers = m.layers().len() == layers.len()
                 && m.layers().iter().zip(layers).all(|(d, l)| l.as_deref().is_none_or(|l| l == d.digest().to_string()));
             if config == Some(m.config().digest().to_string().as_str()) && same_layers {
-                return Ok(true);
+                return Ok((true, None));
             }
         }
-        Ok(false)
+        Ok((false, unread))
     };
     // Names compared as references (containerd's `docker.io/library/app:1` is Docker's `app:1`),
     // normalized by the registry client's parser.
@@ -381,12 +394,16 @@ fn index_agrees(
     let mut anywhere = false;
     for top in index.manifests().clone() {
         let name = top.annotations().as_ref().and_then(|a| a.get(CONTAINERD_NAME).or_else(|| a.get(REF_NAME)).cloned());
-        let held = holds(store, top)?;
+        let (held, unread) = holds(store, top)?;
         anywhere |= held;
         if let Some(n) = name.filter(|n| named_like(n))
             && !held
         {
-            return Err(disagree(format!("index.json's {} is another image", crate::escape::text(&n))));
+            let n = crate::escape::text(&n);
+            return Err(match unread {
+                Some(e) => disagree(format!("index.json's {n} cannot be read: {e}")),
+                None => disagree(format!("index.json's {n} is another image")),
+            });
         }
     }
     if !anywhere {

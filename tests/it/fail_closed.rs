@@ -337,6 +337,14 @@ fn docker_25_archives_whose_index_and_manifest_disagree_are_refused() {
     assert!(o.stderr.contains("name different images"), "{}", o.stderr);
     // Read as the OCI layout it also is (`oci-archive:`), it is containerd's image: no refusal.
     assert_eq!(paths(&run(&format!("oci-archive:{}", split.display()))), ["/lib/libsm100f.so"]);
+    // The tagged entry's manifest damaged (its digest no longer matches): containerd's importer
+    // cannot take it, docker load would take manifest.json's image. Refused, saying why.
+    let mut bytes = docker_archive_25(&clean, &clean, "app:1");
+    let at = bytes.windows(15).position(|w| w == b"\"schemaVersion\"").expect("a manifest in the archive");
+    bytes[at + 1] = b'S';
+    let damaged = d.path().join("damaged.tar");
+    std::fs::write(&damaged, bytes).unwrap();
+    exit2(damaged.to_str().unwrap(), &["index.json's docker.io/library/app:1 cannot be read", "digest"]);
 }
 
 /// An index's platforms are matched as containerd matches them (containerd/platforms `Only`):
