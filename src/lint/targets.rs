@@ -236,11 +236,23 @@ pub fn from_nodes(v: &serde_json::Value) -> Result<Vec<Target>, ConfigError> {
             .and_then(|n| n.as_str())
             .map_or_else(|| format!("node {}", i + 1), String::from);
         let n = gfd::PoolNode::of(&name, get).map_err(|e| ConfigError::new(format!("node {name}: {e}")))?;
-        if n.gpu.cc.is_some() {
-            nodes.push(n);
+        match (&n.gpu.cc, &n.gpu.product) {
+            (Some(_), _) => nodes.push(n),
+            // A GPU node the labels cannot place is not a target left out in silence: the
+            // verdict would skip the GPUs it has (audit stops on such a pool the same way).
+            (None, Some(product)) => {
+                return Err(ConfigError::new(format!(
+                    "node {name}: {}={product} but no {}/{} labels: its GPUs cannot be judged (run GPU feature \
+                     discovery there, or name them with --gpu)",
+                    gfd::PRODUCT,
+                    gfd::COMPUTE_MAJOR,
+                    gfd::COMPUTE_MINOR
+                )));
+            }
+            (None, None) => {}
         }
     }
-    Ok(gfd::pools(&nodes).into_iter().filter_map(|p| pool(&p)).collect())
+    Ok(gfd::pools(&nodes).iter().filter_map(pool).collect())
 }
 
 /// A pool's target, named as the pool; None without compute capability labels.
@@ -302,6 +314,13 @@ mod tests {
         );
         assert!(gpu("H1000").unwrap_err().to_string().contains("H100"));
         assert!(from_nodes(&serde_json::json!({"metadata": {"name": "cpu-node"}})).unwrap().is_empty());
+        // A GPU node without compute capability labels is an error, not a target left out.
+        let half = serde_json::json!([
+            {"metadata": {"name": "ok", "labels": {"nvidia.com/gpu.compute.major": "8", "nvidia.com/gpu.compute.minor": "9"}}},
+            {"metadata": {"name": "bare", "labels": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}},
+        ]);
+        let e = from_nodes(&half).unwrap_err().to_string();
+        assert!(e.contains("node bare: nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 but no"), "{e}");
     }
 
     #[test]
