@@ -404,29 +404,13 @@ fn stdout_width() -> Option<usize> {
     columns.or_else(|| terminal_size::terminal_size().map(|(w, _)| usize::from(w.0)))
 }
 
-/// A table line whose last column, free text, wraps at spaces within `width`, its continuation
-/// lines indented under that column. A word longer than the room is left whole.
+/// A table line whose last column, free text, wraps at spaces within `width` (at least 20
+/// columns of room), its continuation lines indented under that column: the text report's
+/// list wrapping, with words as the items. A word longer than the room is left whole.
 fn fit_last(lead: &str, last: &str, width: Option<usize>) -> String {
-    let indent = lead.chars().count();
-    let mut out = lead.to_string();
-    let mut col = indent;
-    let room = width.map(|w| w.max(indent + 20));
-    for (i, word) in last.split(' ').filter(|w| !w.is_empty()).enumerate() {
-        let n = word.chars().count();
-        if i > 0 {
-            if room.is_some_and(|r| col + 1 + n > r) {
-                out.push('\n');
-                out.push_str(&" ".repeat(indent));
-                col = indent;
-            } else {
-                out.push(' ');
-                col += 1;
-            }
-        }
-        out.push_str(word);
-        col += n;
-    }
-    out.trim_end().to_string()
+    let words: Vec<String> = last.split_whitespace().map(String::from).collect();
+    let room = width.map(|w| w.max(lead.chars().count() + 20));
+    crate::report::text::wrap_list(lead, &words, " ", room).trim_end().to_string()
 }
 
 fn gpus() -> anyhow::Result<ExitCode> {

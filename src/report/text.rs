@@ -98,7 +98,7 @@ fn width_of(s: &str) -> usize {
 /// `first` and the items joined by `sep`, in lines of at most `width` characters: a line breaks
 /// only between items, and the lines after the first start under the first item. `None`: one
 /// line.
-fn wrap_list(first: &str, items: &[String], sep: &str, width: Option<usize>) -> String {
+pub(crate) fn wrap_list(first: &str, items: &[String], sep: &str, width: Option<usize>) -> String {
     let Some(width) = width else {
         return format!("{first}{}", items.join(sep));
     };
