@@ -103,8 +103,9 @@ impl Target {
 /// AMD Instinct/Radeon, Intel Gaudi/Arc/Max, Google TPU and AWS Trainium/Inferentia names.
 fn other_vendor(name: &str) -> bool {
     let n = name.trim().to_ascii_lowercase();
-    let mi = n.strip_prefix("amd ").unwrap_or(&n).strip_prefix("instinct ").unwrap_or(&n);
-    let amd_mi = mi.strip_prefix("mi").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+    // MI300X, AMD Instinct MI250: a word `mi` and digits.
+    let amd_mi =
+        n.split_whitespace().any(|w| w.strip_prefix("mi").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit())));
     amd_mi
         || ["amd", "radeon", "instinct", "gaudi", "intel", "tpu", "trainium", "inferentia", "arc a", "max 1"]
             .iter()
