@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
-use crate::report::{self, Format, RenderConfig, Subject};
+use crate::report::{self, Format, RenderConfig, Subject, count};
 
 #[derive(clap::Args, Debug)]
 pub struct ScanArgs {
@@ -108,8 +108,8 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     if a.verbose {
         eprintln!(
             "cudalint: read {} in {}, {} of them ELF or device code",
-            counted(read.files, "file"),
-            counted(read.layers as u64, "layer"),
+            count(read.files as usize, "file"),
+            count(read.layers as usize, "layer"),
             read.inspected
         );
     }
@@ -118,7 +118,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!(
             "{}: read {}, none of them ELF, cubin, fatbin, PTX or a wheel: nothing was judged (is this the image you meant?)",
             a.image,
-            counted(read.files, "file")
+            count(read.files as usize, "file")
         );
     }
     let device = match &driver {
@@ -158,9 +158,8 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.write_baseline {
         crate::lint::config::write_baseline(p, &report.findings)?;
         eprintln!(
-            "cudalint: recorded {} finding{} in {}; exit 0 (run with --baseline {} to fail only on new ones)",
-            report.findings.len(),
-            if report.findings.len() == 1 { "" } else { "s" },
+            "cudalint: recorded {} in {}; exit 0 (run with --baseline {} to fail only on new ones)",
+            count(report.findings.len(), "finding"),
             p.display(),
             p.display()
         );
@@ -205,9 +204,4 @@ fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
     }
     let text = String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", shown()))?;
     report::cyclonedx::Sbom::new(text, shown()).with_context(shown)
-}
-
-/// `1 file`, `3 files`.
-fn counted(n: u64, noun: &str) -> String {
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }

@@ -17,6 +17,8 @@ pub mod inspect;
 pub mod json;
 pub mod junit;
 mod lines;
+/// `1 file`, `2 files`, `10,560 files`: the reports' counting, for the command line's notes too.
+pub(crate) use lines::count;
 pub mod markdown;
 pub mod registry;
 pub mod sarif;
