@@ -14,9 +14,13 @@ use super::{InspectOptions, cudart_from_name};
 
 const PREFIX: usize = 64 << 10;
 const SEEK_PREFIX: usize = 4 << 10;
-/// On a stream the dynamic string table has gone by before `.dynamic` says where it is; keep
-/// this much of the file's start, where linkers put it.
-const STREAM_DYNSTR_WINDOW: u64 = 8 << 20;
+/// On a stream, the tables `.dynamic` points at (`.dynstr`, `.rela.dyn`) have usually gone by
+/// before it says where they are: every linker we know (GNU ld, gold, lld; patchelf keeps the
+/// old ones in place) puts them in the first loaded segment, so a stream keeps that segment up to
+/// the dynamic section (spilled to a temporary file when large), at most this much of it.
+const STREAM_HEAD_MAX: u64 = 2 << 30;
+/// Largest relocation table read (TensorFlow 2.21's `.rela.dyn` is 20 MB).
+const MAX_RELOCATIONS: u64 = 1 << 30;
 /// Section name strings sit just before the section table at the end of the file.
 const STREAM_SHSTRTAB_WINDOW: u64 = 64 << 10;
 const MAX_DYNAMIC: u64 = 1 << 20;
@@ -82,7 +86,14 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     // On a seekable file, what the headers say decides whether the body is read at all.
     let mut info = None;
     if let (Some(l), true) = (&layout, seekable) {
-        info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| read_at(w, off, n, n).ok()));
+        info = Some(elf_info(
+            l,
+            &mut report,
+            &sections,
+            dyn_bytes.as_deref(),
+            |off, n| read_at(w, off, n, n).ok(),
+            |_, _| "no name ends within the table, the file and 4096 bytes".to_string(),
+        ));
     }
     let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
         !opts.lean
@@ -131,11 +142,16 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         let caps = &stream_caps;
         sections = sections_from_captures(l, caps, &mut report);
         if let Some((o, n)) = l.dynamic_range() {
-            dyn_bytes = captured(caps, o, n).map(<[u8]>::to_vec);
+            dyn_bytes = captured(caps, o, n);
         }
-        info = Some(elf_info(l, &mut report, &sections, dyn_bytes.as_deref(), |off, n| {
-            captured(caps, off, n).map(<[u8]>::to_vec)
-        }));
+        info = Some(elf_info(
+            l,
+            &mut report,
+            &sections,
+            dyn_bytes.as_deref(),
+            |off, n| captured(caps, off, n),
+            |off, n| not_kept(caps, l, off, n),
+        ));
         // A stream is read whole anyway; what it found is kept on the same terms as a seek.
         if !wanted(&info, &sections) {
             out = ScanResult::default();
@@ -151,22 +167,27 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     // A PIC library's wrappers hold 0 in the file (the loader writes their data pointers from
     // relocations): read those only when a container's registration is in question.
     let needed = needs_relocations(&out, sections.as_deref(), segs);
-    let relocs = match (&layout, dyn_bytes.as_deref()) {
-        (Some(l), Some(d)) if out.wrappers.iter().any(|w| w.data == 0) => {
-            let caps = &stream_caps;
-            // Where the loader writes each wrapper's data pointer (8 bytes into it).
-            let slots: std::collections::HashSet<u64> = out
-                .wrappers
-                .iter()
-                .filter(|w| w.data == 0)
-                .filter_map(|w| vaddr_of(sections.as_deref(), l, w.offset)?.checked_add(8))
-                .collect();
-            Some(relocations(l, d, &slots, |off, n| {
-                if seekable { read_at(w, off, n, n).ok() } else { captured(caps, off, n).map(<[u8]>::to_vec) }
-            }))
-        }
-        _ => None,
-    };
+    let relocs =
+        match (&layout, dyn_bytes.as_deref()) {
+            (Some(l), Some(d)) if out.wrappers.iter().any(|w| w.data == 0) => {
+                let caps = &stream_caps;
+                // Where the loader writes each wrapper's data pointer (8 bytes into it).
+                let slots: std::collections::HashSet<u64> = out
+                    .wrappers
+                    .iter()
+                    .filter(|w| w.data == 0)
+                    .filter_map(|w| vaddr_of(sections.as_deref(), l, w.offset)?.checked_add(8))
+                    .collect();
+                let read = relocations(l, d, &slots, |off, n| {
+                    if seekable { read_at(w, off, n, n).ok() } else { captured(caps, off, n) }
+                });
+                Some(read.map_err(|(off, n, why)| {
+                    let why = if seekable || n == 0 { why } else { not_kept(caps, l, off, n) };
+                    format!("its table ({n:#x} bytes at {off:#x}) is not readable: {why}")
+                }))
+            }
+            _ => None,
+        };
     place(
         &mut report,
         out,
@@ -201,22 +222,21 @@ fn stream_scan(
     let Some(cut) = l.dynamic_range().and_then(|(o, n)| o.checked_add(n)).filter(|&c| c < len) else {
         return scanner.scan(w, ranges, out);
     };
+    // The bytes up to here are either kept already or gone: once the dynamic section is read,
+    // what it points at later in the file is kept as it streams past (patchelf appends `.dynstr`
+    // in a segment of its own after `.dynamic`).
     let split = |keep: &dyn Fn(u64, u64) -> Option<(u64, u64)>| -> Vec<(u64, u64)> {
         ranges.iter().filter_map(|&(a, b)| keep(a, b)).collect()
     };
     scanner.scan(w, &split(&|a, b| (a < cut).then_some((a, b.min(cut)))), out)?;
     w.consume_to(cut)?;
-    let dynstr = l.dynamic_range().and_then(|(o, n)| {
-        let d = hostelf::parse_dynamic(captured(&w.captures, o, n)?, l.ctx);
-        let off = l.vaddr_to_offset(d.strtab_vaddr?)?;
-        let size = d.strsz.unwrap_or(STREAM_DYNSTR_WINDOW).min(STREAM_DYNSTR_WINDOW).min(len.saturating_sub(off));
-        Some((off, size))
-    });
-    if let Some((off, size)) = dynstr
-        && off >= w.offset()
-        && size > 0
-    {
-        w.capture(off, size as usize);
+    if let Some(d) = l.dynamic_range().and_then(|(o, n)| captured(&w.captures, o, n)) {
+        let d = hostelf::parse_dynamic(&d, l.ctx);
+        for (off, n) in later_tables(l, &d, len) {
+            if off >= w.offset() {
+                w.capture_spilling(off, n);
+            }
+        }
     }
     scanner.scan(w, &split(&|a, b| (b > cut).then_some((a.max(cut), b))), out)
 }
@@ -369,18 +389,68 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         && o.saturating_add(n) <= len
     {
         w.capture(o, n as usize);
-        // Linkers put .dynstr in the first loaded segment (read-only when code is separate).
-        let first = l.first_load_end().unwrap_or(len);
-        w.capture(0, STREAM_DYNSTR_WINDOW.min(first).min(len) as usize);
+        let (from, to) = stream_head(l, len);
+        if to > from {
+            w.capture_spilling(from, to - from);
+        }
     }
 }
 
-fn captured(caps: &[Capture], off: u64, len: u64) -> Option<&[u8]> {
-    caps.iter().filter(|c| c.complete()).find_map(|c| {
-        let s = off.checked_sub(c.off)?;
-        let e = s.checked_add(len)?;
-        c.data.get(usize::try_from(s).ok()?..usize::try_from(e).ok()?)
-    })
+/// What a stream keeps of the file before the dynamic section, where the tables it points at
+/// lie: the first loaded segment up to `.dynamic` (at most [`STREAM_HEAD_MAX`] bytes).
+fn stream_head(l: &Layout, len: u64) -> (u64, u64) {
+    let Some((d, _)) = l.dynamic_range() else { return (0, 0) };
+    let first = l.phdrs.iter().filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD).min_by_key(|p| p.p_offset);
+    let Some(first) = first else { return (0, 0) };
+    let from = first.p_offset.min(len);
+    let to = first.p_offset.saturating_add(first.p_filesz).min(d).min(len).min(from.saturating_add(STREAM_HEAD_MAX));
+    (from, to.max(from))
+}
+
+/// The file ranges of what the dynamic section points at and a reading needs: each SONAME /
+/// DT_NEEDED string (at most [`MAX_NAME`] bytes) and the RELA table.
+fn later_tables(l: &Layout, d: &hostelf::Dynamic, len: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    if let Some(strtab) = d.strtab_vaddr.and_then(|v| l.vaddr_to_offset(v)) {
+        for &o in d.soname_off.iter().chain(&d.needed_offs) {
+            let Some(at) = strtab.checked_add(o).filter(|&a| a < len) else { continue };
+            let room = d.strsz.map_or(u64::MAX, |sz| sz.saturating_sub(o));
+            out.push((at, MAX_NAME.min(room).min(len - at)));
+        }
+    }
+    if let (Some(off), Some(size)) = (d.rela_vaddr.and_then(|v| l.vaddr_to_offset(v)), d.relasz)
+        && size <= MAX_RELOCATIONS
+        && off.checked_add(size).is_some_and(|e| e <= len)
+    {
+        out.push((off, size));
+    }
+    out.retain(|&(_, n)| n > 0);
+    out
+}
+
+/// The bytes of `[off, off+len)` from the first complete capture that holds them.
+fn captured(caps: &[Capture], off: u64, len: u64) -> Option<Vec<u8>> {
+    caps.iter().find_map(|c| c.get(off, len))
+}
+
+/// Why a range a stream needed was not kept: a capture that failed, else where it lies.
+fn not_kept(caps: &[Capture], l: &Layout, off: u64, len: u64) -> String {
+    if let Some(e) = caps.iter().find(|c| c.covers(off, len)).and_then(|c| c.failed.clone()) {
+        return e;
+    }
+    if caps.iter().any(|c| c.complete() && c.covers(off, 1)) {
+        return "no name ends within the table, the file and 4096 bytes".to_string();
+    }
+    let (from, to) = stream_head(l, u64::MAX);
+    let dynamic = l.dynamic_range().map_or(0, |r| r.0);
+    if off < dynamic {
+        format!(
+            "it lies before the dynamic section ({dynamic:#x}) outside the first loaded segment's \
+             {from:#x}..{to:#x}, which is all a one-pass read keeps before it knows where the tables are"
+        )
+    } else {
+        "it lies past the end of the file".to_string()
+    }
 }
 
 fn sections_from_captures(l: &Layout, caps: &[Capture], report: &mut FileReport) -> Option<Vec<Section>> {
@@ -389,7 +459,7 @@ fn sections_from_captures(l: &Layout, caps: &[Capture], report: &mut FileReport)
         report.problem(Some(o), "section table lies past the end of the file (truncated?)");
         return None;
     };
-    name_sections(l, table, report, |off, len| captured(caps, off, len).map(<[u8]>::to_vec))
+    name_sections(l, &table, report, |off, len| captured(caps, off, len))
 }
 
 /// Sections that may hold device code, merged into ascending ranges.
@@ -409,6 +479,7 @@ fn elf_info(
     sections: &Option<Vec<Section>>,
     dynamic: Option<&[u8]>,
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
+    why: impl Fn(u64, u64) -> String,
 ) -> ElfInfo {
     let file_len = report.size;
     let mut info = ElfInfo {
@@ -443,7 +514,18 @@ fn elf_info(
             info.soname = d.soname_off.and_then(&mut string);
             let mut needed: Vec<String> = d.needed_offs.iter().filter_map(|&o| string(o)).collect();
             if needed.len() < d.needed_offs.len() || (d.soname_off.is_some() && info.soname.is_none()) {
-                report.problem(None, "dynamic string table not readable: SONAME/DT_NEEDED incomplete");
+                // Name the first string that could not be read, where it is and why.
+                let missing = d.soname_off.iter().chain(&d.needed_offs).copied().find(|&o| string(o).is_none());
+                let at = strtab.zip(missing).and_then(|(t, o)| t.checked_add(o));
+                let detail = match (strtab, at) {
+                    (None, _) => "DT_STRTAB is in no loaded segment and there is no .dynstr section".to_string(),
+                    (Some(t), Some(a)) => format!(
+                        "the table at {t:#x} holds no terminated name at {a:#x}: {}",
+                        why(a, MAX_NAME.min(file_len.saturating_sub(a)))
+                    ),
+                    (Some(t), None) => format!("the table at {t:#x}"),
+                };
+                report.problem(at, format!("dynamic string table not readable, SONAME/DT_NEEDED incomplete: {detail}"));
             }
             needed.retain(|n| is_cuda_library(n));
             needed.sort();
@@ -462,24 +544,32 @@ fn needs_relocations(out: &ScanResult, sections: Option<&[Section]>, segments: b
         && (segments || out.containers.is_empty() || out.containers.iter().any(|c| !in_fatbin(c.offset)))
 }
 
-/// The relative relocations, when their table lies where a stream keeps it (the first loaded
-/// segment, within [`STREAM_DYNSTR_WINDOW`]): a seek reads no further, so both agree. `None`
-/// when they cannot be read.
+/// The relative relocations that write the wanted slots, read wherever the dynamic section puts
+/// the table, a chunk at a time. `Err` names the range that could not be read and why.
 fn relocations(
     l: &Layout,
     dynamic: &[u8],
     slots: &std::collections::HashSet<u64>,
     mut get: impl FnMut(u64, u64) -> Option<Vec<u8>>,
-) -> Option<std::collections::HashMap<u64, u64>> {
+) -> Result<std::collections::HashMap<u64, u64>, (u64, u64, String)> {
+    /// A whole number of 24-byte entries.
+    const CHUNK: u64 = 24 << 16;
     let d = hostelf::parse_dynamic(dynamic, l.ctx);
-    let Some(vaddr) = d.rela_vaddr else { return Some(Default::default()) };
-    let off = l.vaddr_to_offset(vaddr)?;
-    let size = d.relasz?;
-    let bound = STREAM_DYNSTR_WINDOW.min(l.first_load_end()?);
-    if off.checked_add(size)? > bound {
-        return None;
+    let mut out = std::collections::HashMap::new();
+    let Some(vaddr) = d.rela_vaddr else { return Ok(out) };
+    let off = l.vaddr_to_offset(vaddr).ok_or((0, 0, format!("DT_RELA {vaddr:#x} is in no loaded segment")))?;
+    let size = d.relasz.ok_or((off, 0, "DT_RELA without DT_RELASZ".to_string()))?;
+    if size > MAX_RELOCATIONS {
+        return Err((off, size, format!("over the {MAX_RELOCATIONS:#x}-byte limit")));
     }
-    Some(hostelf::relative_relocations(&get(off, size)?, l.ctx, l.header.e_machine, |a| slots.contains(&a)))
+    let mut at = off;
+    while at < off + size {
+        let n = CHUNK.min(off + size - at);
+        let b = get(at, n).ok_or((off, size, "the file ends before it does".to_string()))?;
+        out.extend(hostelf::relative_relocations(&b, l.ctx, l.header.e_machine, |a| slots.contains(&a)));
+        at += n;
+    }
+    Ok(out)
 }
 
 /// Virtual address of a file offset: through its section, else the PT_LOAD segments.
@@ -498,7 +588,7 @@ struct Where<'a> {
     layout: Option<&'a Layout>,
     code: bool,
     /// Relative relocations (target address to value), when read; `Some(None)` = unreadable.
-    relocs: Option<Option<std::collections::HashMap<u64, u64>>>,
+    relocs: Option<Result<std::collections::HashMap<u64, u64>, String>>,
     /// A container's registration depends on the relocations.
     needed: bool,
 }
@@ -542,7 +632,7 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
         if w.data != 0 {
             return Some(w.data);
         }
-        let r = relocs.as_ref()?.as_ref()?;
+        let r = relocs.as_ref()?.as_ref().ok()?;
         r.get(&vaddr_of(w.offset)?.checked_add(8)?).copied()
     };
     let by_data: std::collections::HashMap<u64, u32> =
@@ -575,11 +665,19 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
                 report.problem(Some(w.offset), format!("fatbin wrapper points at {t:#x}: {place}"));
             }
             // Asked for and not readable: which module it registers is unknown.
-            None if needed && !matches!(relocs, Some(Some(_))) => report.problem(
-                Some(w.offset),
-                "fatbin wrapper's data pointer is set by a relocation that could not be read: \
-                 the module it registers is unknown",
-            ),
+            None if needed && !matches!(relocs, Some(Ok(_))) => {
+                let why = match &relocs {
+                    Some(Err(e)) => format!(" ({e})"),
+                    _ => String::new(),
+                };
+                report.problem(
+                    Some(w.offset),
+                    format!(
+                        "fatbin wrapper's data pointer is set by a relocation that could not be read{why}: \
+                         the module it registers is unknown"
+                    ),
+                )
+            }
             None => {}
         }
     }

@@ -16,27 +16,89 @@ const READ_AHEAD: usize = 512;
 
 pub struct Capture {
     pub off: u64,
+    /// The kept bytes, when held in memory (empty when spilled to a file).
     pub data: Vec<u8>,
-    filled: usize,
+    len: u64,
+    filled: u64,
+    /// Where the bytes go when the range is too large to hold in memory: an unnamed temporary
+    /// file (see [`Capture::spilling`]).
+    spill: Option<std::fs::File>,
+    /// Why the bytes could not be kept (a temporary file that could not be made or written).
+    pub failed: Option<String>,
 }
+
+/// Largest range a spilling capture holds in memory; larger ones go to a temporary file, so a
+/// stream can keep a large table whose place it learns only later (TensorFlow's 87 MB `.dynstr`,
+/// 20 MB `.rela.dyn`) without the memory.
+pub const SPILL_OVER: u64 = 16 << 20;
 
 impl Capture {
     pub fn new(off: u64, len: usize) -> Capture {
-        Capture { off, data: vec![0; len], filled: 0 }
+        Capture { off, data: vec![0; len], len: len as u64, filled: 0, spill: None, failed: None }
+    }
+
+    /// A capture held in memory up to [`SPILL_OVER`] bytes and in a temporary file beyond.
+    pub fn spilling(off: u64, len: u64) -> Capture {
+        if len <= SPILL_OVER {
+            return Capture::new(off, len as usize);
+        }
+        let mut c = Capture { off, data: Vec::new(), len, filled: 0, spill: None, failed: None };
+        match tempfile::tempfile() {
+            Ok(f) => c.spill = Some(f),
+            Err(e) => c.failed = Some(format!("no temporary file for {len:#x} bytes: {e}")),
+        }
+        c
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
     pub fn complete(&self) -> bool {
-        self.filled == self.data.len()
+        self.filled == self.len && self.failed.is_none()
+    }
+    /// Whether `[off, off+len)` lies inside this capture's range.
+    pub fn covers(&self, off: u64, len: u64) -> bool {
+        off >= self.off && off.checked_add(len).is_some_and(|e| e <= self.off + self.len)
+    }
+    /// The bytes of `[off, off+len)`, when this capture is complete and covers them.
+    pub fn get(&self, off: u64, len: u64) -> Option<Vec<u8>> {
+        if !self.complete() || !self.covers(off, len) {
+            return None;
+        }
+        let s = usize::try_from(off - self.off).ok()?;
+        let n = usize::try_from(len).ok()?;
+        match &self.spill {
+            None => self.data.get(s..s.checked_add(n)?).map(<[u8]>::to_vec),
+            Some(f) => {
+                use std::os::unix::fs::FileExt;
+                let mut v = vec![0; n];
+                f.read_exact_at(&mut v, s as u64).ok()?;
+                Some(v)
+            }
+        }
     }
     /// Copies the part of `bytes` (which start at absolute offset `at`) that falls in range.
     fn offer(&mut self, at: u64, bytes: &[u8]) {
-        let end = self.off + self.data.len() as u64;
+        let end = self.off + self.len;
         let lo = at.max(self.off);
         let hi = (at + bytes.len() as u64).min(end);
-        if lo < hi {
+        if lo < hi && self.failed.is_none() {
             let src = &bytes[(lo - at) as usize..(hi - at) as usize];
-            let dst = (lo - self.off) as usize;
-            self.data[dst..dst + src.len()].copy_from_slice(src);
-            self.filled += src.len();
+            let dst = lo - self.off;
+            match &self.spill {
+                None => self.data[dst as usize..dst as usize + src.len()].copy_from_slice(src),
+                Some(f) => {
+                    use std::os::unix::fs::FileExt;
+                    if let Err(e) = f.write_all_at(src, dst) {
+                        self.failed = Some(format!("temporary file: {e}"));
+                        return;
+                    }
+                }
+            }
+            self.filled += src.len() as u64;
         }
     }
 }
@@ -137,6 +199,14 @@ impl<'a> Window<'a> {
     /// cannot be captured any more; those still buffered are.
     pub fn capture(&mut self, off: u64, len: usize) {
         let mut c = Capture::new(off, len);
+        c.offer(self.start, &self.buf[self.lo..self.hi]);
+        self.captures.push(c);
+    }
+
+    /// Like [`Window::capture`], for ranges that may be large: held in memory up to
+    /// [`SPILL_OVER`] bytes, in a temporary file beyond.
+    pub fn capture_spilling(&mut self, off: u64, len: u64) {
+        let mut c = Capture::spilling(off, len);
         c.offer(self.start, &self.buf[self.lo..self.hi]);
         self.captures.push(c);
     }

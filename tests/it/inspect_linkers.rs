@@ -369,3 +369,74 @@ fn every_transport_gives_the_same_inventory_of_the_linked_libraries() {
         }
     }
 }
+
+/// Tables placed where large real libraries put them (TensorFlow's lld-linked
+/// `libtensorflow_cc.so.2`: an 87 MB `.dynstr` and a `.rela.dyn` 98 MiB in, both long before
+/// `.dynamic`; torch's patchelf-edited `libtorch_cuda.so`: an 11 MB `.dynstr` appended after
+/// `.dynamic`): a library whose exported names fill more than 8 MiB, from each linker, as
+/// linked, patched, and with its fatbin section renamed (so the wrapper's relocation decides
+/// what is registered). Seek and stream read the same SONAME, DT_NEEDED and module as readelf
+/// and the loader, with no problem.
+#[test]
+fn tables_far_from_the_start_are_read_wherever_the_file_puts_them() {
+    let libs = Libs::new();
+    // 6,000 names of 1,500 bytes: a `.dynstr` of about 9 MB.
+    let long: String =
+        (0..6000).map(|i| format!("int big_{}_{i:05}(void) {{ return {i}; }}\n", "x".repeat(1490))).collect();
+    std::fs::write(libs.path.join("long.c"), long).unwrap();
+    let patchelf = tool("patchelf", "patchelf");
+    let objcopy = tool("objcopy", "binutils");
+    let readelf = tool("readelf", "binutils");
+    for ld in ["bfd", "lld"] {
+        let lib = libs.path.join(format!("libbig-{ld}.so"));
+        run(Command::new("gcc")
+            .current_dir(&libs.path)
+            .args(["-shared", "-fPIC", &format!("-fuse-ld={ld}"), &format!("-Wl,-soname,{SONAME}"), "-o"])
+            .arg(&lib)
+            .args(["lib.c", "long.c"]));
+        let patched = libs.derive(&lib, &format!("libbig-{ld}-patched.so"), |p| {
+            run(Command::new(&patchelf).args(["--add-needed", "libcudart.so.12"]).arg(p));
+        });
+        let renamed = libs.derive(&lib, &format!("libbig-{ld}-renamed.so"), |p| {
+            run(Command::new(&objcopy).arg("--rename-section").arg(".nv_fatbin=.rodata.blob").arg(p))
+        });
+        for (what, path) in [("linked", &lib), ("patched", &patched), ("renamed", &renamed)] {
+            let what = format!("{ld} {what}");
+            // What the loader reads: readelf -d's SONAME and NEEDED, and where the tables are.
+            let out = Command::new(&readelf).arg("-dW").arg(path).output().unwrap();
+            let dynamic = String::from_utf8_lossy(&out.stdout).into_owned();
+            let field = |tag: &str| -> Vec<String> {
+                dynamic
+                    .lines()
+                    .filter(|l| l.contains(&format!("({tag})")))
+                    .filter_map(|l| Some(l.split_once('[')?.1.trim_end_matches(']').to_string()))
+                    .collect()
+            };
+            let hex = |tag: &str| -> u64 {
+                let l = dynamic.lines().find(|l| l.contains(&format!("({tag})"))).unwrap();
+                u64::from_str_radix(l.split_whitespace().last().unwrap().trim_start_matches("0x"), 16).unwrap()
+            };
+            // The layout this case stands for: a string table of over 8 MiB, and the
+            // relocations after it.
+            let strsz: u64 = dynamic
+                .lines()
+                .find(|l| l.contains("(STRSZ)"))
+                .and_then(|l| l.split_whitespace().nth(2)?.parse().ok())
+                .unwrap();
+            assert!(strsz > 8 << 20, "{what}: {dynamic}");
+            assert!(hex("RELA") > 8 << 20, "{what}: {dynamic}");
+            let soname = field("SONAME");
+            let needed: Vec<String> = field("NEEDED").into_iter().filter(|n| n.contains("cudart")).collect();
+            for opts in [lean(), InspectOptions::default()] {
+                let r = both(path, &opts);
+                let elf = r.elf.as_ref().unwrap();
+                assert_eq!(elf.soname.as_deref(), soname.first().map(String::as_str), "{what}");
+                assert_eq!(elf.cuda_needed, needed, "{what}");
+                assert_eq!(r.all_problems(), Vec::<String>::new(), "{what}");
+                assert_eq!(r.containers.len(), 1, "{what}: {r:#?}");
+                assert_eq!(r.containers[0].wrapper_version, Some(1), "{what}");
+                assert!(r.hidden_containers.is_empty(), "{what}");
+            }
+        }
+    }
+}
