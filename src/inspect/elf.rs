@@ -391,7 +391,7 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         w.capture(o, n as usize);
         let (from, to) = stream_head(l, len);
         if to > from {
-            w.capture_spilling(from, to - from);
+            w.capture_speculative(from, to - from);
         }
     }
 }
@@ -440,6 +440,12 @@ fn not_kept(caps: &[Capture], l: &Layout, off: u64, len: u64) -> String {
     }
     if caps.iter().any(|c| c.complete() && c.covers(off, 1)) {
         return "no name ends within the table, the file and 4096 bytes".to_string();
+    }
+    if let Some(cut) = caps.iter().find_map(|c| c.cut_at.filter(|&at| off >= at && off >= c.off)) {
+        return format!(
+            "it lies after device code (a fatbin container at {cut:#x}), where no linker puts it, \
+             and a one-pass read keeps the first segment only up to there"
+        );
     }
     let (from, to) = stream_head(l, u64::MAX);
     let dynamic = l.dynamic_range().map_or(0, |r| r.0);

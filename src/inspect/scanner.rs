@@ -127,6 +127,9 @@ impl Scanner {
                     continue;
                 };
                 let at = base + p as u64;
+                if Some(p) == fat {
+                    w.end_speculative(at);
+                }
                 w.consume_to(at)?;
                 if Some(p) == fat {
                     self.walk_run(w, at, out)?;

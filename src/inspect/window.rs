@@ -25,6 +25,11 @@ pub struct Capture {
     spill: Option<std::fs::File>,
     /// Why the bytes could not be kept (a temporary file that could not be made or written).
     pub failed: Option<String>,
+    /// Kept in case it holds what a later header points at; cut short at the first fatbin
+    /// container (see [`Window::end_speculative`]).
+    speculative: bool,
+    /// Where a speculative capture was cut short.
+    pub cut_at: Option<u64>,
 }
 
 /// Largest range a spilling capture holds in memory; larger ones go to a temporary file, so a
@@ -34,7 +39,16 @@ pub const SPILL_OVER: u64 = 16 << 20;
 
 impl Capture {
     pub fn new(off: u64, len: usize) -> Capture {
-        Capture { off, data: vec![0; len], len: len as u64, filled: 0, spill: None, failed: None }
+        Capture {
+            off,
+            data: vec![0; len],
+            len: len as u64,
+            filled: 0,
+            spill: None,
+            failed: None,
+            speculative: false,
+            cut_at: None,
+        }
     }
 
     /// A capture held in memory up to [`SPILL_OVER`] bytes and in a temporary file beyond.
@@ -42,7 +56,16 @@ impl Capture {
         if len <= SPILL_OVER {
             return Capture::new(off, len as usize);
         }
-        let mut c = Capture { off, data: Vec::new(), len, filled: 0, spill: None, failed: None };
+        let mut c = Capture {
+            off,
+            data: Vec::new(),
+            len,
+            filled: 0,
+            spill: None,
+            failed: None,
+            speculative: false,
+            cut_at: None,
+        };
         match tempfile::tempfile() {
             Ok(f) => c.spill = Some(f),
             Err(e) => c.failed = Some(format!("no temporary file for {len:#x} bytes: {e}")),
@@ -209,6 +232,31 @@ impl<'a> Window<'a> {
         let mut c = Capture::spilling(off, len);
         c.offer(self.start, &self.buf[self.lo..self.hi]);
         self.captures.push(c);
+    }
+
+    /// A spilling capture of a range that may hold tables a later header points at; it ends at
+    /// the first fatbin container found inside it ([`Window::end_speculative`]).
+    pub fn capture_speculative(&mut self, off: u64, len: u64) {
+        self.capture_spilling(off, len);
+        if let Some(c) = self.captures.last_mut() {
+            c.speculative = true;
+        }
+    }
+
+    /// Device code starts at `at`: every linker writes its tables (`.dynsym`, `.dynstr`,
+    /// `.rela.dyn`) before it, so speculative captures stop there instead of keeping the rest
+    /// (lld puts `.rodata` and `.nv_fatbin` in the first segment: 500 MB of TensorFlow's).
+    pub fn end_speculative(&mut self, at: u64) {
+        for c in self.captures.iter_mut().filter(|c| c.speculative && at > c.off && at < c.off + c.len) {
+            c.len = at - c.off;
+            c.filled = c.filled.min(c.len);
+            c.data.truncate(c.len as usize);
+            c.cut_at = Some(at);
+            if let Some(f) = &c.spill {
+                // Best effort: what lies past the new end is never read.
+                let _ = f.set_len(c.len);
+            }
+        }
     }
 
     /// Starts a [`Watch`] (streams only; a seekable input reads what it needs directly).
@@ -386,5 +434,41 @@ mod tests {
         let r = watched(&data, 128, Vec::new(), 4);
         let offs: Vec<u64> = r.iter().map(|c| c.off + 16).collect();
         assert_eq!(offs, [50, 140, 50 + 18 * 90, 50 + 19 * 90]);
+    }
+
+    #[test]
+    fn a_large_capture_spills_and_gives_back_the_bytes_a_small_one_would() {
+        let len = SPILL_OVER as usize + 4096;
+        let data: Vec<u8> = (0..len + 1000).map(|i| (i * 7 + i / 251) as u8).collect();
+        let mut input = StreamInput::new(Chunked { data: &data, chunk: 65_536 }, data.len() as u64);
+        let mut w = Window::new(&mut input);
+        w.capture_spilling(10, len as u64);
+        w.capture(20, 100);
+        w.consume_to(data.len() as u64).unwrap();
+        let (big, small) = (&w.captures[0], &w.captures[1]);
+        assert!(big.data.is_empty(), "spilled, not held");
+        assert!(big.complete() && small.complete());
+        assert_eq!(big.get(20, 100).unwrap(), small.data);
+        assert_eq!(big.get(len as u64 - 90, 100).unwrap(), data[len - 90..len + 10]);
+        assert_eq!(big.get(len as u64, 11), None, "past its end");
+    }
+
+    #[test]
+    fn a_speculative_capture_ends_at_device_code() {
+        let data = vec![5u8; 4000];
+        let mut input = StreamInput::new(Chunked { data: &data, chunk: 512 }, data.len() as u64);
+        let mut w = Window::new(&mut input);
+        w.capture_speculative(0, 3000);
+        w.capture(0, 3000);
+        w.consume_to(1000).unwrap();
+        w.end_speculative(1500);
+        w.consume_to(data.len() as u64).unwrap();
+        let (spec, plain) = (&w.captures[0], &w.captures[1]);
+        assert_eq!((spec.len(), spec.cut_at), (1500, Some(1500)));
+        assert!(spec.complete());
+        assert_eq!(spec.get(1400, 100).unwrap(), data[1400..1500]);
+        assert_eq!(spec.get(1400, 101), None);
+        // Only speculative captures stop.
+        assert_eq!(plain.len(), 3000);
     }
 }
