@@ -128,7 +128,10 @@ fn missing(p: &std::path::Path) -> &'static str {
 pub fn no_targets(policy: &crate::lint::policy::Policy) -> String {
     let config = match &policy.files.config {
         Some(c) => format!("{c} has no [targets]"),
-        None => format!("no {} found from here up to the repository root", crate::lint::policy::CONFIG_FILE),
+        None => format!(
+            "no {} found from here up to the repository root (or here, outside a repository)",
+            crate::lint::policy::CONFIG_FILE
+        ),
     };
     format!(
         "no targets: a verdict needs the GPUs the image will run on. Give them on the command line \

@@ -25,14 +25,22 @@ pub const IGNORE_FILES: [&str; 2] = [".cudalintignore.toml", ".cudalintignore"];
 
 /// The nearest directory from `start` up that holds one of `names`, as ruff and cargo find their
 /// configuration: the search stops after the repository root (the directory holding `.git`), so
-/// a job run from a subdirectory finds the repository's file and never one above the checkout.
+/// a job run from a subdirectory finds the repository's file and never one above the checkout;
+/// outside a repository only `start` itself is looked in.
 /// Two of `names` in one directory is an error (which one applies would be a guess).
 pub fn discover(start: &Path, names: &[&str]) -> Result<Option<PathBuf>, ConfigError> {
-    for dir in start.ancestors() {
+    // Up to the repository root; with no repository above, the starting directory alone (a
+    // walk to `/` would read a file any other user of the machine could plant in `/tmp`).
+    let ancestors: Vec<&Path> = start.ancestors().collect();
+    let dirs = match ancestors.iter().position(|d| d.join(".git").exists()) {
+        Some(root) => &ancestors[..=root],
+        None => &ancestors[..1],
+    };
+    for dir in dirs {
         let found: Vec<PathBuf> = names.iter().map(|n| dir.join(n)).filter(|p| p.is_file()).collect();
         match found.as_slice() {
             [] => {}
-            [one] => return Ok(Some(one.clone())),
+            [one] => return planted_by_others(one).map_or(Ok(Some(one.clone())), Err),
             [a, b, ..] => {
                 return Err(ConfigError::new(format!(
                     "both {} and {} exist: keep one (or name it with a flag)",
@@ -41,11 +49,28 @@ pub fn discover(start: &Path, names: &[&str]) -> Result<Option<PathBuf>, ConfigE
                 )));
             }
         }
-        if dir.join(".git").exists() {
-            break;
-        }
     }
     Ok(None)
+}
+
+/// A discovered file that another user could have written (it, or its directory, is writable by
+/// anyone) is not taken as policy: an error naming it, never a silent use or a silent skip.
+fn planted_by_others(file: &Path) -> Option<ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let why = if mode(file) & 0o002 != 0 {
+        format!("it is writable by any user (mode {:o})", mode(file) & 0o7777)
+    } else if mode(dir) & 0o002 != 0 {
+        format!("its directory {} is writable by any user (mode {:o})", dir.display(), mode(dir) & 0o7777)
+    } else {
+        return None;
+    };
+    Some(ConfigError::new(format!(
+        "{} was found but not read: {why}, so another user could have put it there; name it with its \
+         flag (--config, --ignore-file) to use it",
+        file.display()
+    )))
 }
 
 /// The targets as given: GPU names, architectures, target files, and the driver they run.

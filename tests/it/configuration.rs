@@ -212,6 +212,25 @@ fn config_and_ignore_file_are_found_up_to_the_repository_root_and_named() {
     let r = cli(&inner, &["scan", &demo(), "--quiet"]);
     assert_eq!(r.code, Some(2), "{}", r.stdout);
     assert!(r.stderr.contains("no cudalint.toml found"), "{}", r.stderr);
+    // Outside a repository only the working directory is looked in: a file in a parent (here
+    // the same planted one) does not apply.
+    let plain = outer.path().join("plain/sub");
+    std::fs::create_dir_all(&plain).unwrap();
+    let r = cli(&plain, &["scan", &demo(), "--quiet"]);
+    assert_eq!(r.code, Some(2), "{}", r.stdout);
+    assert!(r.stderr.contains("no cudalint.toml found"), "{}", r.stderr);
+    // One any user could have written (a world-writable directory, as /tmp is) is named and
+    // refused, not applied and not skipped in silence.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(outer.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let r = cli(outer.path(), &["scan", &demo(), "--quiet"]);
+    assert_eq!(r.code, Some(2), "{}", r.stdout);
+    assert!(r.stderr.contains("cudalint.toml was found but not read"), "{}", r.stderr);
+    assert!(r.stderr.contains("writable by any user (mode 1777)"), "{}", r.stderr);
+    // Named with its flag, it is used.
+    let named = outer.path().join("cudalint.toml");
+    let r = cli(outer.path(), &["scan", &demo(), "--quiet", "--config", named.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     // -v names them on stderr too.
     let r = cli(&job, &["scan", &demo(), "--quiet", "-v", "--format", "json"]);
     assert!(r.stderr.contains("cudalint: config "), "{}", r.stderr);
