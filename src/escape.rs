@@ -39,16 +39,29 @@ fn needs_escape(c: char) -> bool {
 }
 
 /// For a Markdown table cell: terminal escapes as in [`text`] (so no newline ends the row),
-/// then `|` and backticks backslash-escaped and `<` as an entity, so a value stays inside its
-/// cell and cannot open code spans, HTML tags or comments.
+/// then `|`, backticks, brackets and backslashes backslash-escaped, `<` and `&` as entities and
+/// GFM's autolink openers broken, so a value stays inside its cell and cannot open code spans,
+/// links, images, autolinks, HTML tags, comments or entities.
 pub fn markdown(s: &str) -> String {
     let t = text(s);
     let mut out = String::with_capacity(t.len() + 8);
-    for c in t.chars() {
+    let mut chars = t.chars().peekable();
+    while let Some(c) = chars.next() {
         match c {
-            '|' => out.push_str("\\|"),
-            '`' => out.push_str("\\`"),
             '<' => out.push_str("&lt;"),
+            '&' => out.push_str("&amp;"),
+            // What opens a link or an image, ends a table cell or opens code, backslash-escaped
+            // (CommonMark lets any ASCII punctuation be), and the backslash itself so a name
+            // cannot undo an escape. Emphasis is left alone: it changes no meaning.
+            '|' | '`' | '\\' | '[' | ']' | '@' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // GFM's extended autolinks: `scheme://` and `www.` (and `a@b.c`, above).
+            ':' if chars.peek() == Some(&'/') => out.push_str("\\:"),
+            '.' if out.len() >= 3 && out.as_bytes()[out.len() - 3..].eq_ignore_ascii_case(b"www") => {
+                out.push_str("\\.")
+            }
             c => out.push(c),
         }
     }
@@ -86,13 +99,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn markdown_names_open_no_link_image_or_autolink() {
+        let m = markdown("[approve](https://evil).so ![x](y) www.evil.com a@b.c ✓www.x <i> &lt;");
+        for live in ["[approve]", "https://", "![", "www.", "<i>", "a@b"] {
+            assert!(!m.contains(live), "{live} in {m}");
+        }
+        assert!(m.ends_with(" &amp;lt;"), "{m}");
+        assert_eq!(markdown("sm_90 (native): libfoo.so"), "sm_90 (native): libfoo.so");
+    }
+
+    #[test]
     fn hostile_names_are_visible_and_inert() {
         let evil = "lib\x1b[2K\rpassed\n|x`y\u{9b}\u{202e}.so";
         let t = text(evil);
         assert!(!t.chars().any(|c| c.is_control()), "{t:?}");
         assert_eq!(t, "lib\\x1b[2K\\rpassed\\n|x`y\\x9b\\u{202e}.so");
         assert_eq!(text("plain/name.so"), "plain/name.so");
-        assert_eq!(markdown(evil), "lib\\x1b[2K\\rpassed\\n\\|x\\`y\\x9b\\u{202e}.so");
+        assert_eq!(markdown(evil), "lib\\\\x1b\\[2K\\\\rpassed\\\\n\\|x\\`y\\\\x9b\\\\u{202e}.so");
         assert_eq!(markdown("<!-- a"), "&lt;!-- a");
         assert_eq!(markdown_code("a`b|c"), "``a`b\\|c``");
         assert_eq!(uri_path("usr/lib/a b#?%\n.so"), "usr/lib/a%20b%23%3F%25%0A.so");
