@@ -9,16 +9,23 @@ set -uo pipefail
 : "${INPUT_IMAGE:?the action needs the input 'image'}"
 out=${RUNNER_TEMP:?}
 rm -f "$out/cudalint.sarif" "$out/cudalint.md" "$out/cudalint.err"
-args=(scan "$INPUT_IMAGE" --quiet --format "sarif=$out/cudalint.sarif"
-  --format "markdown=$out/cudalint.md" --format text)
+args=(scan --quiet --format "sarif=$out/cudalint.sarif" --format "markdown=$out/cudalint.md" --format text)
 [[ -n "${INPUT_GPUS:-}" ]] && args+=(--gpu "$INPUT_GPUS")
 [[ -n "${INPUT_DRIVER:-}" ]] && args+=(--driver "$INPUT_DRIVER")
 [[ -n "${INPUT_FAIL_ON:-}" ]] && args+=(--fail-on "$INPUT_FAIL_ON")
+# After `--`: an image input such as `--help` is an image name (and fails to open), never a flag
+# that exits 0 with no report.
+args+=(-- "$INPUT_IMAGE")
 # stderr kept for the summary when the scan stops, then copied to the log. Not through
 # `2> >(tee ...)`: the summary could be read before tee had written it all (the scan is --quiet,
 # so nothing is lost by showing it at the end).
 "${CUDALINT:-cudalint}" "${args[@]}" 2>"$out/cudalint.err"
 rc=$?
+# A run that passed must have written its reports: otherwise it judged nothing.
+if [[ $rc -eq 0 && ! -f "$out/cudalint.md" ]]; then
+  echo "cudalint: the scan exited 0 but wrote no report; failing the gate" >>"$out/cudalint.err"
+  rc=2
+fi
 cat "$out/cudalint.err" >&2
 echo "exit-code=$rc" >>"${GITHUB_OUTPUT:?}"
 # GitHub refuses a step summary over 1 MiB (and then shows none): a longer report is cut, and

@@ -158,6 +158,15 @@ fn action_scan_step_writes_sarif_summary_and_exit_code() {
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=2\n");
     let said = std::fs::read_to_string(&summary).unwrap();
     assert!(said.contains("no targets") && said.contains("CUDALINT_GPU"), "{said}");
+    // An image input that reads as a flag is an image name: `--help` (which exits 0 and writes
+    // no report) never passes the gate.
+    for flag in ["--help", "--version", "-V"] {
+        let out = run(flag);
+        assert!(out.status.success());
+        assert_eq!(std::fs::read_to_string(&output).unwrap(), "exit-code=2\n", "{flag}");
+        let said = std::fs::read_to_string(&summary).unwrap();
+        assert!(said.contains("did not finish (exit 2)"), "{flag}: {said}");
+    }
 }
 
 /// The Action's inputs left empty defer to cudalint.toml, `fail-on` as `gpus` and `driver` do
