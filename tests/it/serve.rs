@@ -394,6 +394,22 @@ fn serve_refuses_to_start_without_targets_or_with_a_registry_url_it_cannot_use()
     let o = run(&["--gpu", "H100", "--registry-url", "http://registry:5000"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("give HOST[:PORT]"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Credentials with no registry named: the event's host (the pusher's Host header) would get
+    // them. Refused at start, naming the flag that scopes them.
+    let o = assert_cmd::Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["serve", "--listen", "127.0.0.1:0", "--gpu", "H100", "--username", "u", "--password-stdin"])
+        .write_stdin("secret\n")
+        .current_dir(cwd.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--registry-credentials"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]

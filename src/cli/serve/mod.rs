@@ -82,6 +82,13 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
     let platforms = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry)?;
     opts.progress = false;
+    if a.registry_url.is_none() {
+        // The registry host then comes from each event, which the pusher's Host header can set:
+        // a password goes only where --registry-credentials names (docs/trust.md).
+        opts.registry
+            .images_named_by_input("serve without --registry-url takes each image's registry from its event")
+            .map_err(anyhow::Error::msg)?;
+    }
     let queue = Arc::new(queue::Queue::new(a.queue as usize));
     let metrics = Arc::new(metrics::Metrics::default());
     let scanner = Arc::new(worker::Scanner { policy, opts, platforms, queue: queue.clone(), metrics: metrics.clone() });
