@@ -146,6 +146,12 @@ pub fn not_an_image(manifest: &[u8], tag: Option<&str>) -> Option<NotImage> {
         v.get("layers").and_then(|l| l.as_array()).into_iter().flatten().filter_map(|l| s(l, "mediaType")).collect();
     let mut others: Vec<String> = config.iter().cloned().collect();
     others.extend(layers.iter().cloned());
+    // An image config and image layers make an image whatever `artifactType` says: containerd
+    // unpacks and runs it by those types, so a label must not hide it from the gate.
+    let image_config = config.as_deref().is_some_and(|c| IMAGE_CONFIGS.contains(&c));
+    if image_config && layers.iter().all(|l| is_image_layer(l)) {
+        return None;
+    }
     if let Some(t) = artifact_type {
         return named(t, &others);
     }
@@ -210,6 +216,9 @@ mod tests {
         // OCI 1.1 artifacts: artifactType first, whatever the config.
         let sbom = manifest(Some("application/spdx+json"), &empty, &["application/spdx+json"]);
         assert_eq!(what(&sbom, None).unwrap(), "SBOM, application/spdx+json");
+        // An image config and image layers labelled as an SBOM: containerd runs it, so it is an
+        // image (scanned), whatever the label.
+        assert_eq!(what(&manifest(Some("application/spdx+json"), oci, &[gz]), None), None);
         let store = manifest(Some(LAYER_ANALYSIS), &empty, &[LAYER_ANALYSIS_ENTRY]);
         assert_eq!(what(&store, None).unwrap(), format!("cudalint analysis store entry, {LAYER_ANALYSIS}"));
         assert_eq!(
