@@ -21,8 +21,9 @@ const SEEK_PREFIX: usize = 4 << 10;
 const STREAM_HEAD_MAX: u64 = 2 << 30;
 /// Largest relocation table read (TensorFlow 2.21's `.rela.dyn` is 20 MB).
 const MAX_RELOCATIONS: u64 = 1 << 30;
-/// Section name strings sit just before the section table at the end of the file.
-const STREAM_SHSTRTAB_WINDOW: u64 = 64 << 10;
+/// Section name strings sit just before the section table at the end of the file: 64 KiB for most
+/// files, about 2 MB for an object of 38,078 sections (triton's `libcupti_static.a` members).
+const STREAM_SHSTRTAB_WINDOW: u64 = 8 << 20;
 const MAX_DYNAMIC: u64 = 1 << 20;
 /// Longest SONAME / DT_NEEDED string read.
 const MAX_NAME: u64 = 4096;
@@ -378,8 +379,10 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         && n <= hostelf::MAX_HEADERS
         && o.saturating_add(n) <= len
     {
-        let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW);
-        w.capture(from, (o + n - from) as usize);
+        // Not before the ELF header's end: the file is seldom that small, and a stream cannot
+        // keep what has gone by.
+        let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW).max(w.offset().min(o));
+        w.capture_spilling(from, o + n - from);
         // Elsewhere (lld: before a large `.strtab`), the table is known by the name it holds.
         // Not in what the loader maps (after patchelf, loaded segments follow it).
         w.watch(Watch::new(b"\0.shstrtab\0", l.load_ranges(), SHSTRTAB_RADIUS, SHSTRTAB_CANDIDATES, len));
@@ -393,6 +396,12 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         if to > from {
             w.capture_speculative(from, to - from);
         }
+        // The segment that holds `.dynamic`, up to it: patchelf appends one with `.dynstr`
+        // before `.dynamic`, after all device code (nvidia-cusparselt-cu12 0.6.3).
+        let (from, to) = dynamic_segment_head(l, len);
+        if to > from && !(from >= stream_head(l, len).0 && to <= stream_head(l, len).1) {
+            w.capture_spilling(from, to - from);
+        }
     }
 }
 
@@ -405,6 +414,21 @@ fn stream_head(l: &Layout, len: u64) -> (u64, u64) {
     let from = first.p_offset.min(len);
     let to = first.p_offset.saturating_add(first.p_filesz).min(d).min(len).min(from.saturating_add(STREAM_HEAD_MAX));
     (from, to.max(from))
+}
+
+/// The loaded segment holding `.dynamic`, from its start up to `.dynamic` (at most
+/// [`STREAM_HEAD_MAX`] bytes), when it is not the first segment.
+fn dynamic_segment_head(l: &Layout, len: u64) -> (u64, u64) {
+    let Some((d, _)) = l.dynamic_range() else { return (0, 0) };
+    let seg = l
+        .phdrs
+        .iter()
+        .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
+        .find(|p| d >= p.p_offset && d < p.p_offset.saturating_add(p.p_filesz));
+    let Some(seg) = seg else { return (0, 0) };
+    let to = d.min(len);
+    let from = seg.p_offset.max(to.saturating_sub(STREAM_HEAD_MAX)).min(to);
+    (from, to)
 }
 
 /// The file ranges of what the dynamic section points at and a reading needs: each SONAME /
@@ -451,8 +475,9 @@ fn not_kept(caps: &[Capture], l: &Layout, off: u64, len: u64) -> String {
     let dynamic = l.dynamic_range().map_or(0, |r| r.0);
     if off < dynamic {
         format!(
-            "it lies before the dynamic section ({dynamic:#x}) outside the first loaded segment's \
-             {from:#x}..{to:#x}, which is all a one-pass read keeps before it knows where the tables are"
+            "it lies before the dynamic section ({dynamic:#x}), outside the first loaded segment's \
+             {from:#x}..{to:#x} and the dynamic section's own segment, which is all a one-pass read \
+             keeps before it knows where the tables are"
         )
     } else {
         "it lies past the end of the file".to_string()
