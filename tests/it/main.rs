@@ -37,6 +37,8 @@ mod serve;
 mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
+#[cfg(feature = "slow-tests")]
+mod stock_stacks_more;
 mod support;
 mod tar_differential;
 #[cfg(feature = "slow-tests")]

@@ -27,7 +27,7 @@ pub(crate) fn cache() -> PathBuf {
 }
 
 /// `oci:DIR` of a closure in tests/stacks/ (`torch-2.8.0-cu128`), stacked as pip lays it out.
-fn build(name: &str) -> String {
+pub(crate) fn build(name: &str) -> String {
     let out = cache().join("stacks").join(name);
     let o = Std::new("python3")
         .arg(root().join("scripts/build-stack-image.py"))
@@ -63,7 +63,7 @@ fn scan(gpus: &str, driver: &str) -> (i32, Value) {
     scan_image(torch_image(), gpus, driver)
 }
 
-fn scan_image(image: &str, gpus: &str, driver: &str) -> (i32, Value) {
+pub(crate) fn scan_image(image: &str, gpus: &str, driver: &str) -> (i32, Value) {
     let out = Command::cargo_bin("cudalint")
         .unwrap()
         .args(["scan", image, "--gpu", gpus, "--driver", driver, "--quiet", "--format", "json"])
@@ -90,11 +90,11 @@ fn keep(image: &str, gpus: &str, driver: &str) {
     std::fs::write(dir.join(name), out.stdout).unwrap();
 }
 
-fn findings(r: &Value) -> Vec<&Value> {
+pub(crate) fn findings(r: &Value) -> Vec<&Value> {
     r["findings"].as_array().unwrap().iter().collect()
 }
 
-fn brief(r: &Value) -> Vec<String> {
+pub(crate) fn brief(r: &Value) -> Vec<String> {
     findings(r)
         .iter()
         .map(|f| {
@@ -109,13 +109,13 @@ fn brief(r: &Value) -> Vec<String> {
         .collect()
 }
 
-fn count(r: &Value, severity: &str) -> usize {
+pub(crate) fn count(r: &Value, severity: &str) -> usize {
     findings(r).iter().filter(|f| f["severity"] == severity).count()
 }
 
 /// Every headline says what its target's findings say: `fails` exactly where an error is left
 /// for that target (its own or an image-wide one).
-fn headlines_agree(r: &Value) {
+pub(crate) fn headlines_agree(r: &Value) {
     for h in r["headlines"].as_array().unwrap() {
         let t = h["target"].as_str().unwrap();
         let errors = findings(r)
