@@ -263,6 +263,11 @@ pub struct ReadArgs {
     /// Layers decoded (or downloaded) at once (default: the number of CPUs, at most 8).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// The scan's memory budget (256M, 1G, ...; default 256M): each layer's decoder window (a
+    /// zstd window, an xz dictionary) and buffers are held from it, whatever --jobs is. A layer
+    /// waits for room; one whose window can never fit is refused (exit 2).
+    #[arg(long, env = "CUDALINT_MEMORY", value_name = "SIZE", value_parser = memory_size)]
+    pub memory: Option<u64>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -408,10 +413,23 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOpti
     if let Some(j) = r.jobs {
         opts.jobs = j.max(1);
     }
+    if let Some(m) = r.memory {
+        opts.memory = std::sync::Arc::new(crate::layer::budget::MemoryBudget::new(m));
+    }
     opts.progress = !r.quiet;
     opts.inspect.every_cubin = r.cubins;
     opts.inspect.lean = !r.deep;
     opts.registry = reg.options()?;
     reg.layer_options(&mut opts)?;
     Ok(opts)
+}
+
+/// `--memory`: a size, at least what one layer needs beside a small window.
+fn memory_size(s: &str) -> Result<u64, String> {
+    let n = crate::layer::budget::parse_size(s)?;
+    let least = crate::layer::budget::LAYER_OVERHEAD + (8 << 20);
+    if n < least {
+        return Err(format!("{s}: at least {} MiB (one layer's buffers and an 8 MiB window)", least >> 20));
+    }
+    Ok(n)
 }

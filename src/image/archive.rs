@@ -138,7 +138,9 @@ pub fn scan_file(
         // `docker save img | gzip`: one pass through the decompressor, as from standard input.
         let platform = opts.platform.clone().unwrap_or_else(Platform::host);
         let raw = BufReader::with_capacity(READ_BUF, &file);
-        let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(path, e))?;
+        let window = decode::window(compression, &head[..n]);
+        let _held = hold(opts, window, &path.display().to_string())?;
+        let dec = decode::decoder(compression, raw, window).map_err(|e| ScanError::io(path, e))?;
         let label = path.display().to_string();
         return scan_stream(dec, &label, compression, layout, want, &platform, opts);
     }
@@ -257,8 +259,10 @@ pub fn scan_reader<R: Read>(
     {
         return Err(ScanError::Input { what: label.to_string(), message: format!("not an image archive: {why}") });
     }
+    let window = decode::window(compression, &head[..n]);
+    let _held = hold(opts, window, label)?;
     let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
-    let dec = decode::decoder(compression, raw).map_err(|e| ScanError::io(label, e))?;
+    let dec = decode::decoder(compression, raw, window).map_err(|e| ScanError::io(label, e))?;
     scan_stream(dec, label, compression, None, None, platform, opts)
 }
 
@@ -331,7 +335,10 @@ pub fn scan_stream<R: Read>(
                     // diff_ids name, so it is always hashed; a digest-named blob (Docker 25 OCI
                     // layout) only under `--verify always`.
                     let want_tar = digest.is_none() || opts.verify == super::Verify::Always;
-                    outcomes.insert(name, blob::stream(&mut raw, &l, &opts.inspect, want_tar).map_err(ScanError::from));
+                    outcomes.insert(
+                        name,
+                        blob::stream(&mut raw, &l, &opts.inspect, want_tar, &opts.memory).map_err(ScanError::from),
+                    );
                 }
             }
             _ => {}
@@ -359,4 +366,23 @@ fn digest_of_blob_name(name: &str) -> Option<String> {
     let alg = it.next()?;
     (it.next() == Some("blobs") && alg == "sha256" && hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
         .then(|| format!("sha256:{hex}"))
+}
+
+/// A whole archive's decoder window (`docker save img | zstd`), held from the scan's budget for
+/// the scan: its layers then draw from what is left.
+fn hold<'a>(
+    opts: &'a ScanOptions,
+    window: u64,
+    what: &str,
+) -> Result<crate::layer::budget::Reservation<'a>, ScanError> {
+    opts.memory.reserve(window).map_err(|total| {
+        ScanError::input(
+            what,
+            format!(
+                "its decoder window of {} MiB does not fit the memory budget of {} MiB (--memory)",
+                window >> 20,
+                total >> 20
+            ),
+        )
+    })
 }

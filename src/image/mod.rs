@@ -103,6 +103,9 @@ pub struct ScanOptions {
     pub from_attestation: bool,
     /// Layers pulled and analysed by the scans made with these options (and their clones).
     pub counts: Arc<LayerCounts>,
+    /// The scan's memory budget (`--memory`): every decoder window and each layer's buffers are
+    /// held from it (`layer::budget`). Shared by every layer of a scan, and by `serve`'s workers.
+    pub memory: Arc<crate::layer::budget::MemoryBudget>,
 }
 
 /// Layers pulled from registries and analysed (read and walked, any source) by the scans that
@@ -128,6 +131,7 @@ impl Default for ScanOptions {
             attest: false,
             from_attestation: false,
             counts: Arc::default(),
+            memory: Arc::default(),
         }
     }
 }

@@ -172,11 +172,11 @@ fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<Anal
 fn read(blob: Blob<'_>, l: &LayerRef, opts: &ScanOptions, progress: &Progress) -> Result<AnalyzedLayer, ScanError> {
     let o: Outcome = match blob {
         Blob::Seekable { file, off, len } => {
-            blob::from_file(file, off, len, l, opts.verify, &opts.inspect, |n| progress.add(n))?
+            blob::from_file(file, off, len, l, opts.verify, &opts.inspect, |n| progress.add(n), &opts.memory)?
         }
         Blob::Stream(r) => {
             let mut r = Counting::new(r, |n| progress.add(n));
-            blob::stream(&mut r, l, &opts.inspect, blob::wants_tar_digest(l, opts.verify))?
+            blob::stream(&mut r, l, &opts.inspect, blob::wants_tar_digest(l, opts.verify), &opts.memory)?
         }
     };
     Ok(blob::check(l, o, opts.verify)?)

@@ -1,6 +1,7 @@
 //! Reading one layer blob: seekable when it is an uncompressed tar in a file (file contents are
 //! hopped over), otherwise one streaming pass through the decompressor; digests checked.
 
+use super::budget::{LAYER_OVERHEAD, MemoryBudget};
 use std::fs::File;
 use std::io::{self, Read};
 
@@ -106,8 +107,9 @@ pub fn stream<R: Read + ?Sized>(
     l: &LayerRef,
     inspect: &InspectOptions,
     want_tar_digest: bool,
+    budget: &MemoryBudget,
 ) -> Result<Outcome, BlobError> {
-    let mut first = [0u8; decode::SNIFF_LEN];
+    let mut first = [0u8; decode::HEADER_LEN];
     let n = read_full_dyn(raw, &mut first).map_err(|e| layer_err(l, format!("reading the blob: {e}")))?;
     let compression = decode::sniff(&first[..n]);
     if compression == Compression::None
@@ -115,6 +117,22 @@ pub fn stream<R: Read + ?Sized>(
     {
         return Err(layer_err(l, why));
     }
+    // The decoder's window and the layer's buffers are held from the scan's budget before either
+    // is made: a layer waits while others hold it, and one that could never fit is refused.
+    let window = decode::window(compression, &first[..n]);
+    let _held = budget.reserve(window + LAYER_OVERHEAD).map_err(|total| {
+        layer_err(
+            l,
+            format!(
+                "its {} window of {} and the layer's buffers ({}) do not fit the memory budget of {} \
+                 (--memory): refused rather than allocated",
+                name(compression),
+                mib(window),
+                mib(LAYER_OVERHEAD),
+                mib(total)
+            ),
+        )
+    })?;
     let mut raw = io::Cursor::new(&first[..n]).chain(raw);
     let (raw_w, raw_r) = pipe();
     let mut blob = hasher_for(l.digest.as_ref());
@@ -137,7 +155,7 @@ pub fn stream<R: Read + ?Sized>(
         } else {
             let (tar_w, tar_r) = pipe();
             let inflate = s.spawn(move || -> io::Result<()> {
-                let mut dec = decode::decoder(compression, raw_r)?;
+                let mut dec = decode::decoder(compression, raw_r, window)?;
                 tar_w.pump(&mut dec, |_| {})
             });
             (tar_r, Some(inflate))
@@ -159,7 +177,20 @@ pub fn stream<R: Read + ?Sized>(
             return Err(layer_err(l, format!("reading the blob: {e}")));
         }
         let corrupt = |e: &dyn std::fmt::Display| {
-            layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)))
+            let text = e.to_string();
+            if text.contains("too much memory") || text.to_ascii_lowercase().contains("memory usage limit") {
+                // A later frame or block asks more than the first did, and than the budget holds.
+                return layer_err(
+                    l,
+                    format!(
+                        "a {} frame after the first asks a larger window than the {} held for it \
+                         from the memory budget (--memory): refused rather than allocated ({text})",
+                        name(compression),
+                        mib(window)
+                    ),
+                );
+            }
+            layer_err(l, format!("{} stream is corrupt or truncated: {text}", name(compression)))
         };
         if let Some(Err(e)) = inflated {
             return Err(corrupt(&e));
@@ -177,6 +208,11 @@ pub fn stream<R: Read + ?Sized>(
         });
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
+}
+
+/// A size in MiB as errors say it.
+fn mib(bytes: u64) -> String {
+    if bytes % (1 << 20) == 0 { format!("{} MiB", bytes >> 20) } else { format!("{:.1} MiB", bytes as f64 / 1048576.0) }
 }
 
 fn name(c: Compression) -> &'static str {
@@ -201,6 +237,7 @@ pub fn from_file(
     verify: Verify,
     inspect: &InspectOptions,
     progress: impl Fn(u64),
+    budget: &MemoryBudget,
 ) -> Result<Outcome, BlobError> {
     if let Some(want) = l.size.filter(|&w| w != size) {
         return Err(layer_err(l, format!("blob is {size} bytes, its descriptor says {want}")));
@@ -219,12 +256,18 @@ pub fn from_file(
     // anything sniffed as compressed (a zstd skippable frame included: the decoder skips it, so
     // a tar hidden inside one is not what is unpacked) is streamed and hashed whole.
     if compression == Compression::None && verify != Verify::Always {
+        let _held = budget.reserve(LAYER_OVERHEAD).map_err(|total| {
+            layer_err(
+                l,
+                format!("the layer's buffers ({}) do not fit the memory budget of {}", mib(LAYER_OVERHEAD), mib(total)),
+            )
+        })?;
         let summary = analyze(&mut input, inspect).map_err(|e| layer_err(l, format!("not a readable tar: {e}")))?;
         progress(size);
         return Ok(Outcome { summary, compression, size, blob_digest: None, tar_digest: None });
     }
     let mut raw = Counting::new(InputReader(&mut input), progress);
-    stream(&mut raw, l, inspect, wants_tar_digest(l, verify))
+    stream(&mut raw, l, inspect, wants_tar_digest(l, verify), budget)
 }
 
 /// Checks an outcome against the layer's digests and describes the layer.

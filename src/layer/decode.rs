@@ -100,20 +100,124 @@ pub const READ_BUF: usize = 1 << 20;
 pub const MAX_WINDOW: u64 = 128 << 20;
 const XZ_MEMLIMIT: u64 = MAX_WINDOW + (8 << 20);
 
+/// Bytes of a blob's start read to learn what its decoder needs: a zstd frame header after
+/// pzstd's skippable frame, an xz stream header and its first block header.
+pub const HEADER_LEN: usize = 4096;
+
+/// The memory a decoder of `kind` asks for, from the header bytes `head` (the blob's first
+/// bytes): the zstd window of the first frame (skippable frames skipped), the xz dictionary of
+/// the first block; a small constant for gzip and bzip2. Where the header cannot be read from
+/// `head`, the most the decoder is allowed ([`MAX_WINDOW`]).
+pub fn window(kind: Compression, head: &[u8]) -> u64 {
+    match kind {
+        Compression::None => 0,
+        // A 32 KiB window and inflate's state.
+        Compression::Gzip => 64 << 10,
+        // 900 kB blocks: bzip2's own estimate of its decoder is 3.7 MB.
+        Compression::Bzip2 => 4 << 20,
+        Compression::Zstd => zstd_window(head).unwrap_or(MAX_WINDOW),
+        Compression::Xz => xz_dictionary(head).map_or(MAX_WINDOW, |d| d + XZ_SLACK),
+    }
+}
+
+/// What liblzma's decoder holds besides the dictionary (its own estimate is under 100 KiB).
+const XZ_SLACK: u64 = 1 << 20;
+
+/// RFC 8878 §3.1.1.1: the Window_Descriptor, or the content size of a single-segment frame.
+fn zstd_window(mut b: &[u8]) -> Option<u64> {
+    while skippable(b) {
+        let size = u32::from_le_bytes(b[4..8].try_into().ok()?) as usize;
+        b = b.get(8usize.checked_add(size)?..)?;
+    }
+    let b = b.strip_prefix(&ZSTD_MAGIC)?;
+    let fhd = *b.first()?;
+    let single = fhd & 0x20 != 0;
+    let dict_len = [0, 1, 2, 4][usize::from(fhd & 3)];
+    let fcs_len = match fhd >> 6 {
+        0 => usize::from(single),
+        1 => 2,
+        2 => 4,
+        _ => 8,
+    };
+    if !single {
+        let wd = *b.get(1)?;
+        let log = 10 + u32::from(wd >> 3);
+        let base = 1u64 << log;
+        return Some(base + (base / 8) * u64::from(wd & 7));
+    }
+    let at = 1 + dict_len;
+    let f = b.get(at..at + fcs_len)?;
+    let mut v = [0u8; 8];
+    v[..fcs_len].copy_from_slice(f);
+    let size = u64::from_le_bytes(v) + if fcs_len == 2 { 256 } else { 0 };
+    Some(size.max(1 << 10))
+}
+
+/// The xz format (tukaani's xz-file-format 1.2.1 §3.1, §5.3.1): the LZMA2 dictionary size in the
+/// first block's filter flags.
+fn xz_dictionary(b: &[u8]) -> Option<u64> {
+    let b = b.get(12..)?;
+    let size = (usize::from(*b.first()?) + 1) * 4;
+    if b[0] == 0 {
+        // An index: a stream without blocks needs no dictionary.
+        return Some(0);
+    }
+    let h = b.get(..size)?;
+    let flags = h[1];
+    let mut at = 2;
+    fn varint(h: &[u8], at: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        for i in 0..9 {
+            let byte = *h.get(*at)?;
+            *at += 1;
+            v |= u64::from(byte & 0x7f) << (7 * i);
+            if byte & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+    if flags & 0x40 != 0 {
+        varint(h, &mut at)?;
+    }
+    if flags & 0x80 != 0 {
+        varint(h, &mut at)?;
+    }
+    let mut dict = 0;
+    for _ in 0..=(flags & 3) {
+        let (id, props) = (varint(h, &mut at)?, varint(h, &mut at)?);
+        let p = h.get(at..at.checked_add(usize::try_from(props).ok()?)?)?;
+        at += p.len();
+        if id == 0x21 && p.len() == 1 {
+            let bits = u32::from(p[0] & 0x3f);
+            dict = if bits >= 40 { u64::from(u32::MAX) } else { (2 | u64::from(bits & 1)) << (bits / 2 + 11) };
+        }
+    }
+    Some(dict)
+}
+
 /// The decompressed stream of a layer blob whose compressed bytes come from `raw`. Read it
-/// in large chunks: it has no buffer of its own.
-pub fn decoder<'a, R: BufRead + 'a>(kind: Compression, raw: R) -> io::Result<Box<dyn Read + 'a>> {
+/// in large chunks: it has no buffer of its own. `window`: what the scan's memory budget holds
+/// for its window ([`window`]); a later frame or block asking more is refused, never allocated.
+pub fn decoder<'a, R: BufRead + 'a>(kind: Compression, raw: R, window: u64) -> io::Result<Box<dyn Read + 'a>> {
+    let window = window.min(MAX_WINDOW);
     Ok(match kind {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
-        // The decoder's default window limit (128 MiB) stays: a frame asking for more is refused
-        // rather than allowed to allocate it. Skippable frames (pzstd's first) are skipped, as
-        // every zstd decoder does; every frame after the first is read (`zstd -d`, klauspost).
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(raw)?),
+        // The window the budget holds is the limit (128 MiB at most, the decoder's default): a
+        // frame asking for more is refused rather than allowed to allocate it. Skippable frames
+        // (pzstd's first) are skipped, as every zstd decoder does; every frame after the first
+        // is read (`zstd -d`, klauspost).
+        Compression::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(raw)?;
+            d.window_log_max(window.next_power_of_two().ilog2().clamp(10, 27))?;
+            Box::new(d)
+        }
         // `xz -d -c -q` (moby's xzDecompress): concatenated streams and stream padding read,
-        // integrity checks verified, memory held to XZ_MEMLIMIT.
+        // integrity checks verified, memory held to what the budget holds (at most XZ_MEMLIMIT).
         Compression::Xz => {
-            let stream = liblzma::stream::Stream::new_stream_decoder(XZ_MEMLIMIT, liblzma::stream::CONCATENATED)
+            let limit = (window + XZ_SLACK).min(XZ_MEMLIMIT);
+            let stream = liblzma::stream::Stream::new_stream_decoder(limit, liblzma::stream::CONCATENATED)
                 .map_err(io::Error::other)?;
             Box::new(liblzma::bufread::XzDecoder::new_stream(raw, stream))
         }

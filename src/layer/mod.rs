@@ -4,6 +4,7 @@
 
 pub mod analyze;
 pub mod blob;
+pub mod budget;
 pub mod decode;
 pub mod merge;
 pub mod path;

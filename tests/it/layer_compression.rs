@@ -265,3 +265,63 @@ fn an_unknown_compression_is_refused_without_quoting_its_bytes() {
         }
     }
 }
+
+/// zstd as a streaming writer (libzstd's CLI from a pipe) writes it: the content size unknown,
+/// so the frame header asks the whole `1 << log` window.
+fn zstd_window(b: &[u8], log: u32) -> Vec<u8> {
+    let mut e = zstd::stream::write::Encoder::new(Vec::new(), 1).unwrap();
+    e.window_log(log).unwrap();
+    e.long_distance_matching(log > 27).unwrap();
+    e.include_contentsize(false).unwrap();
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// xz with an LZMA2 dictionary of `dict` bytes (`xz --lzma2=preset=0,dict=...`).
+fn xz_dict(b: &[u8], dict: u32) -> Vec<u8> {
+    let mut o = liblzma::stream::LzmaOptions::new_preset(0).unwrap();
+    o.dict_size(dict);
+    let mut f = liblzma::stream::Filters::new();
+    f.lzma2(&o);
+    let s = liblzma::stream::Stream::new_stream_encoder(&f, liblzma::stream::Check::Crc64).unwrap();
+    let mut e = liblzma::write::XzEncoder::new_stream(Vec::new(), s);
+    e.write_all(b).unwrap();
+    e.finish().unwrap()
+}
+
+/// Issue 36: a decoder's window is what the blob's header declares (libzstd's and liblzma's own
+/// encoders wrote these), held from one memory budget for the scan. A layer whose window cannot
+/// fit the budget is refused naming the layer and the window; one that fits is read as before,
+/// however many layers wait for room; a later zstd frame asking more than the first held is
+/// refused, never allocated.
+#[test]
+fn decoder_windows_are_held_from_one_memory_budget() {
+    use cudalint::layer::budget::MemoryBudget;
+    use cudalint::layer::decode::window;
+    let t = layer("usr/lib/libsm90a.so", "opt/app/libmulti.so");
+    let want = reference(&t, "tar");
+    let long = zstd_window(&t, 27);
+    let big_xz = xz_dict(&t, 128 << 20);
+    assert_eq!(window(Compression::Zstd, &long), 128 << 20);
+    assert_eq!(window(Compression::Zstd, &zstd_window(&t, 20)), 1 << 20);
+    assert_eq!(window(Compression::Xz, &big_xz), (128 << 20) + (1 << 20));
+    assert_eq!(window(Compression::Xz, &xz_dict(&t, 3 << 20)), (3 << 20) + (1 << 20));
+    // pzstd's skippable frame first: the window of the frame after it.
+    assert_eq!(window(Compression::Zstd, &[skippable(0, b"1234"), long.clone()].concat()), 128 << 20);
+    let d = tempfile::tempdir().unwrap();
+    // xz: the dictionary and liblzma's own state.
+    for (name, blob, held) in [("zstd", &long, "zstd window of 128 MiB"), ("xz", &big_xz, "xz window of 129 MiB")] {
+        let spec = oci_with_blob(&d.path().join(name), &t, blob);
+        let small = ScanOptions { memory: std::sync::Arc::new(MemoryBudget::new(64 << 20)), ..opts(Verify::Auto) };
+        let e = scan(&spec, &small).unwrap_err().to_string();
+        assert!(e.contains(&hex_of(&sha(blob))[..12]), "{name}: names the layer: {e}");
+        assert!(e.contains(held) && e.contains("memory budget of 64 MiB"), "{name}: {e}");
+        let r = scan(&spec, &opts(Verify::Auto)).unwrap();
+        assert_eq!(listing(&r), want, "{name}");
+    }
+    // A first frame with a 1 MiB window, then one asking 128 MiB: refused, not allocated.
+    let split = [zstd_window(&t[..20_480], 20), zstd_window(&t[20_480..], 27)].concat();
+    assert_eq!(reference(&zstd::decode_all(&split[..]).unwrap(), "tar"), want, "libzstd reads it whole");
+    let e = scan(&oci_with_blob(&d.path().join("split"), &t, &split), &opts(Verify::Auto)).unwrap_err().to_string();
+    assert!(e.contains("frame after the first asks a larger window"), "{e}");
+}

@@ -1,0 +1,130 @@
+//! One memory budget for a scan (`--memory`): every large allocation that grows with the input's
+//! choices (a zstd window, an xz dictionary) or with `--jobs` (each layer's pipes, read buffers and
+//! inspector) is reserved from it before it is made. A layer's decoder starts when its reservation
+//! fits, so small-window layers run in parallel beside a large one; one that can never fit is
+//! refused, never allowed to allocate. `serve`'s workers share one budget.
+
+use std::sync::{Condvar, Mutex};
+
+/// The default budget: the bound the README promises.
+pub const DEFAULT: u64 = 256 << 20;
+
+/// What a layer costs besides its decoder: two pipe stages of 4 x 1 MiB chunks, the read and
+/// inspector windows, and what the inspector keeps in memory of one file (captures spill past
+/// 16 MiB).
+pub const LAYER_OVERHEAD: u64 = 24 << 20;
+
+#[derive(Debug)]
+pub struct MemoryBudget {
+    total: u64,
+    used: Mutex<u64>,
+    freed: Condvar,
+}
+
+/// Bytes held from a [`MemoryBudget`] until dropped.
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    budget: &'a MemoryBudget,
+    bytes: u64,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget::new(DEFAULT)
+    }
+}
+
+impl MemoryBudget {
+    pub fn new(total: u64) -> MemoryBudget {
+        MemoryBudget { total, used: Mutex::new(0), freed: Condvar::new() }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Waits until `bytes` fit beside what others hold, then holds them. `Err` (the budget)
+    /// when they could never fit.
+    pub fn reserve(&self, bytes: u64) -> Result<Reservation<'_>, u64> {
+        if bytes > self.total {
+            return Err(self.total);
+        }
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        while *used + bytes > self.total {
+            used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
+        }
+        *used += bytes;
+        Ok(Reservation { budget: self, bytes })
+    }
+
+    /// Bytes held now (for tests and `-v`).
+    pub fn in_use(&self) -> u64 {
+        *self.used.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Reservation<'_> {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
+        *used -= self.bytes;
+        self.budget.freed.notify_all();
+    }
+}
+
+/// `256M`, `1G`, `512MiB`, `268435456`: a size in bytes (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(digits);
+    let n: u64 = n.parse().map_err(|_| format!("{s:?}: a size such as 256M or 1G"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{s:?}: a size such as 256M or 1G")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?}: too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[test]
+    fn reservations_wait_for_room_and_never_overlap_past_the_total() {
+        let b = Arc::new(MemoryBudget::new(100));
+        assert_eq!(b.reserve(101).unwrap_err(), 100);
+        let peak = Arc::new(AtomicU64::new(0));
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let (b, peak) = (b.clone(), peak.clone());
+                s.spawn(move || {
+                    let r = b.reserve(if i % 2 == 0 { 60 } else { 30 }).unwrap();
+                    peak.fetch_max(b.in_use(), Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    drop(r);
+                });
+            }
+        });
+        assert!(peak.load(Ordering::SeqCst) <= 100);
+        assert_eq!(b.in_use(), 0);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999G").is_err());
+    }
+}
