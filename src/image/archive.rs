@@ -375,7 +375,7 @@ fn hold<'a>(
     window: u64,
     what: &str,
 ) -> Result<crate::layer::budget::Reservation<'a>, ScanError> {
-    opts.memory.reserve(window).map_err(|total| {
+    opts.memory.reserve_for_the_scan(window).map_err(|total| {
         ScanError::input(
             what,
             format!(

@@ -17,8 +17,15 @@ pub const LAYER_OVERHEAD: u64 = 24 << 20;
 #[derive(Debug)]
 pub struct MemoryBudget {
     total: u64,
-    used: Mutex<u64>,
+    state: Mutex<Held>,
     freed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    used: u64,
+    /// Held for the whole scan (a compressed archive's own decoder): what others can never have.
+    pinned: u64,
 }
 
 /// Bytes held from a [`MemoryBudget`] until dropped.
@@ -26,6 +33,7 @@ pub struct MemoryBudget {
 pub struct Reservation<'a> {
     budget: &'a MemoryBudget,
     bytes: u64,
+    pinned: bool,
 }
 
 impl Default for MemoryBudget {
@@ -36,30 +44,47 @@ impl Default for MemoryBudget {
 
 impl MemoryBudget {
     pub fn new(total: u64) -> MemoryBudget {
-        MemoryBudget { total, used: Mutex::new(0), freed: Condvar::new() }
+        MemoryBudget { total, state: Mutex::new(Held::default()), freed: Condvar::new() }
     }
 
     pub fn total(&self) -> u64 {
         self.total
     }
 
-    /// Waits until `bytes` fit beside what others hold, then holds them. `Err` (the budget)
-    /// when they could never fit.
+    /// Waits until `bytes` fit beside what others hold, then holds them. `Err` (what the
+    /// budget can ever give: its total less what is pinned) when they could never fit.
     pub fn reserve(&self, bytes: u64) -> Result<Reservation<'_>, u64> {
-        if bytes > self.total {
-            return Err(self.total);
+        self.take(bytes, false)
+    }
+
+    /// Like [`MemoryBudget::reserve`], for what is held until the scan ends: later requests that
+    /// could only fit once it is released are refused instead of waiting for ever.
+    pub fn reserve_for_the_scan(&self, bytes: u64) -> Result<Reservation<'_>, u64> {
+        self.take(bytes, true)
+    }
+
+    fn take(&self, bytes: u64, pinned: bool) -> Result<Reservation<'_>, u64> {
+        let mut held = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let room = self.total - held.pinned;
+        if bytes > room {
+            return Err(room);
         }
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        while *used + bytes > self.total {
-            used = self.freed.wait(used).unwrap_or_else(|e| e.into_inner());
+        while held.used + bytes > self.total {
+            held = self.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+            if bytes > self.total - held.pinned {
+                return Err(self.total - held.pinned);
+            }
         }
-        *used += bytes;
-        Ok(Reservation { budget: self, bytes })
+        held.used += bytes;
+        if pinned {
+            held.pinned += bytes;
+        }
+        Ok(Reservation { budget: self, bytes, pinned })
     }
 
     /// Bytes held now (for tests and `-v`).
     pub fn in_use(&self) -> u64 {
-        *self.used.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).used
     }
 }
 
@@ -71,8 +96,11 @@ impl Reservation<'_> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
-        *used -= self.bytes;
+        let mut held = self.budget.state.lock().unwrap_or_else(|e| e.into_inner());
+        held.used -= self.bytes;
+        if self.pinned {
+            held.pinned -= self.bytes;
+        }
         self.budget.freed.notify_all();
     }
 }
@@ -117,6 +145,13 @@ mod tests {
         });
         assert!(peak.load(Ordering::SeqCst) <= 100);
         assert_eq!(b.in_use(), 0);
+        // What is held for the scan is never given back before it ends: a request that could
+        // only fit then is refused at once, not left waiting.
+        let outer = b.reserve_for_the_scan(70).unwrap();
+        assert_eq!(b.reserve(31).unwrap_err(), 30);
+        assert_eq!(b.reserve(30).unwrap().bytes(), 30);
+        drop(outer);
+        assert_eq!(b.reserve(100).unwrap().bytes(), 100);
     }
 
     #[test]
