@@ -3,6 +3,8 @@
 //! that start registries, Chromium or maturin, or read the multi-GB stacks.
 
 mod audit;
+#[cfg(feature = "slow-tests")]
+mod census;
 mod configuration;
 mod cuobjdump;
 mod cyclonedx;

@@ -1,0 +1,30 @@
+//! The census of real CUDA wheels (tests/census/wheels.txt, run by scripts/census.py): every ELF
+//! file of torch 2.4–2.9, TensorFlow 2.18/2.21, cuDNN, JAX's CUDA plugins, ONNX Runtime (CUDA 12
+//! and 13), CuPy, xformers, bitsandbytes, RAPIDS and vLLM, installed as pip lays it out, gives the
+//! same inventory by seek (`inspect`), by stream (`docker save` on stdin) and as `dir:`; its
+//! SONAME and CUDA `DT_NEEDED` are readelf's, its fatbin entries cuobjdump's, and nothing in it
+//! is CL015. About 8 GB of wheels, fetched once into census/ of the test cache
+//! (`$CUDALINT_CENSUS_WHEELS`, else `$CUDALINT_TEST_CACHE`, else `~/.cache/cudalint-test`), each unpacked in turn under `$TMPDIR` (up to 2 GB).
+
+use std::process::Command;
+
+use crate::util::root;
+
+#[test]
+fn every_elf_file_of_the_census_wheels_reads_the_same_in_every_transport() {
+    let bin = assert_cmd::cargo::cargo_bin("cudalint");
+    let out = Command::new("python3")
+        .arg(root().join("scripts/census.py"))
+        .arg(&bin)
+        .output()
+        .expect("run python3 scripts/census.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
+    assert!(
+        out.status.success(),
+        "scripts/census.py failed ({}; exit 2: it could not run: PyPI must be reachable the first time, with \
+         about 8 GB free in the test cache (~/.cache/cudalint-test)):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
