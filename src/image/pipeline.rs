@@ -171,9 +171,14 @@ fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<Anal
 /// Reads one layer's blob and checks it against its digests.
 fn read(blob: Blob<'_>, l: &LayerRef, opts: &ScanOptions, progress: &Progress) -> Result<AnalyzedLayer, ScanError> {
     let o: Outcome = match blob {
-        Blob::Seekable { file, off, len } => {
-            blob::from_file(file, off, len, l, opts.verify, &opts.inspect, |n| progress.add(n), &opts.memory)?
-        }
+        Blob::Seekable { file, off, len } => blob::from_file(
+            file,
+            off,
+            len,
+            l,
+            blob::Reading { verify: opts.verify, inspect: &opts.inspect, budget: &opts.memory },
+            |n| progress.add(n),
+        )?,
         Blob::Stream(r) => {
             let mut r = Counting::new(r, |n| progress.add(n));
             blob::stream(&mut r, l, &opts.inspect, blob::wants_tar_digest(l, opts.verify), &opts.memory)?

@@ -212,7 +212,11 @@ pub fn stream<R: Read + ?Sized>(
 
 /// A size in MiB as errors say it.
 fn mib(bytes: u64) -> String {
-    if bytes % (1 << 20) == 0 { format!("{} MiB", bytes >> 20) } else { format!("{:.1} MiB", bytes as f64 / 1048576.0) }
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / 1048576.0)
+    }
 }
 
 fn name(c: Compression) -> &'static str {
@@ -228,17 +232,23 @@ pub fn wants_tar_digest(l: &LayerRef, verify: Verify) -> bool {
     l.diff_id.is_some() && (l.digest.is_none() || verify == Verify::Always)
 }
 
+/// How a blob is read: which digests are checked, what the inspector reads, the scan's budget.
+pub struct Reading<'a> {
+    pub verify: Verify,
+    pub inspect: &'a InspectOptions,
+    pub budget: &'a MemoryBudget,
+}
+
 /// Reads a layer blob stored at `[off, off+size)` of a file.
 pub fn from_file(
     file: &File,
     off: u64,
     size: u64,
     l: &LayerRef,
-    verify: Verify,
-    inspect: &InspectOptions,
+    how: Reading<'_>,
     progress: impl Fn(u64),
-    budget: &MemoryBudget,
 ) -> Result<Outcome, BlobError> {
+    let Reading { verify, inspect, budget } = how;
     if let Some(want) = l.size.filter(|&w| w != size) {
         return Err(layer_err(l, format!("blob is {size} bytes, its descriptor says {want}")));
     }
