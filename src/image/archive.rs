@@ -337,7 +337,8 @@ pub fn scan_stream<R: Read>(
                     let want_tar = digest.is_none() || opts.verify == super::Verify::Always;
                     outcomes.insert(
                         name,
-                        blob::stream(&mut raw, &l, &opts.inspect, want_tar, &opts.memory).map_err(ScanError::from),
+                        blob::stream(&mut raw, &l, &opts.inspect, want_tar, &opts.memory, None)
+                            .map_err(ScanError::from),
                     );
                 }
             }

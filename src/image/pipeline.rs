@@ -41,6 +41,12 @@ pub trait LayerSource: Sync {
     /// A layer's blob, ready to read.
     fn open(&self, layer: &LayerRef) -> Result<Blob<'_>, ScanError>;
 
+    /// Whether opening a blob starts a download (a registry): its memory is then held before
+    /// it is opened, so no connection waits on the budget.
+    fn downloads(&self) -> bool {
+        false
+    }
+
     /// Whether a layer's analysis may be taken from the caches by its digest, unread: true
     /// where the bytes are fetched by that digest (a registry). A local archive's layers are
     /// always read and checked, so a tampered file fails closed rather than passing on an
@@ -127,7 +133,19 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
                 return Ok(h);
             }
         }
-        let analyzed = read(src.open(l)?, l, opts, &progress)?;
+        // A download is not started before its decoder could run: the most its media type
+        // allows is held first, and cut to what its header asks once the first bytes are in.
+        let held = if src.downloads() {
+            let most = crate::layer::budget::LAYER_OVERHEAD
+                + crate::layer::decode::most_for_media_type(l.media_type.as_deref());
+            Some(opts.memory.reserve(most.min(opts.memory.total())).map_err(|total| ScanError::Layer {
+                layer: l.id(),
+                message: format!("the memory budget of {} MiB (--memory) holds no layer", total >> 20),
+            })?)
+        } else {
+            None
+        };
+        let analyzed = read(src.open(l)?, l, opts, &progress, held)?;
         opts.counts.analysed.fetch_add(1, Ordering::Relaxed);
         if let Some(key) = &key {
             // Only verified analyses are stored (the cache refuses others); a failed write only
@@ -169,7 +187,13 @@ fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<Anal
 }
 
 /// Reads one layer's blob and checks it against its digests.
-fn read(blob: Blob<'_>, l: &LayerRef, opts: &ScanOptions, progress: &Progress) -> Result<AnalyzedLayer, ScanError> {
+fn read(
+    blob: Blob<'_>,
+    l: &LayerRef,
+    opts: &ScanOptions,
+    progress: &Progress,
+    held: Option<crate::layer::budget::Reservation<'_>>,
+) -> Result<AnalyzedLayer, ScanError> {
     let o: Outcome = match blob {
         Blob::Seekable { file, off, len } => blob::from_file(
             file,
@@ -181,7 +205,7 @@ fn read(blob: Blob<'_>, l: &LayerRef, opts: &ScanOptions, progress: &Progress) -
         )?,
         Blob::Stream(r) => {
             let mut r = Counting::new(r, |n| progress.add(n));
-            blob::stream(&mut r, l, &opts.inspect, blob::wants_tar_digest(l, opts.verify), &opts.memory)?
+            blob::stream(&mut r, l, &opts.inspect, blob::wants_tar_digest(l, opts.verify), &opts.memory, held)?
         }
     };
     Ok(blob::check(l, o, opts.verify)?)

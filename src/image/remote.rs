@@ -211,6 +211,10 @@ impl LayerSource for RemoteImage {
         Ok(Blob::Stream(Box::new(self.remote.blob(&digest, l.size)?)))
     }
 
+    fn downloads(&self) -> bool {
+        true
+    }
+
     fn trusts_digests(&self) -> bool {
         // Blobs are fetched by digest and verified as they arrive: an analysis filed under a
         // verified digest is one of the same bytes.

@@ -1,7 +1,7 @@
 //! Reading one layer blob: seekable when it is an uncompressed tar in a file (file contents are
 //! hopped over), otherwise one streaming pass through the decompressor; digests checked.
 
-use super::budget::{LAYER_OVERHEAD, MemoryBudget};
+use super::budget::{LAYER_OVERHEAD, MemoryBudget, Reservation};
 use std::fs::File;
 use std::io::{self, Read};
 
@@ -108,6 +108,7 @@ pub fn stream<R: Read + ?Sized>(
     inspect: &InspectOptions,
     want_tar_digest: bool,
     budget: &MemoryBudget,
+    held: Option<Reservation<'_>>,
 ) -> Result<Outcome, BlobError> {
     let mut first = [0u8; decode::HEADER_LEN];
     let n = read_full_dyn(raw, &mut first).map_err(|e| layer_err(l, format!("reading the blob: {e}")))?;
@@ -120,7 +121,14 @@ pub fn stream<R: Read + ?Sized>(
     // The decoder's window and the layer's buffers are held from the scan's budget before either
     // is made: a layer waits while others hold it, and one that could never fit is refused.
     let window = decode::window(compression, &first[..n]);
-    let _held = budget.reserve(window + LAYER_OVERHEAD).map_err(|total| {
+    // What was held before the download started (the most its media type allows) becomes what
+    // its header asks.
+    let need = window + LAYER_OVERHEAD;
+    let _held = match held {
+        Some(mut r) => r.resize(need).map(|()| r),
+        None => budget.reserve(need),
+    }
+    .map_err(|total| {
         layer_err(
             l,
             format!(
@@ -277,7 +285,7 @@ pub fn from_file(
         return Ok(Outcome { summary, compression, size, blob_digest: None, tar_digest: None });
     }
     let mut raw = Counting::new(InputReader(&mut input), progress);
-    stream(&mut raw, l, inspect, wants_tar_digest(l, verify), budget)
+    stream(&mut raw, l, inspect, wants_tar_digest(l, verify), budget, None)
 }
 
 /// Checks an outcome against the layer's digests and describes the layer.

@@ -92,6 +92,42 @@ impl Reservation<'_> {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+
+    /// Holds `bytes` instead: less at once; more when it fits beside the others, else after
+    /// letting go of what it held (it never waits while holding, so two growers cannot wait on
+    /// each other). `Err` as for [`MemoryBudget::reserve`].
+    pub fn resize(&mut self, bytes: u64) -> Result<(), u64> {
+        let b = self.budget;
+        let mut held = b.state.lock().unwrap_or_else(|e| e.into_inner());
+        let room = b.total - held.pinned + if self.pinned { self.bytes } else { 0 };
+        if bytes > room {
+            return Err(room);
+        }
+        if bytes <= self.bytes || held.used - self.bytes + bytes <= b.total {
+            held.used = held.used - self.bytes + bytes;
+            if self.pinned {
+                held.pinned = held.pinned - self.bytes + bytes;
+            }
+            self.bytes = bytes;
+            b.freed.notify_all();
+            return Ok(());
+        }
+        held.used -= self.bytes;
+        if self.pinned {
+            held.pinned -= self.bytes;
+        }
+        self.bytes = 0;
+        b.freed.notify_all();
+        while held.used + bytes > b.total {
+            held = b.freed.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+        held.used += bytes;
+        if self.pinned {
+            held.pinned += bytes;
+        }
+        self.bytes = bytes;
+        Ok(())
+    }
 }
 
 impl Drop for Reservation<'_> {
@@ -152,6 +188,19 @@ mod tests {
         assert_eq!(b.reserve(30).unwrap().bytes(), 30);
         drop(outer);
         assert_eq!(b.reserve(100).unwrap().bytes(), 100);
+        // Resized: down at once, up when it fits, never past the total.
+        let mut r = b.reserve(80).unwrap();
+        r.resize(20).unwrap();
+        assert_eq!(b.in_use(), 20);
+        let other = b.reserve(70).unwrap();
+        assert_eq!(r.resize(101).unwrap_err(), 100);
+        r.resize(30).unwrap();
+        assert_eq!(b.in_use(), 100);
+        drop(other);
+        r.resize(100).unwrap();
+        assert_eq!(b.in_use(), 100);
+        drop(r);
+        assert_eq!(b.in_use(), 0);
     }
 
     #[test]

@@ -120,6 +120,16 @@ pub fn window(kind: Compression, head: &[u8]) -> u64 {
     }
 }
 
+/// The most a layer of `media_type` may ask before its bytes are seen: gzip's small window for a
+/// gzip or plain tar type (a blob that turns out otherwise asks again), else [`MAX_WINDOW`].
+pub fn most_for_media_type(media_type: Option<&str>) -> u64 {
+    match media_type.unwrap_or_default() {
+        m if m.ends_with("+zstd") || m.ends_with(".zstd") || m.ends_with("+xz") => MAX_WINDOW + XZ_SLACK,
+        m if m.ends_with("gzip") || m.ends_with(".tar") => window(Compression::Gzip, &[]),
+        _ => MAX_WINDOW + XZ_SLACK,
+    }
+}
+
 /// What liblzma's decoder holds besides the dictionary (its own estimate is under 100 KiB).
 const XZ_SLACK: u64 = 1 << 20;
 
