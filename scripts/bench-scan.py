@@ -11,7 +11,11 @@ in three forms: an OCI layout with gzip layers, one with zstd layers, and a dock
   - scan wall time vs `gzip -dc` / `zstd -dc` of the same layers to /dev/null,
   - bytes read from the docker-archive vs its size, and its scan time,
   - the same docker-archive piped through standard input,
-  - peak RSS of every scan.
+  - peak RSS of every scan;
+then an image of 8 zstd `--long=27` and 8 xz `dict=128MiB` layers of 150 MB of real library
+bytes each (the windows fill), scanned at --jobs 1, 4, 8 and 16: time, peak RSS, same inventory.
+Goals (exit 1 when one is missed): gzip <= 0.3x `gzip -dc`, zstd <= 1.0x `zstd -dc`, peak RSS
+<= 256 MiB everywhere, --jobs 8 <= 1.05x --jobs 1 on the long windows.
 Times are medians of 3 runs with a warm page cache. usage: scripts/bench-scan.py [--rebuild]
 (CUDALINT_BIN=path measures that binary instead of building this checkout's release build.)
 """
@@ -167,7 +171,7 @@ def main():
     size = {n: os.path.getsize(os.path.join(scan_dir, n + ".tar")) for n in LAYERS}
     print(f"image: {len(LAYERS)} layers, {mib(sum(size.values()))} uncompressed "
           f"({', '.join(f'{n} {mib(s)}' for n, s in size.items())}); {os.cpu_count()} CPUs")
-    rows = []
+    rows, missed = [], []
     for kind, ext, tool in [("gzip", ".gz", ["gzip", "-dc"]), ("zstd", ".zst", ["zstd", "-dc"])]:
         floor = 0.0
         for n in LAYERS:
@@ -177,6 +181,9 @@ def main():
                              "oci:" + os.path.join(scan_dir, "oci-" + kind)])
         rows.append((f"scan oci ({kind})", w, rss, f"{' '.join(tool)} of the layers: {floor:.2f} s -> ratio {w / floor:.2f}"))
         show(rows[-1])
+        goal = {"gzip": 0.3, "zstd": 1.0}[kind]
+        if w / floor > goal:
+            missed.append(f"scan oci ({kind}): {w / floor:.2f}x the decompressor, goal <= {goal}x")
     asize = os.path.getsize(archive)
     w, rss = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null", archive])
     read = stats_of([cudalint, "scan", "--quiet", "--gpu", "H100", "--format", "json", "-o", "/dev/null", archive])
@@ -188,6 +195,80 @@ def main():
     w2, rss2 = best_of(3, [cudalint, "scan", "--quiet", "--gpu", "H100", "--verify", "always", "--format", "json", "-o", "/dev/null", archive])
     rows.append(("scan docker-archive --verify always", w2, rss2, "every layer hashed"))
     show(rows[-1])
+    for name, _, rss, _ in rows:
+        if rss > 256 << 20:
+            missed.append(f"{name}: peak RSS {mib(rss)} > 256 MiB")
+    long_windows(cudalint, missed)
+    for m in missed:
+        print(f"goal missed: {m}", file=sys.stderr)
+    sys.exit(1 if missed else 0)
+
+
+LONG = 8  # layers of each kind
+SLICE = 150_000_000
+
+
+def long_window_layout():
+    """16 layers whose windows fill: slices of the largest library of the cuda layer."""
+    dest = os.path.join(work, "long")
+    if os.path.exists(os.path.join(dest, "index.json")):
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(dest, "blobs/sha256"))
+    with tarfile.open(os.path.join(scan_dir, "cuda.tar")) as t:
+        big = max((m for m in t.getmembers() if m.isfile()), key=lambda m: m.size)
+        data = t.extractfile(big).read()
+    diff_ids, layers = [], []
+    for i in range(2 * LONG):
+        at = (i * 37_000_000) % max(1, len(data) - SLICE)
+        chunk = data[at:at + SLICE]
+        bio = __import__("io").BytesIO()
+        with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as t:
+            ti = tarfile.TarInfo(f"opt/long/part{i:02}.bin")
+            ti.size = len(chunk)
+            t.addfile(ti, __import__("io").BytesIO(chunk))
+        tar_b = bio.getvalue()
+        diff_ids.append("sha256:" + hashlib.sha256(tar_b).hexdigest())
+        if i % 2 == 0:  # from a pipe: the content size unknown, the whole window declared
+            cmd, media = ["zstd", "-q", "-1", "--long=27", "-T2", "-c"], "application/vnd.oci.image.layer.v1.tar+zstd"
+        else:
+            cmd, media = ["xz", "-q", "-T2", "--lzma2=preset=0,dict=128MiB", "-c"], "application/vnd.oci.image.layer.v1.tar+gzip"
+        blob = subprocess.run(cmd, input=tar_b, capture_output=True, check=True).stdout
+        d = "sha256:" + hashlib.sha256(blob).hexdigest()
+        open(os.path.join(dest, "blobs/sha256", d[7:]), "wb").write(blob)
+        layers.append({"mediaType": media, "digest": d, "size": len(blob)})
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    cd = "sha256:" + hashlib.sha256(config).hexdigest()
+    open(os.path.join(dest, "blobs/sha256", cd[7:]), "wb").write(config)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd,
+                                      "size": len(config)}, "layers": layers}).encode()
+    md = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    open(os.path.join(dest, "blobs/sha256", md[7:]), "wb").write(manifest)
+    json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+                                                  "digest": md, "size": len(manifest)}]},
+              open(os.path.join(dest, "index.json"), "w"))
+    open(os.path.join(dest, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
+    return dest
+
+
+def long_windows(cudalint, missed):
+    dest = long_window_layout()
+    print(f"long windows: {LONG} zstd --long=27 and {LONG} xz dict=128MiB layers of {mib(SLICE)} each", flush=True)
+    times, outputs = {}, set()
+    for jobs in [1, 4, 8, 16]:
+        cmd = [cudalint, "scan", "--quiet", "--jobs", str(jobs), "--format", "inventory", "-o", "/dev/null", "oci:" + dest]
+        w, rss = best_of(3, cmd)
+        inv = subprocess.run(cmd[:-3] + ["oci:" + dest], capture_output=True, check=True).stdout
+        outputs.add(hashlib.sha256(inv).hexdigest())
+        times[jobs] = w
+        show((f"scan long windows --jobs {jobs}", w, rss, ""))
+        if rss > 256 << 20:
+            missed.append(f"long windows --jobs {jobs}: peak RSS {mib(rss)} > 256 MiB")
+    if len(outputs) != 1:
+        missed.append("long windows: the inventory differs between --jobs values")
+    if times[8] > 1.05 * times[1]:
+        missed.append(f"long windows: --jobs 8 took {times[8]:.2f} s, over 1.05x --jobs 1 ({times[1]:.2f} s)")
 
 
 def show(row):
