@@ -325,3 +325,90 @@ fn decoder_windows_are_held_from_one_memory_budget() {
     let e = scan(&oci_with_blob(&d.path().join("split"), &t, &split), &opts(Verify::Auto)).unwrap_err().to_string();
     assert!(e.contains("frame after the first asks a larger window"), "{e}");
 }
+
+/// Every file over 1 MB under `dir`, sorted: real compiled bytes.
+#[cfg(feature = "slow-tests")]
+fn real_bytes(dir: &Path, out: &mut Vec<u8>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    entries.sort();
+    for p in entries {
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.is_dir() {
+            real_bytes(&p, out);
+        } else if m.is_file() && m.len() > 1 << 20 {
+            out.extend(std::fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// Issue 36, where it bites: 8 layers written by `zstd --long=27` from a pipe and 8 by
+/// `xz --lzma2=preset=0,dict=128MiB`, each 150 MB of real compiled bytes (NVIDIA's compilers,
+/// scripts/fetch-cuda-tools.sh) so every window fills, scanned at --jobs 1, 4, 8 and 16 under the
+/// default 256 MiB budget: the same inventory at every --jobs, and with a budget one window
+/// cannot fit, a refusal naming the layer. (Peak memory and time: scripts/bench-scan.py.)
+#[cfg(feature = "slow-tests")]
+#[test]
+fn long_window_layers_read_the_same_at_every_jobs_within_one_budget() {
+    use cudalint::layer::budget::MemoryBudget;
+    const SLICE: usize = 150_000_000;
+    let mut pool = Vec::new();
+    real_bytes(&crate::toolchains::cuda_tools(), &mut pool);
+    assert!(pool.len() > SLICE, "{} bytes of compilers", pool.len());
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("oci");
+    let (mut diff_ids, mut layers) = (Vec::new(), Vec::new());
+    for i in 0..16 {
+        let at = (i * 37_000_000) % (pool.len() - SLICE);
+        let name = format!("opt/long/part{i:02}.bin");
+        let t = tar(&[Ent::File(Box::leak(name.into_boxed_str()), pool[at..at + SLICE].to_vec())]);
+        let (tool, args): (&str, &[&str]) = if i % 2 == 0 {
+            ("zstd", &["-q", "-1", "--long=27", "-T2", "-c"])
+        } else {
+            ("xz", &["-q", "-T2", "--lzma2=preset=0,dict=128MiB", "-c"])
+        };
+        let mut child = Std::new(crate::scan::which(tool))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feed = std::thread::spawn(move || stdin.write_all(&t).map(|()| t));
+        let blob = child.wait_with_output().unwrap().stdout;
+        let t = feed.join().unwrap().unwrap();
+        assert!(cudalint::layer::decode::window(Compression::Zstd, &blob) == 128 << 20 || i % 2 == 1);
+        write_blob(&dir, &blob);
+        diff_ids.push(sha(&t));
+        layers.push(serde_json::json!({"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": sha(&blob), "size": blob.len()}));
+    }
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}))
+    .unwrap();
+    write_blob(&dir, &config);
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(&config), "size": config.len()},
+        "layers": layers}))
+    .unwrap();
+    write_blob(&dir, &manifest);
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{
+        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(&manifest), "size": manifest.len()}]});
+    std::fs::write(dir.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    std::fs::write(dir.join("oci-layout"), br#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let spec = format!("oci:{}", dir.display());
+    let files = |jobs: usize| {
+        let r =
+            scan(&spec, &ScanOptions { jobs, ..opts(Verify::Auto) }).unwrap_or_else(|e| panic!("--jobs {jobs}: {e}"));
+        assert_eq!(r.stats.files, 16, "--jobs {jobs}");
+        (serde_json::to_value(&r.files).unwrap(), r.stats.file_bytes)
+    };
+    let want = files(1);
+    assert_eq!(want.1, 16 * SLICE as u64);
+    for jobs in [4, 8, 16] {
+        assert_eq!(files(jobs), want, "--jobs {jobs}");
+    }
+    let small =
+        ScanOptions { jobs: 8, memory: std::sync::Arc::new(MemoryBudget::new(100 << 20)), ..opts(Verify::Auto) };
+    let e = scan(&spec, &small).unwrap_err().to_string();
+    assert!(e.contains("window of 12") && e.contains("memory budget of 100 MiB"), "{e}");
+}
