@@ -21,9 +21,11 @@ const SEEK_PREFIX: usize = 4 << 10;
 const STREAM_HEAD_MAX: u64 = 2 << 30;
 /// Largest relocation table read (TensorFlow 2.21's `.rela.dyn` is 20 MB).
 const MAX_RELOCATIONS: u64 = 1 << 30;
-/// Section name strings sit just before the section table at the end of the file: 64 KiB for most
-/// files, about 2 MB for an object of 38,078 sections (triton's `libcupti_static.a` members).
-const STREAM_SHSTRTAB_WINDOW: u64 = 8 << 20;
+/// Section name strings sit just before the section table at the end of the file: a stream keeps
+/// 256 bytes a section before it (names average far less), at least 64 KiB and at most 8 MiB (an
+/// object of 38,078 sections in triton's `libcupti_static.a` has a 2 MB name table).
+const STREAM_SHSTRTAB_PER_SECTION: u64 = 256;
+const STREAM_SHSTRTAB_WINDOW: (u64, u64) = (64 << 10, 8 << 20);
 const MAX_DYNAMIC: u64 = 1 << 20;
 /// Longest SONAME / DT_NEEDED string read.
 const MAX_NAME: u64 = 4096;
@@ -381,7 +383,9 @@ fn plan_captures(w: &mut Window, l: &Layout) {
     {
         // Not before the ELF header's end: the file is seldom that small, and a stream cannot
         // keep what has gone by.
-        let from = o.saturating_sub(STREAM_SHSTRTAB_WINDOW).max(w.offset().min(o));
+        let (least, most) = STREAM_SHSTRTAB_WINDOW;
+        let window = (u64::from(l.header.e_shnum) * STREAM_SHSTRTAB_PER_SECTION).clamp(least, most);
+        let from = o.saturating_sub(window).max(w.offset().min(o));
         w.capture_spilling(from, o + n - from);
         // Elsewhere (lld: before a large `.strtab`), the table is known by the name it holds.
         // Not in what the loader maps (after patchelf, loaded segments follow it).
