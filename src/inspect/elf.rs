@@ -416,7 +416,15 @@ fn stream_head(l: &Layout, len: u64) -> (u64, u64) {
     let first = l.phdrs.iter().filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD).min_by_key(|p| p.p_offset);
     let Some(first) = first else { return (0, 0) };
     let from = first.p_offset.min(len);
-    let to = first.p_offset.saturating_add(first.p_filesz).min(d).min(len).min(from.saturating_add(STREAM_HEAD_MAX));
+    let mut to =
+        first.p_offset.saturating_add(first.p_filesz).min(d).min(len).min(from.saturating_add(STREAM_HEAD_MAX));
+    // Where the first segment also holds code (no `-z separate-code`: NVIDIA's libcublasLt, 428 MB
+    // of R+X), the tables come before it and the entry point lies in `.text`: keep no further.
+    if first.is_executable()
+        && let Some(entry) = l.vaddr_to_offset(l.header.e_entry).filter(|&e| e > from && e < to)
+    {
+        to = entry;
+    }
     (from, to.max(from))
 }
 
