@@ -265,8 +265,9 @@ pub struct ReadArgs {
     pub jobs: Option<usize>,
     /// The scan's memory budget (256M, 1G, ...; default 256M): each layer's decoder window (a
     /// zstd window, an xz dictionary) and buffers are held from it, whatever --jobs is. A layer
-    /// waits for room; one whose window can never fit is refused (exit 2).
-    #[arg(long, env = "CUDALINT_MEMORY", value_name = "SIZE", value_parser = memory_size)]
+    /// waits for room; one whose window can never fit is refused (exit 2). Also `memory = "512M"`
+    /// in cudalint.toml.
+    #[arg(long, env = "CUDALINT_MEMORY", value_name = "SIZE", value_parser = crate::layer::budget::parse_memory)]
     pub memory: Option<u64>,
     /// No progress bar.
     #[arg(long, short)]
@@ -404,7 +405,8 @@ impl RegistryArgs {
     }
 }
 
-pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOptions> {
+/// `config_memory`: the configuration's `memory`, used where `--memory` gives none.
+pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs, config_memory: Option<u64>) -> anyhow::Result<ScanOptions> {
     let mut opts = ScanOptions::default();
     if let Some(p) = &r.platform {
         opts.platform = Some(crate::image::Platform::parse(p)?);
@@ -413,7 +415,7 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOpti
     if let Some(j) = r.jobs {
         opts.jobs = j.max(1);
     }
-    if let Some(m) = r.memory {
+    if let Some(m) = r.memory.or(config_memory) {
         opts.memory = std::sync::Arc::new(crate::layer::budget::MemoryBudget::new(m));
     }
     opts.progress = !r.quiet;
@@ -422,14 +424,4 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs) -> anyhow::Result<ScanOpti
     opts.registry = reg.options()?;
     reg.layer_options(&mut opts)?;
     Ok(opts)
-}
-
-/// `--memory`: a size, at least what one layer needs beside a small window.
-fn memory_size(s: &str) -> Result<u64, String> {
-    let n = crate::layer::budget::parse_size(s)?;
-    let least = crate::layer::budget::LAYER_OVERHEAD + (8 << 20);
-    if n < least {
-        return Err(format!("{s}: at least {} MiB (one layer's buffers and an 8 MiB window)", least >> 20));
-    }
-    Ok(n)
 }

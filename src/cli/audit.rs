@@ -52,7 +52,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("--image {m:?}: expected REF=SPEC"))?;
         input.image_map.insert(from.to_string(), to.to_string());
     }
-    let mut opts = scan_options(&a.read, &a.registry)?;
+    let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     opts.registry.images_named_by_input("audit").map_err(anyhow::Error::msg)?;
     let judge =
         |inv: &crate::image::ImageReport, targets: Vec<crate::lint::targets::Target>| policy.judge(inv, &targets, None);

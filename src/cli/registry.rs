@@ -193,7 +193,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load_with_targets(a.targets.spec())?;
     // Several platforms: parsed here, not by `scan_options` (which takes one).
     let chosen = super::args::platforms(a.read.platform.take().as_deref())?;
-    let mut opts = scan_options(&a.read, &a.registry_args)?;
+    let mut opts = scan_options(&a.read, &a.registry_args, policy.config.memory)?;
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
     let fingerprint = fingerprint(&policy, &opts, &chosen);

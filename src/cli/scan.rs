@@ -89,7 +89,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
     }
     // Read before the scan: a missing SBOM fails first.
     let sbom = a.enrich.as_deref().map(read_sbom).transpose()?;
-    let mut opts = scan_options(&a.read, &a.registry)?;
+    let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     super::support::registry_only(&a.image, &a.registry)?;
     let driver = if a.device.on_device {
         if std::env::var_os("CUDA_CACHE_DISABLE").is_none() {

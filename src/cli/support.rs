@@ -43,7 +43,7 @@ pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
     let policy = a.policy.load(TargetSpec::default())?;
     // --emit is one report, to --output or standard output.
     let reports = a.out.plan(&a.format, SupportFormat::Text)?;
-    let opts = scan_options(&a.read, &a.registry)?;
+    let opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     registry_only(&a.image, &a.registry)?;
     let (support, judged) = if a.registry.from_attestation {
         from_attestation(&policy, &a.image, &opts)?
@@ -212,7 +212,7 @@ pub fn diff(a: DiffArgs) -> anyhow::Result<ExitCode> {
     let driver = a.driver.as_deref().map(crate::lint::targets::driver).transpose()?.map(|(d, _)| d);
     let reports = a.out.plan(&a.format, DiffFormat::Text)?;
     // One set of options: registry references share the layer cache, so a common base is read once.
-    let opts = scan_options(&a.read, &a.registry)?;
+    let opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     let old = crate::image::scan(&a.old, &opts).with_context(|| a.old.clone())?;
     let new = crate::image::scan(&a.new, &opts).with_context(|| a.new.clone())?;
     let (old_s, _) = crate::lint::support::support(&policy, &a.old, &old).with_context(|| a.old.clone())?;

@@ -141,6 +141,17 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// A budget as `--memory` or the config's `memory` gives it: a size, at least what one layer
+/// needs beside an 8 MiB window.
+pub fn parse_memory(s: &str) -> Result<u64, String> {
+    let n = parse_size(s)?;
+    let least = LAYER_OVERHEAD + (8 << 20);
+    if n < least {
+        return Err(format!("{s}: at least {} MiB (one layer's buffers and an 8 MiB window)", least >> 20));
+    }
+    Ok(n)
+}
+
 /// `256M`, `1G`, `512MiB`, `268435456`: a size in bytes (binary units).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

@@ -21,6 +21,8 @@ fn io(path: &Path, e: std::io::Error) -> ConfigError {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct ConfigFile {
     fail_on: Option<Spanned<String>>,
+    /// The scan's memory budget (`--memory`).
+    memory: Option<Spanned<String>>,
     #[serde(default)]
     targets: TargetsCfg,
     #[serde(default)]
@@ -72,6 +74,8 @@ pub struct IgnoreEntry {
 #[derive(Debug, Default)]
 pub struct Config {
     pub fail_on: Option<FailOn>,
+    /// `memory = "512M"`: the scan's memory budget, where `--memory` gives none.
+    pub memory: Option<u64>,
     pub targets: TargetsCfg,
     pub disable: Vec<String>,
     pub severity: BTreeMap<String, Severity>,
@@ -294,6 +298,11 @@ impl RawConfig {
             cfg.fail_on = Some(
                 FailOn::parse_loose(f.get_ref())
                     .map_err(|_| at(f.span(), "fail-on must be error, warning, info or never".into()))?,
+            );
+        }
+        if let Some(m) = &self.file.memory {
+            cfg.memory = Some(
+                crate::layer::budget::parse_memory(m.get_ref()).map_err(|e| at(m.span(), format!("memory: {e}")))?,
             );
         }
         for d in &self.file.rules.disable {

@@ -231,6 +231,18 @@ fn config_and_ignore_file_are_found_up_to_the_repository_root_and_named() {
     let named = outer.path().join("cudalint.toml");
     let r = cli(outer.path(), &["scan", &demo(), "--quiet", "--config", named.to_str().unwrap()]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
+    // The memory budget from the config: a size, refused at its line when it is none.
+    std::fs::write(&named, "memory = \"lots\"\n[targets]\ngpus = [\"L4\"]\n").unwrap();
+    let r = cli(outer.path(), &["scan", &demo(), "--quiet", "--config", named.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("memory") && r.stderr.contains("a size such as 256M"), "{}", r.stderr);
+    std::fs::write(&named, "memory = \"16M\"\n[targets]\ngpus = [\"L4\"]\n").unwrap();
+    let r = cli(outer.path(), &["scan", &demo(), "--quiet", "--config", named.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("at least 32 MiB"), "{}", r.stderr);
+    std::fs::write(&named, "memory = \"512M\"\n[targets]\ngpus = [\"L4\"]\n").unwrap();
+    let r = cli(outer.path(), &["scan", &demo(), "--quiet", "--config", named.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     // -v names them on stderr too.
     let r = cli(&job, &["scan", &demo(), "--quiet", "-v", "--format", "json"]);
     assert!(r.stderr.contains("cudalint: config "), "{}", r.stderr);

@@ -80,7 +80,7 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let platforms = super::args::platforms(a.read.platform.take().as_deref())?;
-    let mut opts = scan_options(&a.read, &a.registry)?;
+    let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     opts.progress = false;
     if a.registry_url.is_none() {
         // The registry host then comes from each event, which the pusher's Host header can set:
