@@ -24,7 +24,7 @@ Prints a table (package, ELF files, layouts, seconds, mismatches) and every fail
 
 Usage: census.py CUDALINT_BIN [--only NAME[==VERSION] ...] [--json OUT]
                  [--cuobjdump PATH | --no-cuobjdump] [--cuobjdump-max-mib N]
-Wheels are cached in $CUDALINT_CENSUS_WHEELS, else census/ in the test cache (about 8 GB); a wheel's
+Wheels are cached in $CUDALINT_CENSUS_WHEELS, else wheels/ of the test cache, shared with the stacks (about 8 GB); a wheel's
 tree takes up to 2 GB under $TMPDIR while it is checked.
 """
 import argparse
@@ -817,12 +817,14 @@ def find_cuobjdump():
 
 
 def default_cache():
-    """Beside the stack images' cache (tests/it/stock_stack.rs), so a fresh checkout reuses it."""
+    """The stack images' wheel cache (tests/it/stock_stack.rs: `wheels/` of the test cache): one copy
+    of the wheels both pin (torch 2.7.0, TensorFlow 2.21.0, cuDNN 9.28, cuSPARSELt 0.6.3), reused
+    by a fresh checkout."""
     if os.environ.get("CUDALINT_CENSUS_WHEELS"):
         return os.environ["CUDALINT_CENSUS_WHEELS"]
     base = os.environ.get("CUDALINT_TEST_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cudalint-test")
-    return os.path.join(base, "census")
+    return os.path.join(base, "wheels")
 
 
 def main():
@@ -832,7 +834,7 @@ def main():
     ap.add_argument("--json", metavar="OUT", help="also write the whole census as JSON")
     ap.add_argument("--pins", default=PINS, help="the pinned wheels (default: tests/census/wheels.txt)")
     ap.add_argument("--cache", default=default_cache(),
-                    help="where the wheels are kept (default: $CUDALINT_CENSUS_WHEELS, else census/ in the test "
+                    help="where the wheels are kept (default: $CUDALINT_CENSUS_WHEELS, else wheels/ in the test "
                          "cache: $CUDALINT_TEST_CACHE, else ~/.cache/cudalint-test, shared with the stack images)")
     ap.add_argument("--tmp", default=None, help="where a wheel's tree is unpacked (default: $TMPDIR)")
     ap.add_argument("--cuobjdump", help="NVIDIA's cuobjdump (default: the one scripts/fetch-cuda-tools.sh pins)")

@@ -3,7 +3,7 @@
 //! and 13), CuPy, xformers, bitsandbytes, RAPIDS and vLLM, installed as pip lays it out, gives the
 //! same inventory by seek (`inspect`), by stream (`docker save` on stdin) and as `dir:`; its
 //! SONAME and CUDA `DT_NEEDED` are readelf's, its fatbin entries cuobjdump's, and nothing in it
-//! is CL015. About 8 GB of wheels, fetched once into census/ of the test cache
+//! is CL015. About 8 GB of wheels, fetched once into wheels/ of the test cache (shared with the stacks)
 //! (`$CUDALINT_CENSUS_WHEELS`, else `$CUDALINT_TEST_CACHE`, else `~/.cache/cudalint-test`), each unpacked in turn under `$TMPDIR` (up to 2 GB).
 
 use std::process::Command;
