@@ -114,8 +114,17 @@ def oci_layout(dest, ext, media):
         os.link(blob_p, os.path.join(dest, "blobs/sha256", d[7:]))
         diff_ids.append(sha_file(tar_p))
         layers.append({"mediaType": media, "digest": d, "size": os.path.getsize(blob_p)})
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["CUDA_VERSION=12.9.1"]},
-                         "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+    return write_layout(dest, diff_ids, layers, {"Env": ["CUDA_VERSION=12.9.1"]})
+
+
+def write_layout(dest, diff_ids, layers, env=None):
+    """The config, manifest, index.json and oci-layout of an OCI layout whose layer blobs are in
+    place under `dest`; returns the config's bytes."""
+    image = {"architecture": "amd64", "os": "linux"}
+    if env is not None:
+        image["config"] = env
+    image["rootfs"] = {"type": "layers", "diff_ids": diff_ids}
+    config = json.dumps(image).encode()
     cd = "sha256:" + hashlib.sha256(config).hexdigest()
     open(os.path.join(dest, "blobs/sha256", cd[7:]), "wb").write(config)
     manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
@@ -237,18 +246,7 @@ def long_window_layout():
         d = "sha256:" + hashlib.sha256(blob).hexdigest()
         open(os.path.join(dest, "blobs/sha256", d[7:]), "wb").write(blob)
         layers.append({"mediaType": media, "digest": d, "size": len(blob)})
-    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
-    cd = "sha256:" + hashlib.sha256(config).hexdigest()
-    open(os.path.join(dest, "blobs/sha256", cd[7:]), "wb").write(config)
-    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd,
-                                      "size": len(config)}, "layers": layers}).encode()
-    md = "sha256:" + hashlib.sha256(manifest).hexdigest()
-    open(os.path.join(dest, "blobs/sha256", md[7:]), "wb").write(manifest)
-    json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
-                                                  "digest": md, "size": len(manifest)}]},
-              open(os.path.join(dest, "index.json"), "w"))
-    open(os.path.join(dest, "oci-layout"), "w").write('{"imageLayoutVersion":"1.0.0"}')
+    write_layout(dest, diff_ids, layers)
     return dest
 
 

@@ -376,13 +376,14 @@ fn hold<'a>(
     window: u64,
     what: &str,
 ) -> Result<crate::layer::budget::Reservation<'a>, ScanError> {
+    use crate::layer::budget::mib;
     opts.memory.reserve_for_the_scan(window).map_err(|total| {
         ScanError::input(
             what,
             format!(
-                "its decoder window of {} MiB does not fit the memory budget of {} MiB (--memory)",
-                window >> 20,
-                total >> 20
+                "its decoder window of {} does not fit the memory budget of {} (--memory)",
+                mib(window),
+                mib(total)
             ),
         )
     })

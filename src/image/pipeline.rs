@@ -140,7 +140,7 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
                 + crate::layer::decode::most_for_media_type(l.media_type.as_deref());
             Some(opts.memory.reserve(most.min(opts.memory.total())).map_err(|total| ScanError::Layer {
                 layer: l.id(),
-                message: format!("the memory budget of {} MiB (--memory) holds no layer", total >> 20),
+                message: format!("the memory budget of {} (--memory) holds no layer", crate::layer::budget::mib(total)),
             })?)
         } else {
             None

@@ -29,6 +29,8 @@ const STREAM_SHSTRTAB_WINDOW: (u64, u64) = (64 << 10, 8 << 20);
 const MAX_DYNAMIC: u64 = 1 << 20;
 /// Longest SONAME / DT_NEEDED string read.
 const MAX_NAME: u64 = 4096;
+/// Why a string table offset gave no name, where its bytes were read.
+const NO_NAME: &str = "no name ends within the table, the file and 4096 bytes";
 /// A stream keeps this much around each `.shstrtab` name it sees outside the loaded segments
 /// (the section name table holds it), in at most [`SHSTRTAB_CANDIDATES`] regions.
 const SHSTRTAB_RADIUS: usize = 64 << 10;
@@ -95,7 +97,7 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
             &sections,
             dyn_bytes.as_deref(),
             |off, n| read_at(w, off, n, n).ok(),
-            |_, _| "no name ends within the table, the file and 4096 bytes".to_string(),
+            |_, _| NO_NAME.to_string(),
         ));
     }
     let wanted = |info: &Option<ElfInfo>, sections: &Option<Vec<Section>>| {
@@ -396,14 +398,14 @@ fn plan_captures(w: &mut Window, l: &Layout) {
         && o.saturating_add(n) <= len
     {
         w.capture(o, n as usize);
-        let (from, to) = stream_head(l, len);
-        if to > from {
-            w.capture_speculative(from, to - from);
+        let head = stream_head(l, len);
+        if head.1 > head.0 {
+            w.capture_speculative(head.0, head.1 - head.0);
         }
         // The segment that holds `.dynamic`, up to it: patchelf appends one with `.dynstr`
         // before `.dynamic`, after all device code (nvidia-cusparselt-cu12 0.6.3).
         let (from, to) = dynamic_segment_head(l, len);
-        if to > from && !(from >= stream_head(l, len).0 && to <= stream_head(l, len).1) {
+        if to > from && !(from >= head.0 && to <= head.1) {
             w.capture_spilling(from, to - from);
         }
     }
@@ -413,8 +415,7 @@ fn plan_captures(w: &mut Window, l: &Layout) {
 /// lie: the first loaded segment up to `.dynamic` (at most [`STREAM_HEAD_MAX`] bytes).
 fn stream_head(l: &Layout, len: u64) -> (u64, u64) {
     let Some((d, _)) = l.dynamic_range() else { return (0, 0) };
-    let first = l.phdrs.iter().filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD).min_by_key(|p| p.p_offset);
-    let Some(first) = first else { return (0, 0) };
+    let Some(first) = l.first_load() else { return (0, 0) };
     let from = first.p_offset.min(len);
     let mut to =
         first.p_offset.saturating_add(first.p_filesz).min(d).min(len).min(from.saturating_add(STREAM_HEAD_MAX));
@@ -432,12 +433,7 @@ fn stream_head(l: &Layout, len: u64) -> (u64, u64) {
 /// [`STREAM_HEAD_MAX`] bytes), when it is not the first segment.
 fn dynamic_segment_head(l: &Layout, len: u64) -> (u64, u64) {
     let Some((d, _)) = l.dynamic_range() else { return (0, 0) };
-    let seg = l
-        .phdrs
-        .iter()
-        .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
-        .find(|p| d >= p.p_offset && d < p.p_offset.saturating_add(p.p_filesz));
-    let Some(seg) = seg else { return (0, 0) };
+    let Some(seg) = l.load_holding(d) else { return (0, 0) };
     let to = d.min(len);
     let from = seg.p_offset.max(to.saturating_sub(STREAM_HEAD_MAX)).min(to);
     (from, to)
@@ -475,7 +471,7 @@ fn not_kept(caps: &[Capture], l: &Layout, off: u64, len: u64) -> String {
         return e;
     }
     if caps.iter().any(|c| c.complete() && c.covers(off, 1)) {
-        return "no name ends within the table, the file and 4096 bytes".to_string();
+        return NO_NAME.to_string();
     }
     if let Some(cut) = caps.iter().find_map(|c| c.cut_at.filter(|&at| off >= at && off >= c.off)) {
         return format!(
@@ -630,7 +626,7 @@ struct Where<'a> {
     segments: bool,
     layout: Option<&'a Layout>,
     code: bool,
-    /// Relative relocations (target address to value), when read; `Some(None)` = unreadable.
+    /// Relative relocations (target address to value), when read; `Some(Err(why))` = unreadable.
     relocs: Option<Result<std::collections::HashMap<u64, u64>, String>>,
     /// A container's registration depends on the relocations.
     needed: bool,

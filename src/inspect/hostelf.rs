@@ -142,13 +142,17 @@ impl Layout {
         self.phdrs.iter().find(|p| p.p_type == PT_DYNAMIC).map(|p| (p.p_offset, p.p_filesz))
     }
 
-    /// File offset where the first PT_LOAD segment's bytes end.
-    pub fn first_load_end(&self) -> Option<u64> {
+    /// The PT_LOAD segment first in the file (where linkers put their tables).
+    pub fn first_load(&self) -> Option<&ProgramHeader> {
+        self.phdrs.iter().filter(|p| p.p_type == PT_LOAD).min_by_key(|p| p.p_offset)
+    }
+
+    /// The PT_LOAD segment whose file bytes hold `off`.
+    pub fn load_holding(&self, off: u64) -> Option<&ProgramHeader> {
         self.phdrs
             .iter()
             .filter(|p| p.p_type == PT_LOAD)
-            .min_by_key(|p| p.p_offset)
-            .map(|p| p.p_offset.saturating_add(p.p_filesz))
+            .find(|p| off >= p.p_offset && off < p.p_offset.saturating_add(p.p_filesz))
     }
 
     /// File ranges of executable PT_LOAD segments (where machine code lives).

@@ -56,16 +56,7 @@ impl Capture {
         if len <= SPILL_OVER {
             return Capture::new(off, len as usize);
         }
-        let mut c = Capture {
-            off,
-            data: Vec::new(),
-            len,
-            filled: 0,
-            spill: None,
-            failed: None,
-            speculative: false,
-            cut_at: None,
-        };
+        let mut c = Capture { len, ..Capture::new(off, 0) };
         match tempfile::tempfile() {
             Ok(f) => c.spill = Some(f),
             Err(e) => c.failed = Some(format!("no temporary file for {len:#x} bytes: {e}")),

@@ -1,7 +1,7 @@
 //! Reading one layer blob: seekable when it is an uncompressed tar in a file (file contents are
 //! hopped over), otherwise one streaming pass through the decompressor; digests checked.
 
-use super::budget::{LAYER_OVERHEAD, MemoryBudget, Reservation};
+use super::budget::{LAYER_OVERHEAD, MemoryBudget, Reservation, mib};
 use std::fs::File;
 use std::io::{self, Read};
 
@@ -216,15 +216,6 @@ pub fn stream<R: Read + ?Sized>(
         });
         Ok(Outcome { summary, compression, size, blob_digest: Some(blob_digest), tar_digest })
     })
-}
-
-/// A size in MiB as errors say it.
-fn mib(bytes: u64) -> String {
-    if bytes.is_multiple_of(1 << 20) {
-        format!("{} MiB", bytes >> 20)
-    } else {
-        format!("{:.1} MiB", bytes as f64 / 1048576.0)
-    }
 }
 
 fn name(c: Compression) -> &'static str {

@@ -141,13 +141,22 @@ impl Drop for Reservation<'_> {
     }
 }
 
+/// A size in MiB as the budget's messages say it: `128 MiB`, `24.5 MiB`.
+pub fn mib(bytes: u64) -> String {
+    if bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / 1048576.0)
+    }
+}
+
 /// A budget as `--memory` or the config's `memory` gives it: a size, at least what one layer
 /// needs beside an 8 MiB window.
 pub fn parse_memory(s: &str) -> Result<u64, String> {
     let n = parse_size(s)?;
     let least = LAYER_OVERHEAD + (8 << 20);
     if n < least {
-        return Err(format!("{s}: at least {} MiB (one layer's buffers and an 8 MiB window)", least >> 20));
+        return Err(format!("{s}: at least {} (one layer's buffers and an 8 MiB window)", mib(least)));
     }
     Ok(n)
 }
