@@ -139,9 +139,8 @@ pub fn scan_file(
         let platform = opts.platform.clone().unwrap_or_else(Platform::host);
         let raw = BufReader::with_capacity(READ_BUF, &file);
         let window = decode::window(compression, &head[..n]);
-        let _held = hold(opts, window, &path.display().to_string())?;
-        let dec = decode::decoder(compression, raw, window).map_err(|e| ScanError::io(path, e))?;
         let label = path.display().to_string();
+        let dec = archive_decoder(opts, compression, raw, window, &label)?;
         return scan_stream(dec, &label, compression, layout, want, &platform, opts);
     }
     let mut source = ArchiveFile::index(path, file, len, layout, want)?;
@@ -260,9 +259,8 @@ pub fn scan_reader<R: Read>(
         return Err(ScanError::Input { what: label.to_string(), message: format!("not an image archive: {why}") });
     }
     let window = decode::window(compression, &head[..n]);
-    let _held = hold(opts, window, label)?;
     let raw = BufReader::with_capacity(READ_BUF, std::io::Cursor::new(head).take(n as u64).chain(reader));
-    let dec = decode::decoder(compression, raw, window).map_err(|e| ScanError::io(label, e))?;
+    let dec = archive_decoder(opts, compression, raw, window, label)?;
     scan_stream(dec, label, compression, None, None, platform, opts)
 }
 
@@ -371,20 +369,32 @@ fn digest_of_blob_name(name: &str) -> Option<String> {
 
 /// A whole archive's decoder window (`docker save img | zstd`), held from the scan's budget for
 /// the scan: its layers then draw from what is left.
-fn hold<'a>(
+/// The decoder of a compressed image archive, its window held from the scan's budget for the
+/// whole scan (its layers are read while it runs); a later frame's larger window is drawn from
+/// what is free then.
+fn archive_decoder<'a, R: std::io::BufRead + 'a>(
     opts: &'a ScanOptions,
+    compression: Compression,
+    raw: R,
     window: u64,
     what: &str,
-) -> Result<crate::layer::budget::Reservation<'a>, ScanError> {
+) -> Result<Box<dyn Read + 'a>, ScanError> {
     use crate::layer::budget::mib;
-    opts.memory.reserve_for_the_scan(window).map_err(|total| {
+    let total = opts.memory.total();
+    let mut held = opts.memory.reserve_for_the_scan(window).map_err(|room| {
         ScanError::input(
             what,
             format!(
-                "its decoder window of {} does not fit the memory budget of {} (--memory)",
+                "its decoder window of {} does not fit the memory budget of {} (--memory), which can give it at most {}",
                 mib(window),
-                mib(total)
+                mib(total),
+                mib(room)
             ),
         )
-    })
+    })?;
+    let grow = Box::new(move |w: u64| {
+        held.grow(w)
+            .map_err(|room| format!("the memory budget of {} (--memory) has {} free for it", mib(total), mib(room)))
+    });
+    decode::decoder(compression, raw, window, grow).map_err(|e| ScanError::io(what, e))
 }

@@ -124,7 +124,7 @@ pub fn stream<R: Read + ?Sized>(
     // What was held before the download started (the most its media type allows) becomes what
     // its header asks.
     let need = window + LAYER_OVERHEAD;
-    let _held = match held {
+    let held = match held {
         Some(mut r) => r.resize(need).map(|()| r),
         None => budget.reserve(need),
     }
@@ -141,6 +141,9 @@ pub fn stream<R: Read + ?Sized>(
             ),
         )
     })?;
+    // A later frame or block asking a larger window draws it through the inflate thread.
+    let held = std::sync::Mutex::new(held);
+    let total = budget.total();
     let mut raw = io::Cursor::new(&first[..n]).chain(raw);
     let (raw_w, raw_r) = pipe();
     let mut blob = hasher_for(l.digest.as_ref());
@@ -163,7 +166,20 @@ pub fn stream<R: Read + ?Sized>(
         } else {
             let (tar_w, tar_r) = pipe();
             let inflate = s.spawn(move || -> io::Result<()> {
-                let mut dec = decode::decoder(compression, raw_r, window)?;
+                let held = &held;
+                let grow = Box::new(move |w: u64| {
+                    let mut r = held.lock().unwrap_or_else(|e| e.into_inner());
+                    r.grow(w + LAYER_OVERHEAD).map_err(|room| {
+                        format!(
+                            "with the layer's buffers ({}) it does not fit the memory budget of {} (--memory), \
+                             which can give it at most {}",
+                            mib(LAYER_OVERHEAD),
+                            mib(total),
+                            mib(room)
+                        )
+                    })
+                });
+                let mut dec = decode::decoder(compression, raw_r, window, grow)?;
                 tar_w.pump(&mut dec, |_| {})
             });
             (tar_r, Some(inflate))
@@ -184,21 +200,12 @@ pub fn stream<R: Read + ?Sized>(
         if let Err(e) = fed {
             return Err(layer_err(l, format!("reading the blob: {e}")));
         }
-        let corrupt = |e: &dyn std::fmt::Display| {
-            let text = e.to_string();
-            if text.contains("too much memory") || text.to_ascii_lowercase().contains("memory usage limit") {
-                // A later frame or block asks more than the first did, and than the budget holds.
-                return layer_err(
-                    l,
-                    format!(
-                        "a {} frame after the first asks a larger window than the {} held for it \
-                         from the memory budget (--memory): refused rather than allocated ({text})",
-                        name(compression),
-                        mib(window)
-                    ),
-                );
+        let corrupt = |e: &io::Error| {
+            if decode::is_over_budget(e) {
+                // A window the budget would not give: the decoder's text says which and why.
+                return layer_err(l, e.to_string());
             }
-            layer_err(l, format!("{} stream is corrupt or truncated: {text}", name(compression)))
+            layer_err(l, format!("{} stream is corrupt or truncated: {e}", name(compression)))
         };
         if let Some(Err(e)) = inflated {
             return Err(corrupt(&e));

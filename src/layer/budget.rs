@@ -93,6 +93,28 @@ impl Reservation<'_> {
         self.bytes
     }
 
+    /// Holds at least `bytes`, for a decoder whose later frame asks more than its first: what is
+    /// held already is kept; more is waited for as by [`Reservation::resize`], except by what is
+    /// held for the whole scan (an archive's decoder, whose layers wait on its bytes), which takes
+    /// only what is free now.
+    pub fn grow(&mut self, bytes: u64) -> Result<(), u64> {
+        if bytes <= self.bytes {
+            return Ok(());
+        }
+        if self.pinned {
+            let b = self.budget;
+            let mut held = b.state.lock().unwrap_or_else(|e| e.into_inner());
+            if held.used - self.bytes + bytes > b.total {
+                return Err(b.total - (held.used - self.bytes));
+            }
+            held.used = held.used - self.bytes + bytes;
+            held.pinned = held.pinned - self.bytes + bytes;
+            self.bytes = bytes;
+            return Ok(());
+        }
+        self.resize(bytes)
+    }
+
     /// Holds `bytes` instead: less at once; more when it fits beside the others, else after
     /// letting go of what it held (it never waits while holding, so two growers cannot wait on
     /// each other). `Err` as for [`MemoryBudget::reserve`].

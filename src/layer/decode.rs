@@ -98,7 +98,8 @@ pub const READ_BUF: usize = 1 << 20;
 /// bookkeeping). gzip and bzip2 need little by construction (32 KiB window, 900 kB blocks).
 /// None bounds the inflated size: it streams through the walk, never held.
 pub const MAX_WINDOW: u64 = 128 << 20;
-const XZ_MEMLIMIT: u64 = MAX_WINDOW + (8 << 20);
+/// liblzma's limit for the largest dictionary: the dictionary and its bookkeeping.
+const XZ_MEMLIMIT: u64 = MAX_WINDOW + XZ_SLACK;
 
 /// Bytes of a blob's start read to learn what its decoder needs: a zstd frame header after
 /// pzstd's skippable frame, an xz stream header and its first block header.
@@ -206,34 +207,257 @@ fn xz_dictionary(b: &[u8]) -> Option<u64> {
     Some(dict)
 }
 
+/// How a decoder asks the scan's memory budget for a larger window when a later zstd frame or xz
+/// block needs one: `Ok` once it is held, else why not (the caller knows the budget and the layer).
+pub type Grow<'a> = Box<dyn FnMut(u64) -> Result<(), String> + Send + 'a>;
+
 /// The decompressed stream of a layer blob whose compressed bytes come from `raw`. Read it
 /// in large chunks: it has no buffer of its own. `window`: what the scan's memory budget holds
-/// for its window ([`window`]); a later frame or block asking more is refused, never allocated.
-pub fn decoder<'a, R: BufRead + 'a>(kind: Compression, raw: R, window: u64) -> io::Result<Box<dyn Read + 'a>> {
-    let window = window.min(MAX_WINDOW);
+/// for its window ([`window`]); a later zstd frame or xz block asking more draws it from the
+/// budget through `grow` before the decoder may allocate it, and is refused (an error of kind
+/// `OutOfMemory`) where it cannot, or where it is over [`MAX_WINDOW`].
+pub fn decoder<'a, R: BufRead + 'a>(
+    kind: Compression,
+    raw: R,
+    window: u64,
+    grow: Grow<'a>,
+) -> io::Result<Box<dyn Read + 'a>> {
     Ok(match kind {
         Compression::None => Box::new(raw),
         Compression::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(raw)),
-        // The window the budget holds is the limit (128 MiB at most, the decoder's default): a
-        // frame asking for more is refused rather than allowed to allocate it. Skippable frames
-        // (pzstd's first) are skipped, as every zstd decoder does; every frame after the first
-        // is read (`zstd -d`, klauspost).
-        Compression::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(raw)?;
-            d.window_log_max(window.next_power_of_two().ilog2().clamp(10, 27))?;
-            Box::new(d)
-        }
-        // `xz -d -c -q` (moby's xzDecompress): concatenated streams and stream padding read,
-        // integrity checks verified, memory held to what the budget holds (at most XZ_MEMLIMIT).
-        Compression::Xz => {
-            let limit = (window + XZ_SLACK).min(XZ_MEMLIMIT);
-            let stream = liblzma::stream::Stream::new_stream_decoder(limit, liblzma::stream::CONCATENATED)
-                .map_err(io::Error::other)?;
-            Box::new(liblzma::bufread::XzDecoder::new_stream(raw, stream))
-        }
+        Compression::Zstd => Box::new(ZstdFrames::new(raw, window.min(MAX_WINDOW), grow)?),
+        Compression::Xz => Box::new(XzBlocks::new(raw, window, grow)?),
         // Go's compress/bzip2 (moby) reads concatenated streams, as pbzip2 writes them.
         Compression::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(raw)),
     })
+}
+
+fn over_budget(what: String, why: String) -> io::Error {
+    io::Error::new(io::ErrorKind::OutOfMemory, format!("{what}: {why}; refused rather than allocated"))
+}
+
+/// Whether a decoder error is a window the budget would not give ([`decoder`]'s refusals).
+pub fn is_over_budget(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::OutOfMemory
+}
+
+/// zstd, frame by frame (`zstd -d`, klauspost: every frame after the first is read; skippable
+/// frames, pzstd's first, are skipped): each frame's header is read before the decoder sees it,
+/// and the decoder's window limit (`ZSTD_d_windowLogMax`, settable only between frames) is raised
+/// to what the frame asks once the budget holds it. The limit never exceeds 128 MiB, zstd's own
+/// default.
+struct ZstdFrames<'a, R> {
+    raw: R,
+    dctx: zstd::stream::raw::Decoder<'static>,
+    /// The next frame's header, read ahead of the decoder (at most 18 bytes), and where the
+    /// decoder has got to in it.
+    head: Vec<u8>,
+    fed: usize,
+    /// Between frames: the next header must be read before any byte reaches the decoder.
+    between: bool,
+    /// The largest window held so far.
+    held: u64,
+    grow: Grow<'a>,
+}
+
+/// A zstd frame header's longest form: magic, descriptor, window, 4-byte dictionary id, 8-byte
+/// content size (RFC 8878 §3.1.1).
+const ZSTD_HEADER_MAX: usize = 18;
+
+impl<'a, R: BufRead> ZstdFrames<'a, R> {
+    fn new(raw: R, window: u64, grow: Grow<'a>) -> io::Result<Self> {
+        let mut me = ZstdFrames {
+            raw,
+            dctx: zstd::stream::raw::Decoder::new()?,
+            head: Vec::with_capacity(ZSTD_HEADER_MAX),
+            fed: 0,
+            between: true,
+            held: 0,
+            grow,
+        };
+        me.limit(window)?;
+        me.held = window;
+        Ok(me)
+    }
+
+    fn limit(&mut self, window: u64) -> io::Result<()> {
+        let log = window.next_power_of_two().ilog2().clamp(10, 27);
+        self.dctx.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(log))
+    }
+
+    /// Tops the look-ahead up to `n` bytes (fewer at the end of the input).
+    fn look(&mut self, n: usize) -> io::Result<()> {
+        while self.head.len() < n {
+            let buf = self.raw.fill_buf()?;
+            if buf.is_empty() {
+                break;
+            }
+            let take = buf.len().min(n - self.head.len());
+            self.head.extend_from_slice(&buf[..take]);
+            self.raw.consume(take);
+        }
+        Ok(())
+    }
+
+    /// Reads the next frame's header, skipping skippable frames, and holds its window. `false`
+    /// at the clean end of the input.
+    fn next_frame(&mut self) -> io::Result<bool> {
+        loop {
+            self.head.drain(..self.fed);
+            self.fed = 0;
+            self.look(ZSTD_HEADER_MAX)?;
+            if self.head.is_empty() {
+                return Ok(false);
+            }
+            if skippable(&self.head) {
+                let size = u64::from(u32::from_le_bytes(self.head[4..8].try_into().expect("8 bytes")));
+                let in_head = (self.head.len() as u64 - 8).min(size);
+                self.head.drain(..8 + in_head as usize);
+                let rest = size - in_head;
+                if io::copy(&mut (&mut self.raw).take(rest), &mut io::sink())? < rest {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "zstd skippable frame truncated"));
+                }
+                continue;
+            }
+            // A header that does not parse is left to the decoder, which says what is wrong.
+            if let Some(window) = zstd_window(&self.head) {
+                if window > MAX_WINDOW {
+                    return Err(over_budget(
+                        format!("a zstd frame asks a window of {}", crate::layer::budget::mib(window)),
+                        format!("over the {} any decoder is allowed", crate::layer::budget::mib(MAX_WINDOW)),
+                    ));
+                }
+                if window > self.held {
+                    (self.grow)(window).map_err(|why| {
+                        over_budget(
+                            format!("a later zstd frame asks a window of {}", crate::layer::budget::mib(window)),
+                            why,
+                        )
+                    })?;
+                    self.held = window;
+                    self.limit(window)?;
+                }
+            }
+            return Ok(true);
+        }
+    }
+}
+
+impl<R: BufRead> Read for ZstdFrames<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            if self.between {
+                if !self.next_frame()? {
+                    return Ok(0);
+                }
+                self.between = false;
+            }
+            let from_head = self.fed < self.head.len();
+            let input: &[u8] = if from_head { &self.head[self.fed..] } else { self.raw.fill_buf()? };
+            let eof = input.is_empty();
+            let mut inb = InBuffer::around(input);
+            let mut out = OutBuffer::around(&mut *buf);
+            let hint = self.dctx.run(&mut inb, &mut out)?;
+            let (used, made) = (inb.pos(), out.pos());
+            if from_head {
+                self.fed += used;
+            } else {
+                self.raw.consume(used);
+            }
+            if hint == 0 {
+                // The frame is decoded and flushed: its successor's header is read next.
+                self.between = true;
+            }
+            if made > 0 {
+                return Ok(made);
+            }
+            if eof && !self.between {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "zstd frame truncated"));
+            }
+        }
+    }
+}
+
+/// xz (`xz -d -c -q`, moby's xzDecompress): concatenated streams and stream padding read,
+/// integrity checks verified. liblzma stops before a block whose dictionary is over its memory
+/// limit (LZMA_MEMLIMIT_ERROR) and goes on once the limit is raised: the limit is doubled, each
+/// time drawn from the budget first, up to 128 MiB and liblzma's bookkeeping.
+struct XzBlocks<'a, R> {
+    raw: R,
+    stream: liblzma::stream::Stream,
+    grow: Grow<'a>,
+}
+
+impl<'a, R: BufRead> XzBlocks<'a, R> {
+    /// `held`: the dictionary and liblzma's bookkeeping, as [`window`] gives them.
+    fn new(raw: R, held: u64, grow: Grow<'a>) -> io::Result<Self> {
+        let stream = liblzma::stream::Stream::new_stream_decoder(held.min(XZ_MEMLIMIT), liblzma::stream::CONCATENATED)
+            .map_err(io::Error::other)?;
+        Ok(XzBlocks { raw, stream, grow })
+    }
+
+    /// Doubles the memory limit until liblzma takes it (it refuses a limit under what the block
+    /// needs), each step held from the budget first.
+    fn raise(&mut self) -> io::Result<()> {
+        let mut now = self.stream.memlimit();
+        loop {
+            let dictionary = crate::layer::budget::mib(now.saturating_sub(XZ_SLACK));
+            if now >= XZ_MEMLIMIT {
+                return Err(over_budget(
+                    format!("an xz block asks a dictionary over {dictionary}"),
+                    format!("over the {} any decoder is allowed", crate::layer::budget::mib(MAX_WINDOW)),
+                ));
+            }
+            let next = (now * 2).clamp(2 << 20, XZ_MEMLIMIT);
+            (self.grow)(next)
+                .map_err(|why| over_budget(format!("a later xz block asks a dictionary over {dictionary}"), why))?;
+            match self.stream.set_memlimit(next) {
+                Err(liblzma::stream::Error::MemLimit) => now = next,
+                r => return r.map_err(io::Error::other),
+            }
+        }
+    }
+}
+
+impl<R: BufRead> Read for XzBlocks<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use liblzma::stream::{Action, Error, Status};
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let input = self.raw.fill_buf()?;
+            let eof = input.is_empty();
+            let (in0, out0) = (self.stream.total_in(), self.stream.total_out());
+            let ret = self.stream.process(input, buf, if eof { Action::Finish } else { Action::Run });
+            let used = (self.stream.total_in() - in0) as usize;
+            let made = (self.stream.total_out() - out0) as usize;
+            self.raw.consume(used);
+            let status = match ret {
+                Err(Error::MemLimit) => {
+                    self.raise()?;
+                    if made > 0 {
+                        return Ok(made);
+                    }
+                    continue;
+                }
+                r => r.map_err(io::Error::other)?,
+            };
+            if made > 0 || status == Status::StreamEnd {
+                return Ok(made);
+            }
+            if eof {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "xz stream truncated"));
+            }
+            if used == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "corrupt xz stream"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -254,6 +478,80 @@ mod tests {
         assert_eq!(sniff(&XZ_MAGIC[..5]), Compression::None);
         assert_eq!(sniff(b"BZh91AY&SY"), Compression::Bzip2);
         assert_eq!(sniff(b"usr/\0"), Compression::None);
+    }
+
+    fn zstd_frame(data: &[u8], window_log: u32) -> Vec<u8> {
+        let mut e = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        e.window_log(window_log).unwrap();
+        io::Write::write_all(&mut e, data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn xz_stream(data: &[u8], preset: u32) -> Vec<u8> {
+        let mut e = liblzma::write::XzEncoder::new(Vec::new(), preset);
+        io::Write::write_all(&mut e, data).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Reads `blob` as a decoder of `kind` started with the window its header asks, with a
+    /// budget that grants up to `most`; the windows it was asked for, and what it read.
+    fn read_within(kind: Compression, blob: &[u8], most: u64) -> (Vec<u64>, io::Result<Vec<u8>>) {
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let grow: Grow = Box::new(move |w| {
+            seen.lock().unwrap().push(w);
+            if w <= most { Ok(()) } else { Err("the test's budget is smaller".into()) }
+        });
+        let first = window(kind, &blob[..blob.len().min(HEADER_LEN)]);
+        let mut out = Vec::new();
+        let r = decoder(kind, io::BufReader::new(blob), first, grow).unwrap().read_to_end(&mut out).map(|_| out);
+        let asked = asked.lock().unwrap().clone();
+        (asked, r)
+    }
+
+    #[test]
+    fn a_later_zstd_frame_draws_its_larger_window_from_the_budget() {
+        let (a, b) = (vec![7u8; 50_000], (0..200_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        let small = zstd_frame(&a, 10);
+        let large = zstd_frame(&b, 24);
+        assert_eq!(zstd_window(&large), Some(16 << 20), "the second frame's header asks 16 MiB");
+        // pzstd's skippable frame first, and one between the frames.
+        let mut blob = vec![0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 1, 2, 3];
+        blob.extend_from_slice(&small);
+        blob.extend_from_slice(&[0x5F, 0x2A, 0x4D, 0x18, 0, 0, 0, 0]);
+        blob.extend_from_slice(&large);
+        blob.extend_from_slice(&small);
+        let (asked, read) = read_within(Compression::Zstd, &blob, 16 << 20);
+        assert_eq!(asked, [16 << 20], "one growth, for the larger frame only");
+        assert_eq!(read.unwrap(), [&a[..], &b[..], &a[..]].concat());
+
+        let (asked, read) = read_within(Compression::Zstd, &blob, 8 << 20);
+        assert_eq!(asked, [16 << 20]);
+        let e = read.unwrap_err();
+        assert!(is_over_budget(&e), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("later zstd frame asks a window of 16 MiB") && text.contains("smaller"), "{text}");
+
+        // A truncated frame is an error, not a short read.
+        let (_, read) = read_within(Compression::Zstd, &blob[..blob.len() - 5], 16 << 20);
+        assert_eq!(read.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn a_later_xz_block_draws_its_larger_dictionary_from_the_budget() {
+        let (a, b) = (vec![1u8; 30_000], (0..300_000u32).map(|i| (i % 253) as u8).collect::<Vec<_>>());
+        // Preset 0: a 256 KiB dictionary; preset 6: 8 MiB.
+        let blob = [xz_stream(&a, 0), xz_stream(&b, 6), xz_stream(&a, 0)].concat();
+        let (asked, read) = read_within(Compression::Xz, &blob, 64 << 20);
+        assert_eq!(read.unwrap(), [&a[..], &b[..], &a[..]].concat());
+        assert!(asked.windows(2).all(|w| w[0] < w[1]), "{asked:?}");
+        let last = *asked.last().expect("the 8 MiB dictionary asked for more");
+        assert!(((8 << 20) + XZ_SLACK..=2 * ((8 << 20) + XZ_SLACK)).contains(&last), "{asked:?}");
+
+        let (_, read) = read_within(Compression::Xz, &blob, 4 << 20);
+        let e = read.unwrap_err();
+        assert!(is_over_budget(&e), "{e}");
+        assert!(e.to_string().contains("later xz block asks a dictionary over"), "{e}");
     }
 
     #[test]

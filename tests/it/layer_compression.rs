@@ -292,8 +292,8 @@ fn xz_dict(b: &[u8], dict: u32) -> Vec<u8> {
 /// Issue 36: a decoder's window is what the blob's header declares (libzstd's and liblzma's own
 /// encoders wrote these), held from one memory budget for the scan. A layer whose window cannot
 /// fit the budget is refused naming the layer and the window; one that fits is read as before,
-/// however many layers wait for room; a later zstd frame asking more than the first held is
-/// refused, never allocated.
+/// however many layers wait for room; a later zstd frame or xz block asking more than the first
+/// draws it from the budget first, and is refused where the budget cannot give it.
 #[test]
 fn decoder_windows_are_held_from_one_memory_budget() {
     use cudalint::layer::budget::MemoryBudget;
@@ -319,11 +319,23 @@ fn decoder_windows_are_held_from_one_memory_budget() {
         let r = scan(&spec, &opts(Verify::Auto)).unwrap();
         assert_eq!(listing(&r), want, "{name}");
     }
-    // A first frame with a 1 MiB window, then one asking 128 MiB: refused, not allocated.
+    // A first frame (or xz stream) with a 1 MiB window, then one asking 128 MiB: the larger
+    // window is drawn from the budget before the decoder may allocate it, so the default budget
+    // reads it whole and a 64 MiB one refuses it, naming the layer and the window.
     let split = [zstd_window(&t[..20_480], 20), zstd_window(&t[20_480..], 27)].concat();
+    let split_xz = [xz_dict(&t[..20_480], 1 << 20), xz_dict(&t[20_480..], 128 << 20)].concat();
     assert_eq!(reference(&zstd::decode_all(&split[..]).unwrap(), "tar"), want, "libzstd reads it whole");
-    let e = scan(&oci_with_blob(&d.path().join("split"), &t, &split), &opts(Verify::Auto)).unwrap_err().to_string();
-    assert!(e.contains("frame after the first asks a larger window"), "{e}");
+    for (name, blob, asks) in [
+        ("split", &split, "later zstd frame asks a window of 128 MiB"),
+        ("split-xz", &split_xz, "later xz block asks a dictionary over"),
+    ] {
+        let spec = oci_with_blob(&d.path().join(name), &t, blob);
+        assert_eq!(listing(&scan(&spec, &opts(Verify::Auto)).unwrap()), want, "{name}");
+        let small = ScanOptions { memory: std::sync::Arc::new(MemoryBudget::new(64 << 20)), ..opts(Verify::Auto) };
+        let e = scan(&spec, &small).unwrap_err().to_string();
+        assert!(e.contains(&hex_of(&sha(blob))[..12]), "{name}: names the layer: {e}");
+        assert!(e.contains(asks) && e.contains("memory budget of 64 MiB"), "{name}: {e}");
+    }
 }
 
 /// Every file over 1 MB under `dir`, sorted: real compiled bytes.

@@ -1,14 +1,15 @@
-//! Two more stock stacks judged on their own GPUs, as `stock_stack` judges torch 2.8 and vLLM:
-//! `pip install torch==2.7.0` (PyPI's default build, CUDA 12.6; tests/stacks/torch-2.7.0-cu126.txt)
+//! More stock stacks judged on their own GPUs, as `stock_stack` judges torch 2.8 and vLLM:
+//! `pip install torch==2.5.1` (CUDA 12.4; tests/stacks/torch-2.5.1-cu124.txt), `pip install
+//! torch==2.7.0` (PyPI's default build, CUDA 12.6; tests/stacks/torch-2.7.0-cu126.txt)
 //! and `pip install tensorflow[and-cuda]==2.21.0` (CUDA 12.9 components with cuDNN 9.28;
 //! tests/stacks/tensorflow-2.21.0-and-cuda.txt), each pinned by version and sha256, fetched from
 //! PyPI and stacked into one image layer as pip lays them out (scripts/build-stack-image.py:
-//! about 3.0 GB of wheels and a 5.4 GB layer for torch, 3.4 GB and 6.5 GB for TensorFlow, cached
-//! in `$CUDALINT_TEST_CACHE`, else `~/.cache/cudalint-test`).
+//! about 3.0 GB of wheels and a 5.4 GB layer for torch 2.7, 4.9 GB for torch 2.5, 3.4 GB and 6.5 GB
+//! for TensorFlow, cached in `$CUDALINT_TEST_CACHE`, else `~/.cache/cudalint-test`).
 //!
 //! On the GPUs its vendor builds for, each stack passes with no error and at most the PTX JIT
 //! warnings a CUDA engineer keeps (TensorFlow's compute_90 PTX on Blackwell); on a GPU the vendor
-//! dropped it fails naming the binary that lacks code: torch 2.7's own libtorch_cuda.so on
+//! dropped it fails naming the binary that lacks code: torch 2.5's and 2.7's libtorch_cuda.so on
 //! Blackwell, cuDNN 9.28's sm_75+ libraries under TensorFlow on Volta and Pascal. Every headline
 //! agrees with its target's findings, `support`'s summary names the binaries that fail each
 //! architecture, and an image read in one pass from standard input (a `docker save`-style tar)
@@ -28,6 +29,12 @@ const DRIVER: &str = "580.65.06";
 fn torch_image() -> &'static str {
     static IMAGE: OnceLock<String> = OnceLock::new();
     IMAGE.get_or_init(|| build("torch-2.7.0-cu126"))
+}
+
+/// The stock torch 2.5.1 closure (CUDA 12.4), built once per test run.
+fn torch_2_5_image() -> &'static str {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(|| build("torch-2.5.1-cu124"))
 }
 
 /// The stock `tensorflow[and-cuda]` 2.21.0 closure, built once per test run.
@@ -186,6 +193,60 @@ fn torch_2_7_read_in_one_pass_gets_the_same_verdicts() {
     let gpus = "H100,A100,L4,V100,RTX 5090";
     let (seek_code, seek) = scan(torch_image(), gpus);
     let (code, r) = scan_stream(torch_image(), gpus);
+    assert_eq!(code, seek_code, "{:#?}", brief(&r));
+    assert!(!brief(&r).iter().any(|f| f.contains("CL015")), "{:#?}", brief(&r));
+    assert_eq!(verdicts(&r), verdicts(&seek));
+    headlines_agree(&r);
+}
+
+// torch 2.5.1 (CUDA 12.4): libtorch_cuda.so carries sm_50, sm_60, sm_70, sm_75, sm_80, sm_86, sm_90
+// and sm_90a, no PTX; it bundles cuSPARSELt as torch/lib/libcusparseLt-294d6944.so.0 (sm_80 and
+// newer), a library patchelf rewrote (its `.dynstr` in an appended segment); NCCL 2.21.5 sm_50 …
+// sm_90 and compute_90 PTX in relocatable inputs only.
+
+#[test]
+fn torch_2_5_passes_on_hopper_ampere_ada_and_volta() {
+    for g in ["H100", "A100", "L4"] {
+        let r = passes(torch_2_5_image(), g);
+        assert_eq!(count(&r, "warning"), 0, "{g}: {:#?}", brief(&r));
+        assert!(headline(&r).ends_with("runs (native)"), "{g}: {}", headline(&r));
+    }
+    let r = passes(torch_2_5_image(), "V100");
+    assert!(
+        headline(&r).contains("runs (native)")
+            && headline(&r).contains("libcusparseLt-294d6944.so.0 (for compute capability 8.0 and newer) unavailable"),
+        "{}",
+        headline(&r)
+    );
+}
+
+#[test]
+fn torch_2_5_fails_on_rtx_5090_naming_libtorch_cuda() {
+    let (code, r) = scan(torch_2_5_image(), "RTX 5090");
+    assert_eq!(code, 1, "{:#?}", brief(&r));
+    let cl001 = errors(&r, "CL001");
+    assert!(cl001.iter().any(|p| p.ends_with("torch/lib/libtorch_cuda.so")), "{cl001:#?}");
+    for p in &cl001 {
+        assert!(
+            ["torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cuda_linalg.so", "nvidia/nccl/lib/libnccl.so.2"]
+                .iter()
+                .any(|l| p.ends_with(l)),
+            "{p}"
+        );
+    }
+    assert_eq!(count(&r, "error"), cl001.len(), "{:#?}", brief(&r));
+    let h = headline(&r);
+    assert!(h.starts_with(&format!("RTX 5090 · driver {DRIVER}: fails — ")) && h.contains("libtorch_cuda.so"), "{h}");
+    headlines_agree(&r);
+}
+
+/// torch 2.5's bundled `libcusparseLt-294d6944.so.0` keeps `.dynstr` in a segment patchelf
+/// appended after the device code: a one-pass read keeps it as the program headers announce it.
+#[test]
+fn torch_2_5_read_in_one_pass_gets_the_same_verdicts() {
+    let gpus = "H100,A100,L4,V100,RTX 5090";
+    let (seek_code, seek) = scan(torch_2_5_image(), gpus);
+    let (code, r) = scan_stream(torch_2_5_image(), gpus);
     assert_eq!(code, seek_code, "{:#?}", brief(&r));
     assert!(!brief(&r).iter().any(|f| f.contains("CL015")), "{:#?}", brief(&r));
     assert_eq!(verdicts(&r), verdicts(&seek));
