@@ -159,7 +159,9 @@ def run_shards(cudalint, host, work, label, n, shared, store=None):
         if n > 1:
             cmd += ["--shard", f"{k}/{n}"]
         if store:
-            cmd += ["--analysis-store", store]
+            # Signed and verified, as shards sharing a store run (docs/trust.md).
+            cmd += ["--analysis-store", store, "--sign-key", os.path.join(work, "sign.key"),
+                    "--verify-key", os.path.join(work, "sign.pub")]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
     cpu = 0.0
     for p in procs:
@@ -199,6 +201,9 @@ def main():
 def measure(a, cudalint, work, host, repos, tags):
     """Pushes the images and runs the shard configurations."""
     layout, images = build(work, repos, tags)
+    key = os.path.join(work, "sign.key")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key], check=True)
+    subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out", os.path.join(work, "sign.pub")], check=True)
     for ref, dest in images:
         # Layers kept as built (no recompression), so digests are the layout's.
         subprocess.run(["skopeo", "--insecure-policy", "copy", "-q", "--all", "--dest-tls-verify=false",

@@ -359,6 +359,12 @@ pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedL
 }
 
 fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<AnalyzedLayer> {
+    decode_within(entry, digest, variant, max).map(|(l, _)| l)
+}
+
+/// [`decode`] within `max` decompressed bytes (a caller's budget over several entries, as an
+/// attestation's), with how many it took.
+pub fn decode_within(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<(AnalyzedLayer, u64)> {
     let mut plain = Vec::new();
     zstd::stream::read::Decoder::new(entry).ok()?.take(max + 1).read_to_end(&mut plain).ok()?;
     if plain.len() as u64 > max {
@@ -378,7 +384,7 @@ fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Op
         return None;
     }
     let layer: AnalyzedLayer = serde_json::from_slice(body).ok()?;
-    (layer.info.digest == digest && layer.info.verified).then_some(layer)
+    (layer.info.digest == digest && layer.info.verified).then_some((layer, plain.len() as u64))
 }
 
 /// The secret that authenticates cache entries: whoever holds it can write entries this

@@ -355,6 +355,20 @@ pub struct RegistryArgs {
     /// `support` prints the attached support matrix as it is, else judges the inventory one.
     #[arg(long, conflicts_with = "attest")]
     pub from_attestation: bool,
+    /// Sign what --attest pushes with this key (PEM PKCS#8 ECDSA P-256, as `openssl genpkey
+    /// -algorithm EC -pkeyopt ec_paramgen_curve:P-256` writes it): a DSSE envelope as cosign
+    /// signs, which `cosign verify-attestation --key PUB` checks.
+    #[arg(long, value_name = "FILE", env = "CUDALINT_SIGN_KEY")]
+    pub sign_key: Option<std::path::PathBuf>,
+    /// --from-attestation believes only statements signed by this public key (PEM; repeat for
+    /// several): others are passed over with a note, and the image is read from its layers
+    /// when none is left.
+    #[arg(long, value_name = "FILE", env = "CUDALINT_VERIFY_KEY", value_delimiter = ',')]
+    pub verify_key: Vec<std::path::PathBuf>,
+    /// --from-attestation believes the newest statement that parses, signed or not (whoever can
+    /// push to the repository decides the verdict); every report says so.
+    #[arg(long, conflicts_with = "verify_key")]
+    pub trust_unsigned: bool,
 }
 
 impl RegistryArgs {
@@ -386,6 +400,25 @@ impl RegistryArgs {
     pub fn layer_options(&self, opts: &mut ScanOptions) -> anyhow::Result<()> {
         opts.attest = self.attest;
         opts.from_attestation = self.from_attestation;
+        if let Some(k) = &self.sign_key {
+            opts.sign =
+                Some(std::sync::Arc::new(crate::image::sign::Signer::from_pem_file(k).map_err(anyhow::Error::msg)?));
+        }
+        opts.trust = if !self.verify_key.is_empty() {
+            crate::image::sign::Trust::Keys(std::sync::Arc::new(
+                crate::image::sign::Verifier::from_pem_files(&self.verify_key).map_err(anyhow::Error::msg)?,
+            ))
+        } else if self.trust_unsigned {
+            crate::image::sign::Trust::Unsigned
+        } else {
+            crate::image::sign::Trust::Nothing
+        };
+        if self.from_attestation && matches!(opts.trust, crate::image::sign::Trust::Nothing) {
+            anyhow::bail!(
+                "--from-attestation believes only what a key signed: give --verify-key FILE (the public key of \
+                 the --sign-key that --attest used), or --trust-unsigned to believe any statement pushed there"
+            );
+        }
         if !self.no_cache {
             opts.cache = self.cache_dir.clone().or_else(crate::cache::default_dir).map(|d| {
                 let t =
@@ -394,11 +427,18 @@ impl RegistryArgs {
             });
         }
         if let (Some(repo), false) = (&self.analysis_store, self.no_remote_cache) {
+            if matches!(opts.trust, crate::image::sign::Trust::Nothing) {
+                anyhow::bail!(
+                    "--analysis-store believes only analyses a key signed: give --verify-key FILE (and --sign-key \
+                     FILE to sign what this run stores), or --trust-unsigned to believe whatever it holds"
+                );
+            }
             let st = crate::image::analysis_store::AnalysisStore::connect(repo, &opts.registry)
                 .with_context(|| format!("--analysis-store {}", crate::escape::text(repo)))?
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
-                );
+                )
+                .with_trust(opts.sign.clone(), opts.trust.clone());
             opts.store = Some(std::sync::Arc::new(st));
         }
         Ok(())

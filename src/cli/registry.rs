@@ -6,10 +6,12 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 
 use anyhow::Context;
+use base64::Engine as _;
 
 use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use super::write_stdout;
 use crate::image::remote::Probe;
+use crate::image::sign::Trust;
 use crate::image::{Platform, ScanOptions};
 use crate::lint::policy::Policy;
 use crate::registry::catalog::{self, Selection};
@@ -112,8 +114,12 @@ fn fingerprint(policy: &Policy, opts: &ScanOptions, platforms: &[Platform]) -> S
     crate::digest::sha256(h.as_bytes())
 }
 
+/// What a summary's signature (`summary.json.sig`, base64) is made over: its bytes, as this
+/// payload type's DSSE encoding.
+const SUMMARY_PAYLOAD: &str = "application/vnd.cudalint.registry-summary+json";
+
 /// The previous run `--since` names: its results by image, where its reports lie, and why none
-/// can be carried over (its fingerprint differs), if so.
+/// can be carried over (its fingerprint differs, or no --verify-key signed it), if so.
 struct Previous {
     given: String,
     dir: PathBuf,
@@ -122,9 +128,32 @@ struct Previous {
 }
 
 impl Previous {
-    fn load(path: &Path, registry: &str, fingerprint: &str) -> anyhow::Result<Previous> {
+    fn load(path: &Path, registry: &str, fingerprint: &str, trust: &Trust) -> anyhow::Result<Previous> {
         let given = path.display().to_string();
         let text = std::fs::read_to_string(path).with_context(|| format!("--since {given}"))?;
+        // Whoever can write the reports volume could flip a status: only a summary a key
+        // signed carries anything over.
+        let unsigned = match trust {
+            Trust::Nothing => anyhow::bail!(
+                "--since {given}: --since believes only a summary a key signed: give --verify-key FILE (the public \
+                 key of the --sign-key that run used), or --trust-unsigned"
+            ),
+            Trust::Unsigned => None,
+            Trust::Keys(keys) => {
+                let sig_path = format!("{}.sig", path.display());
+                let sig = std::fs::read_to_string(&sig_path)
+                    .ok()
+                    .and_then(|s| base64::engine::general_purpose::STANDARD.decode(s.trim()).ok());
+                match sig {
+                    Some(sig) if keys.verifies(SUMMARY_PAYLOAD, text.as_bytes(), &sig) => None,
+                    Some(_) => Some(format!("its signature ({sig_path}) does not verify against the --verify-key")),
+                    None => Some(format!("it is not signed (no readable {sig_path})")),
+                }
+            }
+        };
+        if let Some(why) = &unsigned {
+            eprintln!("cudalint: note: --since {}: {why}: every tag is judged again", crate::escape::text(&given));
+        }
         let s = summary::read(&given, &text)?;
         if s.registry != registry {
             anyhow::bail!(
@@ -141,6 +170,7 @@ impl Previous {
             ),
             None => Some("that summary records no fingerprint".to_string()),
         };
+        let all_rejudged = unsigned.or(all_rejudged);
         let mut images: std::collections::BTreeMap<String, Vec<ImageResult>> = Default::default();
         for i in s.images {
             images.entry(i.image.clone()).or_default().push(i);
@@ -177,9 +207,14 @@ impl Previous {
         let mut carried = Vec::new();
         for r in rows {
             let name = r.report.as_deref().expect("checked above");
+            let from = self.dir.join(name);
+            let bytes = std::fs::read(&from).with_context(|| from.display().to_string())?;
+            // The summary vouches for its reports by their digests: one edited since (or from
+            // a summary that records none) is judged again, not carried.
+            if r.report_digest.as_deref() != Some(crate::digest::sha256(&bytes).as_str()) {
+                return Ok(None);
+            }
             if copy {
-                let from = self.dir.join(name);
-                let bytes = std::fs::read(&from).with_context(|| from.display().to_string())?;
                 crate::cache::write_new_file(out, name, &bytes)
                     .with_context(|| format!("{} to {}", from.display(), out.join(name).display()))?;
             }
@@ -197,7 +232,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     opts.progress = false;
     let shard = a.shard.as_deref().map(summary::parse_shard).transpose()?;
     let fingerprint = fingerprint(&policy, &opts, &chosen);
-    let previous = a.since.as_deref().map(|p| Previous::load(p, &a.registry, &fingerprint)).transpose()?;
+    let previous = a.since.as_deref().map(|p| Previous::load(p, &a.registry, &fingerprint, &opts.trust)).transpose()?;
     // The analysis store, when it lives in the registry being scanned, is not scanned itself.
     let own_store = a.registry_args.analysis_store.as_deref().and_then(|s| s.strip_prefix(&format!("{}/", a.registry)));
     let exclude = own_store.map(str::to_string).into_iter().collect();
@@ -317,7 +352,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
                     // Never through a link planted in a shared --output-dir; a report that cannot
                     // be written is this image's failure, not the run's.
                     match crate::cache::write_new_file(&a.output_dir, &name, json.as_bytes()) {
-                        Ok(()) => ImageResult::judged(&image, label, &report, name),
+                        Ok(()) => ImageResult::judged(&image, label, &report, name, json.as_bytes()),
                         Err(e) => ImageResult::failed(
                             &image,
                             label,
@@ -348,6 +383,7 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         stats.store_claim_waits = st.claim_waits.load(Ordering::Relaxed);
         stats.store_lookups = st.lookups();
         stats.store_unreachable = u64::from(st.unreachable());
+        stats.store_untrusted = st.untrusted();
     }
     let since = previous.map(|p| Since::count(p.given, &results, p.all_rejudged));
     let doc = Summary {
@@ -360,8 +396,15 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         since,
     };
     // Like the reports: never through a link planted in a shared --output-dir.
-    crate::cache::write_new_file(&a.output_dir, "summary.json", summary::json(&doc).as_bytes())
+    let json = summary::json(&doc);
+    crate::cache::write_new_file(&a.output_dir, "summary.json", json.as_bytes())
         .with_context(|| a.output_dir.join("summary.json").display().to_string())?;
+    if let Some(k) = &opts.sign {
+        // Beside it, so a later `--since --verify-key` can tell it from one edited after.
+        let sig = base64::engine::general_purpose::STANDARD.encode(k.sign(SUMMARY_PAYLOAD, json.as_bytes()));
+        crate::cache::write_new_file(&a.output_dir, "summary.json.sig", format!("{sig}\n").as_bytes())
+            .with_context(|| a.output_dir.join("summary.json.sig").display().to_string())?;
+    }
     write_stdout(&summary::text(&doc))?;
     Ok(exit_code(&doc.images))
 }

@@ -57,6 +57,9 @@ pub fn run(a: SupportArgs) -> anyhow::Result<ExitCode> {
         (support, Some(judged))
     };
     if let Some(e) = a.emit {
+        // What is emitted is pasted into a Dockerfile or a pod spec: a support document read
+        // from a registry is data another party wrote, so only what the grammars accept goes out.
+        emittable(&support).with_context(|| format!("{}: nothing emitted", a.image))?;
         let text = match e {
             Emit::Require => {
                 if !support.gpus.iter().any(|g| g.result.runs()) {
@@ -113,22 +116,33 @@ pub(super) fn attach(
     Ok(())
 }
 
-/// `--from-attestation`: the matrix attached to the image (made with the attester's rules,
-/// ignores and baseline; another cudalint version's is shown with a note). None usable: the
-/// image is judged afresh from its inventory attestation, if it has one; else an error naming
-/// it. Either way no layer is pulled. The grid of an evaluation comes only with a fresh one.
+/// `--from-attestation`: the matrix attached to the image that its trust believes (made with the
+/// attester's rules, ignores and baseline; another cudalint version's is shown with a note).
+/// None: the image is judged afresh from its inventory attestation, if it has one, else from its
+/// layers where `--verify-key` believed none; else an error naming it. The grid of an evaluation comes only with a fresh one.
 fn from_attestation(
     policy: &crate::lint::policy::Policy,
     image: &str,
     opts: &crate::image::ScanOptions,
 ) -> anyhow::Result<(crate::lint::support::SupportReport, Option<crate::lint::LintReport>)> {
     let esc = crate::escape::text;
-    let attached = crate::image::remote::read_support(image, opts).map_err(anyhow::Error::from).and_then(|v| {
+    let (value, notes) = match crate::image::remote::read_support(image, opts) {
+        Ok(b) => (b.value.ok_or_else(|| anyhow::anyhow!("no signed support attestation")), b.notes),
+        // Under --verify-key none believed is not an error: two signed that disagree are, and
+        // no other attestation settles that.
+        Err(e) if matches!(opts.trust, crate::image::sign::Trust::Keys(_)) => return Err(e.into()),
+        Err(e) => (Err(e.into()), Vec::new()),
+    };
+    for n in &notes {
+        eprintln!("cudalint: note: {}: {}", esc(image), n);
+    }
+    let attached = value.and_then(|v| {
         serde_json::from_value::<crate::lint::support::SupportReport>(v)
             .with_context(|| "its support attestation does not read as this cudalint's support document")
     });
     match attached {
-        Ok(s) => {
+        Ok(mut s) => {
+            s.notes.extend(notes);
             if s.tool.version != env!("CARGO_PKG_VERSION") {
                 eprintln!(
                     "cudalint: note: {}: its support attestation was made by cudalint {} (this is {}): its rules and \
@@ -141,7 +155,8 @@ fn from_attestation(
             Ok((s, None))
         }
         Err(none) => {
-            // The inventory attestation's path (`opts.from_attestation`): judged here, nothing pulled.
+            // The inventory attestation's path (`opts.from_attestation`): judged here, nothing
+            // pulled unless no signed one is believed either (`--verify-key`).
             let inventory = crate::image::scan(image, opts).map_err(|e| {
                 anyhow::anyhow!(
                     "{}: {:#}; and no inventory attestation to judge it from instead: {e}",
@@ -149,7 +164,12 @@ fn from_attestation(
                     none
                 )
             })?;
-            eprintln!("cudalint: note: {}: {:#}; judged from its inventory attestation instead", esc(image), none);
+            let from = if opts.counts.analysed.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                "its layers"
+            } else {
+                "its inventory attestation"
+            };
+            eprintln!("cudalint: note: {}: {:#}; judged from {from} instead", esc(image), none);
             let (s, judged) =
                 crate::lint::support::support(policy, image, &inventory).with_context(|| image.to_string())?;
             Ok((s, Some(judged)))
@@ -157,22 +177,44 @@ fn from_attestation(
     }
 }
 
+/// Whether the parts of `s` that `--emit` writes are what their grammars accept: the
+/// requirement parses as libnvidia-container reads it and holds only its own characters, each
+/// compute capability and the driver floor parse. (A forged `require` of `cuda>=12.0"\nRUN curl
+/// … | sh` would otherwise be a Dockerfile step.)
+fn emittable(s: &crate::lint::support::SupportReport) -> anyhow::Result<()> {
+    let esc = crate::escape::text;
+    let grammar = |c: char| c.is_ascii_alphanumeric() || " ,.=<>!_-".contains(c);
+    if !s.require.chars().all(grammar) || crate::cuda::require::parse(&s.require).is_err() {
+        anyhow::bail!("its requirement `{}` is not an NVIDIA_REQUIRE_CUDA constraint", esc(&s.require));
+    }
+    for g in s.gpus.iter().filter(|g| g.result.runs()) {
+        if crate::cuda::Cc::parse(&g.compute_capability).is_none() {
+            anyhow::bail!("`{}` is not a compute capability", esc(&g.compute_capability));
+        }
+    }
+    if !s.floor.driver.is_empty() && crate::cuda::DriverVersion::parse(&s.floor.driver).is_none() {
+        anyhow::bail!("its driver floor `{}` is not a driver version", esc(&s.floor.driver));
+    }
+    Ok(())
+}
+
 /// The lines to paste into the image's Dockerfile: the constraint the container toolkit checks,
-/// and labels that say the same for people and registries.
+/// and labels that say the same for people and registries (checked by [`emittable`]); free text
+/// (the summary, the version in the comment) on one line, its control characters blanked.
 fn dockerfile(s: &crate::lint::support::SupportReport) -> String {
-    let q = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"");
+    let line = |v: &str| v.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>();
     let runs: Vec<&str> = s.gpus.iter().filter(|g| g.result.runs()).map(|g| g.compute_capability.as_str()).collect();
     let mut ccs: Vec<&str> = runs.clone();
     ccs.dedup();
     let mut o = format!(
         "# cudalint {}: {}\nENV NVIDIA_REQUIRE_CUDA=\"{}\"\n",
-        s.tool.version,
-        s.summary.replace('\n', " "),
-        q(&s.require)
+        line(s.tool.version),
+        line(&s.summary),
+        s.require
     );
-    o.push_str(&format!("LABEL dev.cudalint.support.compute-capabilities=\"{}\"\n", q(&ccs.join(","))));
+    o.push_str(&format!("LABEL dev.cudalint.support.compute-capabilities=\"{}\"\n", ccs.join(",")));
     if !s.floor.driver.is_empty() {
-        o.push_str(&format!("LABEL dev.cudalint.support.min-driver=\"{}\"\n", q(&s.floor.driver)));
+        o.push_str(&format!("LABEL dev.cudalint.support.min-driver=\"{}\"\n", s.floor.driver));
     }
     o
 }

@@ -24,9 +24,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use oci_client::Reference;
 
 use super::ScanError;
+use super::sign::{Signer, Trust};
 use crate::cache::LayerKey;
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
@@ -36,6 +38,13 @@ use crate::registry::{Artifact, RegistryError, RegistryOptions, Remote, parse_re
 /// An entry blob larger than this is not read (the cache's own bound on a decoded entry is
 /// larger; compressed entries are far smaller).
 const MAX_ENTRY_BLOB: u64 = 64 << 20;
+/// The annotation of a stored analysis that holds its signature (base64 ECDSA P-256 over the
+/// DSSE encoding of the entry blob, [`Signer::sign`]): the manifest is the pusher's to write,
+/// the signature only the key holder's.
+const SIGNATURE_ANNOTATION: &str = "dev.cudalint.signature";
+/// How far ahead of this machine's clock a claim may be dated and still hold (clocks drift); a
+/// claim dated further ahead is stale, not a lease that never ends.
+const CLOCK_SKEW: u64 = 60;
 /// How long a claimant gives concurrent claimants' pushes to land before a claim that still
 /// reads as its own is its own: long enough on a loaded machine (a registry has no
 /// compare-and-swap; the last writer wins).
@@ -148,6 +157,9 @@ pub struct AnalysisStore {
     pub pushed: AtomicU64,
     pub push_errors: AtomicU64,
     warned: AtomicBool,
+    sign: Option<Arc<Signer>>,
+    trust: Trust,
+    untrusted: AtomicU64,
 }
 
 impl Drop for AnalysisStore {
@@ -248,7 +260,36 @@ impl AnalysisStore {
             pushed: AtomicU64::new(0),
             push_errors: AtomicU64::new(0),
             warned: AtomicBool::new(false),
+            sign: None,
+            trust: Trust::Nothing,
+            untrusted: AtomicU64::new(0),
         })
+    }
+
+    /// What this store's entries are signed with (`--sign-key`) and which it believes
+    /// (`--verify-key`, `--trust-unsigned`; none: it is used to share this run's analyses, and
+    /// believes none of them).
+    pub fn with_trust(mut self, sign: Option<Arc<Signer>>, trust: Trust) -> AnalysisStore {
+        self.sign = sign;
+        self.trust = trust;
+        self
+    }
+
+    /// Whether what it hands over was checked against a key: only then is it kept in the local
+    /// cache, sealed as this machine's own.
+    pub fn verifies(&self) -> bool {
+        matches!(self.trust, Trust::Keys(_))
+    }
+
+    /// Whether this run writes to the store: not when it believes only signed analyses and has
+    /// no key to sign its own (its entries would displace signed ones that readers believe).
+    fn stores(&self) -> bool {
+        self.sign.is_some() || !matches!(self.trust, Trust::Keys(_))
+    }
+
+    /// Entries passed over: unsigned, or signed by no --verify-key.
+    pub fn untrusted(&self) -> u64 {
+        self.untrusted.load(Ordering::Relaxed)
     }
 
     pub fn with_claim_timeout(mut self, t: Duration) -> AnalysisStore {
@@ -278,7 +319,8 @@ impl AnalysisStore {
 
     /// Whether a claim made (or renewed) at `at` still holds.
     fn live(&self, at: u64) -> bool {
-        now_secs().saturating_sub(at) < self.lease().as_secs().max(1)
+        let now = now_secs();
+        at <= now + CLOCK_SKEW && now.saturating_sub(at) < self.lease().as_secs().max(1)
     }
 
     /// The claim on a key as (id, unix seconds), if one can be read.
@@ -305,7 +347,7 @@ impl AnalysisStore {
     /// claim was overwritten knows it lost at the first read that shows another live claim; one
     /// whose claim still stands can know it won only when the settle time has passed.
     pub fn claim(&self, k: &LayerKey) -> Claim {
-        if self.conn.remote().is_none() {
+        if self.conn.remote().is_none() || !self.stores() {
             return Claim::Mine;
         }
         let t = claim_tag(k);
@@ -411,8 +453,20 @@ impl AnalysisStore {
             return None;
         }
         let blob_digest = l.get("digest")?.as_str()?;
+        if matches!(self.trust, Trust::Nothing) {
+            return None;
+        }
         // Verified against its digest by small_blob; then the header must name this key.
         let entry = self.conn.watch(remote.small_blob(blob_digest)).ok()?;
+        if let Trust::Keys(keys) = &self.trust {
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let sig = v.pointer(&format!("/annotations/{}", SIGNATURE_ANNOTATION.replace('/', "~1")));
+            let sig = sig.and_then(|s| s.as_str()).and_then(|s| b64.decode(s).ok());
+            if !sig.is_some_and(|sig| keys.verifies(LAYER_ANALYSIS_ENTRY, &entry, &sig)) {
+                self.untrusted.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+        }
         let layer = crate::cache::decode(&entry[..], &k.digest, &k.variant)?;
         self.hits.fetch_add(1, Ordering::Relaxed);
         Some(layer)
@@ -423,7 +477,7 @@ impl AnalysisStore {
     pub fn put(&self, k: &LayerKey, layer: &AnalyzedLayer) {
         let t = claim_tag(k);
         self.renewal.held.lock().expect("claims lock").remove(&t);
-        if self.unreachable() {
+        if self.unreachable() || !self.stores() {
             return;
         }
         let entry = match crate::cache::encode(&k.digest, &k.variant, layer) {
@@ -450,12 +504,18 @@ impl AnalysisStore {
 
     fn push(&self, tag: &str, layer_digest: &str, entry: &[u8]) -> Result<(), RegistryError> {
         let Some(remote) = self.conn.remote() else { return Err(self.conn.bypassed()) };
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let sig = self.sign.as_ref().map(|k| b64.encode(k.sign(LAYER_ANALYSIS_ENTRY, entry)));
+        let mut annotations = vec![("dev.cudalint.layer.digest", layer_digest)];
+        if let Some(sig) = &sig {
+            annotations.push((SIGNATURE_ANNOTATION, sig));
+        }
         self.conn.watch(remote.push_artifact(&Artifact {
             artifact_type: LAYER_ANALYSIS,
             payload_type: LAYER_ANALYSIS_ENTRY,
             payload: entry,
             subject: None,
-            annotations: &[("dev.cudalint.layer.digest", layer_digest)],
+            annotations: &annotations,
             tag: Some(tag),
             label: "manifest",
         }))?;

@@ -9,6 +9,12 @@
 //! statement of its own predicate type ([`SUPPORT_PREDICATE_TYPE`]); `support
 //! --from-attestation` reads it back ([`read_support`]). The `in-toto.io/predicate-type`
 //! annotation of each referrer tells them apart without reading the statements.
+//!
+//! With `--sign-key` a statement is pushed in a DSSE envelope signed as cosign signs
+//! ([`super::sign`]). A reader believes only what its [`Trust`] allows: statements signed by a
+//! `--verify-key` (anything else is passed over with a note, and the image is read from its
+//! layers when none is left; two signed statements that disagree are an error), or, behind
+//! `--trust-unsigned`, the newest that parses, as the reports then say.
 
 use std::collections::HashMap;
 
@@ -16,6 +22,7 @@ use base64::Engine as _;
 use oci_client::Reference;
 use reqwest::Method;
 
+use super::sign::{DSSE, Signer, Trust};
 use super::{ImageReport, ScanError};
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
@@ -31,6 +38,9 @@ const PREDICATE_ANNOTATION: &str = "in-toto.io/predicate-type";
 const MAX_STATEMENT: u64 = 64 << 20;
 /// The most a support statement may be (a row per known GPU, a few KiB each at most).
 const MAX_SUPPORT_STATEMENT: u64 = 4 << 20;
+/// The most an inventory statement's layer entries may decompress to, all together: the bound
+/// a layer's own analysis is held to.
+const MAX_ENTRIES_DECODED: u64 = 256 << 20;
 
 /// The subject: the image manifest the layers were read from.
 pub struct Subject {
@@ -107,9 +117,22 @@ fn artifact<'a>(subject: &'a Subject, statement: &'a [u8], annotations: &'a [(&'
 /// Pushes the statement (of `predicate_type`) as a referrer of `subject` (into `remote`'s
 /// repository, the subject's), and lists it in the referrers tag schema's index when the
 /// registry did not take the subject itself (no `OCI-Subject` in its answer).
-pub fn push(remote: &Remote, subject: &Subject, predicate_type: &str, statement: &[u8]) -> Result<String, ScanError> {
+/// With a `signer`, the statement goes in a DSSE envelope it signs.
+pub fn push(
+    remote: &Remote,
+    subject: &Subject,
+    predicate_type: &str,
+    statement: &[u8],
+    signer: Option<&Signer>,
+) -> Result<String, ScanError> {
     let annotations = [(PREDICATE_ANNOTATION, predicate_type)];
-    let pushed = remote.push_artifact(&artifact(subject, statement, &annotations))?;
+    let sealed = signer.map(|k| k.envelope(IN_TOTO, statement));
+    let mut a = artifact(subject, statement, &annotations);
+    if let Some(env) = &sealed {
+        a.payload_type = DSSE;
+        a.payload = env;
+    }
+    let pushed = remote.push_artifact(&a)?;
     let (digest, size) = (pushed.digest, pushed.size);
     if pushed.subject_indexed {
         return Ok(digest);
@@ -172,11 +195,23 @@ fn referrers(remote: &Remote, repo: &str, digest: &str, predicate_type: &str) ->
     out
 }
 
-/// The layer analyses of the newest valid cudalint attestation of `subject` (by layer digest):
+/// What a reader took from the attestations of an image: the value of the one it believes
+/// (`None`: none, so the image is read as if there were none), and why the others were passed
+/// over, for the report's notes.
+pub struct Believed<T> {
+    pub value: Option<T>,
+    pub notes: Vec<String>,
+}
+
+/// The layer analyses (by layer digest) of the attestation of `subject` that `trust` believes:
 /// its statement names the subject, and each entry names its own layer, this cudalint's analysis
-/// version and these options, and hashes right. None found: an error (fail closed, nothing is
-/// pulled in its place).
-pub fn read(remote: &Remote, subject: &Subject, variant: &str) -> Result<HashMap<String, AnalyzedLayer>, ScanError> {
+/// version and these options, and hashes right.
+pub fn read(
+    remote: &Remote,
+    subject: &Subject,
+    variant: &str,
+    trust: &Trust,
+) -> Result<Believed<HashMap<String, AnalyzedLayer>>, ScanError> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let kind = Kind {
         predicate_type: PREDICATE_TYPE,
@@ -184,42 +219,68 @@ pub fn read(remote: &Remote, subject: &Subject, variant: &str) -> Result<HashMap
         what: "cudalint attestation",
         statement: "cudalint inventory statement",
         hint: "`cudalint scan --attest`",
+        instead: "its layers were read",
     };
-    read_newest(remote, subject, &kind, |predicate| {
+    read_believed(remote, subject, &kind, trust, |predicate| {
         let mut out = HashMap::new();
-        for e in predicate["layers"].as_array().ok_or("no layers in the predicate")? {
+        let mut print = Vec::new();
+        let entries = predicate["layers"].as_array().ok_or("no layers in the predicate")?;
+        // All entries together decompress within one bound (a small statement of highly
+        // compressed entries must not take the memory of several layers' analyses).
+        let mut left = MAX_ENTRIES_DECODED;
+        for e in entries {
             let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
             let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
-            let l = crate::cache::decode(&bytes[..], digest, variant)
-                .ok_or_else(|| format!("layer {digest}: made by another cudalint or with other options, or altered"))?;
+            let (l, took) = crate::cache::decode_within(&bytes[..], digest, variant, left).ok_or_else(|| {
+                format!(
+                    "layer {digest}: made by another cudalint or with other options, altered, or past the {} MiB its \
+                     entries may decompress to",
+                    MAX_ENTRIES_DECODED >> 20
+                )
+            })?;
+            left -= took;
+            let body = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
+            print.push(format!("{digest}={}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))));
             out.insert(digest.to_string(), l);
         }
-        Ok(out)
+        print.sort();
+        // Entries decode only for this analyzer and these options: all in one group.
+        Ok((out, String::new(), print.join(",")))
     })
 }
 
-/// The support matrix (`cudalint.support/v1`, as JSON) of the newest valid support attestation
-/// of `subject`: its statement names the subject and its predicate is a support document. Which
-/// cudalint made it is the caller's to judge (`tool.version`). None found: an error naming the
-/// image (fail closed).
-pub fn read_support(remote: &Remote, subject: &Subject) -> Result<serde_json::Value, ScanError> {
+/// The support matrix (`cudalint.support/v1`, as JSON) of the support attestation of `subject`
+/// that `trust` believes: its statement names the subject and its predicate is a support
+/// document. Which cudalint made it is the caller's to judge (`tool.version`).
+pub fn read_support(
+    remote: &Remote,
+    subject: &Subject,
+    trust: &Trust,
+) -> Result<Believed<serde_json::Value>, ScanError> {
     let kind = Kind {
         predicate_type: SUPPORT_PREDICATE_TYPE,
         limit: MAX_SUPPORT_STATEMENT,
         what: "cudalint support attestation",
         statement: "cudalint support statement",
         hint: "`cudalint support --attest` or `cudalint scan --attest`",
+        instead: "it is judged afresh",
     };
-    read_newest(remote, subject, &kind, |predicate| {
+    read_believed(remote, subject, &kind, trust, |predicate| {
         let schema = predicate["schema"].as_str().unwrap_or_default();
         if schema != crate::schema::SUPPORT {
             return Err(format!("its predicate is not a {} document ({})", crate::schema::SUPPORT, esc(schema)));
         }
-        Ok(predicate.clone())
+        // One that this cudalint cannot read is passed over, not believed (it could not be shown).
+        serde_json::from_value::<crate::lint::support::SupportReport>(predicate.clone())
+            .map_err(|e| format!("it does not read as this cudalint's support document ({e})"))?;
+        // Two versions of cudalint may judge alike images differently: only one version's
+        // statements can disagree with each other.
+        let version = predicate.pointer("/tool/version").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+        Ok((predicate.clone(), version, predicate.to_string()))
     })
 }
 
-/// One kind of statement, for [`read_newest`].
+/// One kind of statement, for [`read_believed`].
 struct Kind {
     predicate_type: &'static str,
     /// The most its statement may be.
@@ -228,22 +289,37 @@ struct Kind {
     what: &'static str,
     statement: &'static str,
     hint: &'static str,
+    /// What is done where none is believed (under `--verify-key`).
+    instead: &'static str,
 }
 
-/// `take` of the predicate of the newest attestation of `kind` about `subject` that it accepts:
-/// the referrer's statement is bounded, verified against its digest, an in-toto statement of the
-/// kind's predicate type, and names the subject.
-fn read_newest<T>(
+/// The predicate of the attestation of `kind` about `subject` that `trust` believes, through
+/// `take` (the value, a group, and a fingerprint: two believed statements of one group with
+/// different fingerprints disagree). Each referrer's statement is bounded, verified against its
+/// digest, an in-toto statement of the kind's predicate type, and names the subject; under
+/// [`Trust::Keys`] it is also signed by a key, and every referrer is read (newest first; the
+/// newest believed wins, a disagreement is an error); under [`Trust::Unsigned`] the newest that
+/// parses wins.
+fn read_believed<T>(
     remote: &Remote,
     subject: &Subject,
     kind: &Kind,
-    take: impl Fn(&serde_json::Value) -> Result<T, String>,
-) -> Result<T, ScanError> {
+    trust: &Trust,
+    take: impl Fn(&serde_json::Value) -> Result<(T, String, String), String>,
+) -> Result<Believed<T>, ScanError> {
     let (alg, hex) = subject.digest.split_once(':').expect("digests are algorithm:hex");
+    let image = format!("{}@{}", esc(&subject.repository), esc(&subject.digest));
+    if matches!(trust, Trust::Nothing) {
+        return Err(ScanError::Image(format!(
+            "{image}: --from-attestation believes only what a key signed: give --verify-key (or --trust-unsigned)"
+        )));
+    }
     let mut why = String::from("none is attached");
+    let mut notes = Vec::new();
+    let mut believed: Option<(T, String, String, String)> = None;
     for m in referrers(remote, &subject.repository, &subject.digest, kind.predicate_type).iter().rev() {
         let r = Reference::with_digest(remote.reference.registry().into(), subject.repository.clone(), m.clone());
-        let found = (|| -> Result<T, String> {
+        let found = (|| -> Result<(T, String, String), String> {
             let (mb, _) = remote.manifest(&r).map_err(|e| e.to_string())?;
             let mv: serde_json::Value = serde_json::from_slice(&mb).map_err(|e| e.to_string())?;
             let layer = mv.pointer("/layers/0").ok_or("no statement in the attestation")?;
@@ -251,7 +327,14 @@ fn read_newest<T>(
                 return Err("statement missing or too large".into());
             }
             let d = layer.get("digest").and_then(|d| d.as_str()).ok_or("statement without a digest")?;
+            let sealed = layer.get("mediaType").and_then(|t| t.as_str()) == Some(DSSE);
             let sb = remote.small_blob_bounded(d, kind.limit).map_err(|e| e.to_string())?;
+            let sb = match (trust, sealed) {
+                (Trust::Keys(v), true) => v.open(&sb, IN_TOTO)?,
+                (Trust::Keys(_), false) => return Err("it is not signed".into()),
+                (_, true) => super::sign::unseal(&sb, IN_TOTO)?.0,
+                (_, false) => sb,
+            };
             let st: serde_json::Value = serde_json::from_slice(&sb).map_err(|e| e.to_string())?;
             if st["_type"] != STATEMENT_TYPE || st["predicateType"] != kind.predicate_type {
                 return Err(format!("not a {}", kind.statement));
@@ -261,18 +344,47 @@ fn read_newest<T>(
             }
             take(&st["predicate"])
         })();
-        match found {
-            Ok(v) => return Ok(v),
-            Err(e) => why = format!("attestation {m}: {}", esc(&e)),
+        match (found, trust) {
+            (Ok((v, _, _)), Trust::Unsigned | Trust::Nothing) => {
+                notes.push(format!(
+                    "judged from {} {} that is not checked against a key (--trust-unsigned): whoever can push \
+                     to {} decided this verdict",
+                    kind.what,
+                    esc(m),
+                    esc(&subject.repository)
+                ));
+                return Ok(Believed { value: Some(v), notes });
+            }
+            (Ok((v, group, print)), Trust::Keys(_)) => match &believed {
+                None => believed = Some((v, group, print, m.clone())),
+                Some((_, g, p, first)) if *g == group && *p != print => {
+                    return Err(ScanError::Image(format!(
+                        "{}: two signed {}s disagree ({} and {}): refusing to choose; remove the wrong one or \
+                         run without --from-attestation",
+                        image,
+                        kind.what,
+                        esc(first),
+                        esc(m)
+                    )));
+                }
+                Some(_) => {}
+            },
+            (Err(e), _) => {
+                why = format!("attestation {m}: {}", esc(&e));
+                if matches!(trust, Trust::Keys(_)) {
+                    notes.push(format!("{} {} of {image} passed over: {}", kind.what, esc(m), esc(&e)));
+                }
+            }
         }
     }
-    Err(ScanError::Image(format!(
-        "no usable {} for {}@{}: {why} (push one with {})",
-        kind.what,
-        esc(&subject.repository),
-        esc(&subject.digest),
-        kind.hint
-    )))
+    if let Some((v, ..)) = believed {
+        return Ok(Believed { value: Some(v), notes });
+    }
+    if matches!(trust, Trust::Keys(_)) {
+        notes.push(format!("no signed {} of {image}: {}", kind.what, kind.instead));
+        return Ok(Believed { value: None, notes });
+    }
+    Err(ScanError::Image(format!("no usable {} for {image}: {why} (push one with {})", kind.what, kind.hint)))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod remote;
 mod rootfs;
+pub mod sign;
 mod wheel;
 
 use std::collections::BTreeMap;
@@ -101,6 +102,10 @@ pub struct ScanOptions {
     /// Take a registry image's layer analyses from its attestation instead of pulling them
     /// (`--from-attestation`); none usable is an error.
     pub from_attestation: bool,
+    /// Signs what `--attest` pushes (`--sign-key`).
+    pub sign: Option<Arc<sign::Signer>>,
+    /// Which attestations `--from-attestation` believes (`--verify-key`, `--trust-unsigned`).
+    pub trust: sign::Trust,
     /// Layers pulled and analysed by the scans made with these options (and their clones).
     pub counts: Arc<LayerCounts>,
     /// The scan's memory budget (`--memory`): every decoder window and each layer's buffers are
@@ -130,6 +135,8 @@ impl Default for ScanOptions {
             store: None,
             attest: false,
             from_attestation: false,
+            sign: None,
+            trust: sign::Trust::Nothing,
             counts: Arc::default(),
             memory: Arc::default(),
         }

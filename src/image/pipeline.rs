@@ -125,8 +125,9 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
                 super::analysis_store::Claim::Mine => st.get(key),
             });
             if let Some(h) = from_store {
-                // Counted as a store hit by `get`; kept locally like any other.
-                if let Some(c) = &opts.cache {
+                // Counted as a store hit by `get`; kept locally only if its signature verified
+                // (the local cache's MAC would otherwise launder what the store handed over).
+                if let Some(c) = opts.cache.as_ref().filter(|_| opts.store.as_ref().is_some_and(|s| s.verifies())) {
                     let _ = c.put(key, &h);
                 }
                 skipped();
@@ -168,7 +169,8 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
     Ok(report)
 }
 
-/// A layer's analysis from the local cache, else from the analysis store (then kept locally).
+/// A layer's analysis from the local cache, else from the analysis store (then kept locally if
+/// its signature verified).
 fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<AnalyzedLayer> {
     let local = || {
         let h = opts.cache.as_deref()?.get(key)?;
@@ -176,8 +178,9 @@ fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<Anal
         Some(h)
     };
     let remote = || {
-        let h = opts.store.as_deref()?.get(key)?;
-        if let Some(c) = &opts.cache {
+        let st = opts.store.as_deref()?;
+        let h = st.get(key)?;
+        if let Some(c) = opts.cache.as_ref().filter(|_| st.verifies()) {
             let _ = c.put(key, &h);
         }
         skipped();

@@ -118,6 +118,8 @@ pub struct RemoteImage {
     subject: Option<attest::Subject>,
     /// `--attest`: push an attestation of the report (the layers are kept for it).
     push: bool,
+    /// What reading the attestations had to say (passed over, unsigned), for the report.
+    notes: Vec<String>,
     /// The scan's counters (layers pulled).
     counts: std::sync::Arc<super::LayerCounts>,
     /// The reference's manifest and digest when already read (by [`probe`]): resolved from
@@ -136,6 +138,7 @@ impl RemoteImage {
             known: HashMap::new(),
             subject: None,
             push: false,
+            notes: Vec::new(),
             counts: opts.counts.clone(),
             top: None,
         })
@@ -237,7 +240,9 @@ impl LayerSource for RemoteImage {
         };
         let subject = subject(&self.remote, d, &self.known)?;
         let attested = if opts.from_attestation {
-            Some(attest::read(&self.remote, &subject, &crate::cache::variant(&opts.inspect))?)
+            let b = attest::read(&self.remote, &subject, &crate::cache::variant(&opts.inspect), &opts.trust)?;
+            self.notes = b.notes;
+            b.value
         } else {
             None
         };
@@ -257,10 +262,11 @@ impl LayerSource for RemoteImage {
         opts: &ScanOptions,
     ) -> Result<(), ScanError> {
         report.stats.downloaded_bytes = self.remote.downloaded.load(Ordering::Relaxed);
+        report.notes.append(&mut self.notes);
         if let (Some(layers), Some(s)) = (layers, &self.subject) {
             let variant = crate::cache::variant(&opts.inspect);
             let st = attest::statement(s, &self.reference.whole(), &variant, &layers, report)?;
-            attest::push(&pusher(&self.reference, opts)?, s, attest::PREDICATE_TYPE, &st)?;
+            attest::push(&pusher(&self.reference, opts)?, s, attest::PREDICATE_TYPE, &st, opts.sign.as_deref())?;
         }
         Ok(())
     }
@@ -350,15 +356,15 @@ pub fn creation_times(
 
 /// The support matrix attached to the registry image `spec` (`support --from-attestation`):
 /// the platform's manifest is resolved (manifests and the config are read, no layer), and the
-/// newest usable support statement about it is read ([`attest::read_support`]).
-pub fn read_support(spec: &str, opts: &ScanOptions) -> Result<serde_json::Value, ScanError> {
+/// support statement its trust believes is read ([`attest::read_support`]).
+pub fn read_support(spec: &str, opts: &ScanOptions) -> Result<attest::Believed<serde_json::Value>, ScanError> {
     let mut image = RemoteImage::connect(spec, opts)?;
     let resolved = image.resolve(&opts.platform.clone().unwrap_or_else(Platform::host))?;
     let Some(d) = &resolved.manifest_digest else {
         return Err(ScanError::Image(format!("{}: no manifest digest to read an attestation of", esc(spec))));
     };
     let subject = subject(&image.remote, d, &image.known)?;
-    attest::read_support(&image.remote, &subject)
+    attest::read_support(&image.remote, &subject, &opts.trust)
 }
 
 /// Pushes the support statement of the registry image `spec`'s manifest `manifest_digest` (the
@@ -376,5 +382,5 @@ pub fn attach_support(
     let push = pusher(&reference, opts)?;
     let subject = subject(&push, manifest_digest, &HashMap::new())?;
     let st = attest::support_statement(&subject, &reference.whole(), support);
-    attest::push(&push, &subject, attest::SUPPORT_PREDICATE_TYPE, &st)
+    attest::push(&push, &subject, attest::SUPPORT_PREDICATE_TYPE, &st, opts.sign.as_deref())
 }

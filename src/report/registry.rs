@@ -59,6 +59,10 @@ pub struct ImageResult {
     pub infos: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<String>,
+    /// The report file's SHA-256 (`sha256:…`): a signed summary vouches for its reports through
+    /// it, and `--since` carries a report only if it still hashes to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_digest: Option<String>,
     /// The error, for an image that could not be scanned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -144,7 +148,13 @@ pub fn reason(r: &LintReport) -> String {
 impl ImageResult {
     /// An image (`platform`: of a multi-platform index) that was scanned and judged; its JSON
     /// report was written to `report_file`.
-    pub fn judged(image: &str, platform: Option<String>, r: &LintReport, report_file: String) -> Self {
+    pub fn judged(
+        image: &str,
+        platform: Option<String>,
+        r: &LintReport,
+        report_file: String,
+        report_bytes: &[u8],
+    ) -> Self {
         let c = counts(r);
         let n = |s: Severity| c.get(&s).copied().unwrap_or(0) as u64;
         ImageResult {
@@ -155,6 +165,7 @@ impl ImageResult {
             warnings: n(Severity::Warning),
             infos: n(Severity::Info),
             report: Some(report_file),
+            report_digest: Some(crate::digest::sha256(report_bytes)),
             message: None,
             reason: Some(reason(r)),
             digest: None,
@@ -172,6 +183,7 @@ impl ImageResult {
             warnings: 0,
             infos: 0,
             report: None,
+            report_digest: None,
             message: None,
             reason: Some(flat(&format!("not an image ({what})"))),
             digest: Some(digest),
@@ -189,6 +201,7 @@ impl ImageResult {
             warnings: 0,
             infos: 0,
             report: None,
+            report_digest: None,
             reason: Some(flat(&message)),
             message: Some(message),
             digest: None,
@@ -288,6 +301,10 @@ pub struct RunStats {
     /// no further lookup or claim: 0 or 1 for one run, summed by merge.
     #[serde(default)]
     pub store_unreachable: u64,
+    /// Stored analyses passed over: unsigned, or signed by no --verify-key (the layer was
+    /// analysed here instead).
+    #[serde(default)]
+    pub store_untrusted: u64,
 }
 
 impl RunStats {
@@ -302,6 +319,7 @@ impl RunStats {
         self.store_claim_waits += o.store_claim_waits;
         self.store_lookups += o.store_lookups;
         self.store_unreachable += o.store_unreachable;
+        self.store_untrusted += o.store_untrusted;
     }
 }
 
@@ -547,6 +565,7 @@ mod tests {
             warnings: 0,
             infos: 0,
             report: None,
+            report_digest: None,
             message: None,
             reason: None,
             digest: None,

@@ -36,6 +36,8 @@ mod rules;
 mod scan;
 #[cfg(feature = "slow-tests")]
 mod serve;
+#[cfg(feature = "slow-tests")]
+mod signing;
 mod snippets;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;

