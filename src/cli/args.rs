@@ -338,10 +338,14 @@ pub struct RegistryArgs {
     pub cache_lock_timeout: Option<u64>,
     /// A registry repository (HOST/NAME) that holds layer analyses shared between shards on
     /// different nodes: looked up by layer before pulling it, and written after analysing one.
-    /// Its analyses are trusted as far as that repository is (whoever can push there decides
-    /// what the scan sees in a layer).
+    /// Only analyses signed by a --verify-key are believed (or any, with --trust-unsigned).
     #[arg(long, value_name = "REPO", env = "CUDALINT_ANALYSIS_STORE")]
     pub analysis_store: Option<String>,
+    /// Layers smaller than this (compressed) are analysed without claiming them in the
+    /// --analysis-store first: a claim costs about a second of settling, more than analysing a
+    /// small layer twice. 0 claims every layer. Default: 32M.
+    #[arg(long, value_name = "SIZE", value_parser = crate::layer::budget::parse_size)]
+    pub store_claim_min: Option<u64>,
     /// Neither read nor write the --analysis-store (it may come from the environment).
     #[arg(long)]
     pub no_remote_cache: bool,
@@ -438,7 +442,8 @@ impl RegistryArgs {
                 .with_claim_timeout(
                     self.cache_lock_timeout.map_or(crate::cache::DEFAULT_LOCK_TIMEOUT, std::time::Duration::from_secs),
                 )
-                .with_trust(opts.sign.clone(), opts.trust.clone());
+                .with_trust(opts.sign.clone(), opts.trust.clone())
+                .with_claim_min(self.store_claim_min.unwrap_or(crate::image::analysis_store::CLAIM_MIN));
             opts.store = Some(std::sync::Arc::new(st));
         }
         Ok(())

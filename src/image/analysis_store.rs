@@ -8,8 +8,9 @@
 //! a referrer (subjects are manifests), so lookup is by that tag: one manifest GET per layer
 //! before it is pulled. An entry is used only when its header names exactly the key looked up
 //! and its body hashes to what the header says; anything else is ignored and the layer pulled.
-//! A stored analysis is trusted as far as the repository is: whoever can push there can make
-//! the scan see what they like in a layer.
+//! Whoever can push there could make the scan see what they like in a layer, so an entry is
+//! believed only when its signature (`dev.cudalint.signature`) verifies against a --verify-key
+//! (or, behind --trust-unsigned, as it is); only a verified one is kept in the local cache.
 //!
 //! A store that goes away (no connection, no answer, a gateway's 502/503/504) is noticed at its
 //! first such failure and bypassed from then on: no lookup, claim or push is sent to it again,
@@ -42,6 +43,9 @@ const MAX_ENTRY_BLOB: u64 = 64 << 20;
 /// DSSE encoding of the entry blob, [`Signer::sign`]): the manifest is the pusher's to write,
 /// the signature only the key holder's.
 const SIGNATURE_ANNOTATION: &str = "dev.cudalint.signature";
+/// Layers smaller than this (compressed) are not claimed (`--store-claim-min`): the claim's
+/// settling (about [`CLAIM_SETTLE`]) costs more than analysing such a layer twice.
+pub const CLAIM_MIN: u64 = 32 << 20;
 /// How far ahead of this machine's clock a claim may be dated and still hold (clocks drift); a
 /// claim dated further ahead is stale, not a lease that never ends.
 const CLOCK_SKEW: u64 = 60;
@@ -160,6 +164,7 @@ pub struct AnalysisStore {
     sign: Option<Arc<Signer>>,
     trust: Trust,
     untrusted: AtomicU64,
+    claim_min: u64,
 }
 
 impl Drop for AnalysisStore {
@@ -263,6 +268,7 @@ impl AnalysisStore {
             sign: None,
             trust: Trust::Nothing,
             untrusted: AtomicU64::new(0),
+            claim_min: CLAIM_MIN,
         })
     }
 
@@ -273,6 +279,17 @@ impl AnalysisStore {
         self.sign = sign;
         self.trust = trust;
         self
+    }
+
+    /// Layers smaller than `bytes` are not claimed (0: every layer is).
+    pub fn with_claim_min(mut self, bytes: u64) -> AnalysisStore {
+        self.claim_min = bytes;
+        self
+    }
+
+    /// Whether a layer of `size` bytes (compressed; unknown counts as large) is worth a claim.
+    pub fn claims(&self, size: Option<u64>) -> bool {
+        size.is_none_or(|s| s >= self.claim_min)
     }
 
     /// Whether what it hands over was checked against a key: only then is it kept in the local

@@ -118,7 +118,8 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
             if let Some(h) = cached(key, opts, &skipped) {
                 return Ok(h);
             }
-            let from_store = opts.store.as_ref().and_then(|st| match st.claim(key) {
+            // A small layer is analysed here rather than claimed (it was looked up above).
+            let from_store = opts.store.as_ref().filter(|st| st.claims(l.size)).and_then(|st| match st.claim(key) {
                 super::analysis_store::Claim::Theirs => st.wait_for(key),
                 // A shard that pushed its analysis and released its claim after this one last
                 // looked leaves no live claim, only its entry: look once more before analysing.

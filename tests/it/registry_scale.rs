@@ -264,13 +264,17 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
         summary(&d)
     };
     let run = |name: &str, extra: &[&str]| run_in(name, name, extra);
-    let signed = ["--analysis-store", &store, "--sign-key", key, "--verify-key", public];
+    let signed = ["--store-claim-min", "0", "--analysis-store", &store, "--sign-key", key, "--verify-key", public];
 
     // A store believed without a key or --trust-unsigned: refused.
-    let o =
-        registry_cmd(&reg, &work.path().join("nokey"), &work.path().join("nokey-cache"), &["--analysis-store", &store])
-            .output()
-            .unwrap();
+    let o = registry_cmd(
+        &reg,
+        &work.path().join("nokey"),
+        &work.path().join("nokey-cache"),
+        &["--store-claim-min", "0", "--analysis-store", &store],
+    )
+    .output()
+    .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--verify-key"), "{}", String::from_utf8_lossy(&o.stderr));
 
@@ -307,19 +311,19 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     assert_eq!(stat(&again, "layers_analysed"), 0, "{}", again["stats"]);
     assert!(stat(&again, "cache_hits") >= unique, "{}", again["stats"]);
     // --no-remote-cache: the store is neither read nor written.
-    let off = run("off", &["--analysis-store", &store, "--no-remote-cache"]);
+    let off = run("off", &["--store-claim-min", "0", "--analysis-store", &store, "--no-remote-cache"]);
     assert_eq!(stat(&off, "store_hits"), 0);
     assert_eq!(stat(&off, "layers_analysed"), unique);
     // Another key: every stored analysis passed over and the layers analysed here (and not
     // stored: with no key to sign them, they would only displace signed ones).
-    let strange = run("strange", &["--analysis-store", &store, "--verify-key", stranger]);
+    let strange = run("strange", &["--store-claim-min", "0", "--analysis-store", &store, "--verify-key", stranger]);
     assert_eq!(stat(&strange, "store_hits"), 0, "{}", strange["stats"]);
     assert!(stat(&strange, "store_untrusted") >= unique, "{}", strange["stats"]);
     assert_eq!(stat(&strange, "layers_analysed"), unique, "{}", strange["stats"]);
     assert_eq!(strange["images"], first["images"]);
     assert_eq!(stat(&strange, "store_pushed"), 0, "{}", strange["stats"]);
     // --trust-unsigned: used for this run, but not sealed into the local cache as its own.
-    let loose = run("loose", &["--analysis-store", &store, "--trust-unsigned"]);
+    let loose = run("loose", &["--store-claim-min", "0", "--analysis-store", &store, "--trust-unsigned"]);
     assert_eq!(stat(&loose, "layers_analysed"), 0, "{}", loose["stats"]);
     assert!(stat(&loose, "store_hits") >= unique, "{}", loose["stats"]);
     let after = run_in("loose-again", "loose", &["--no-remote-cache"]);
@@ -350,7 +354,7 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
         &serde_json::to_vec(&m).unwrap(),
     );
     assert_eq!(st, 201);
-    let stripped = run("stripped", &["--analysis-store", &store, "--verify-key", public]);
+    let stripped = run("stripped", &["--store-claim-min", "0", "--analysis-store", &store, "--verify-key", public]);
     assert!(stat(&stripped, "store_untrusted") >= 1, "{}", stripped["stats"]);
     assert_eq!(stat(&stripped, "layers_analysed"), 1, "{}", stripped["stats"]);
     assert_eq!(stripped["images"], first["images"]);
@@ -369,7 +373,7 @@ fn the_analysis_store_in_the_scanned_registry_is_not_scanned_as_images() {
             &reg,
             &d,
             &work.path().join(format!("{name}-cache")),
-            &["--analysis-store", &store, "--trust-unsigned"],
+            &["--store-claim-min", "0", "--analysis-store", &store, "--trust-unsigned"],
         )
         .output()
         .unwrap();
@@ -398,7 +402,15 @@ fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_sto
         .map(|k| {
             let d = work.path().join(format!("shard{k}"));
             let cache = work.path().join(format!("cache{k}"));
-            let args = ["--shard", &format!("{k}/4"), "--analysis-store", &store, "--trust-unsigned"];
+            let args = [
+                "--shard",
+                &format!("{k}/4"),
+                "--store-claim-min",
+                "0",
+                "--analysis-store",
+                &store,
+                "--trust-unsigned",
+            ];
             (d.clone(), registry_cmd(&reg, &d, &cache, &args).spawn().unwrap())
         })
         .collect();
@@ -428,8 +440,21 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let store = format!("{}/cudalint/analyses", reg.host());
     let run = |name: &str, extra: &[&str]| {
         let d = work.path().join(name);
-        let args =
-            [&["--repo", "scale/a", "--tag", "1", "--analysis-store", &store, "--trust-unsigned"], extra].concat();
+        let args = [
+            &[
+                "--repo",
+                "scale/a",
+                "--tag",
+                "1",
+                "--store-claim-min",
+                "0",
+                "--analysis-store",
+                &store,
+                "--trust-unsigned",
+            ],
+            extra,
+        ]
+        .concat();
         let o = Command::from_std(registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &args))
             .timeout(Duration::from_secs(300))
             .output()
@@ -609,7 +634,15 @@ fn a_store_that_goes_away_mid_run_is_noticed_once_per_shard_and_bypassed() {
                     &reg,
                     &d,
                     &cache,
-                    &["--shard", &format!("{k}/4"), "--analysis-store", &store, "--trust-unsigned"],
+                    &[
+                        "--shard",
+                        &format!("{k}/4"),
+                        "--store-claim-min",
+                        "0",
+                        "--analysis-store",
+                        &store,
+                        "--trust-unsigned",
+                    ],
                 );
                 (d, c)
             })

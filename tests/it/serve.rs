@@ -439,3 +439,156 @@ fn a_full_queue_answers_503_so_the_registry_sends_the_events_again() {
     serve.until("the queued scans end", || serve.metric("scans_failed_total") == queued as f64);
     assert!(serve.log().contains("error: 127.0.0.1:9/team/app@sha256:"), "{}", serve.log());
 }
+
+/// A registry that accepts connections and never answers: each scan of an image there holds its
+/// worker until the stall timeout.
+fn tarpit() -> (u16, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let h = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in l.incoming().take(64) {
+            held.push(c);
+        }
+    });
+    (port, h)
+}
+
+/// An envelope of `n` pushes of distinct manifests of `repo`, from `from`.
+fn pushes(repo: &str, from: usize, n: usize) -> Vec<u8> {
+    let events: Vec<serde_json::Value> =
+        (from..from + n).map(|i| push_event("registry.example:5000", repo, &format!("sha256:{i:064x}"))).collect();
+    serde_json::to_vec(&serde_json::json!({ "events": events })).unwrap()
+}
+
+#[test]
+fn accepted_pushes_survive_a_sigkill_and_are_retried_then_reported() {
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("state");
+    let dir_arg = dir.to_str().unwrap().to_string();
+    let (trap, _t) = tarpit();
+    let trap = format!("127.0.0.1:{trap}");
+    // One worker, held by the tarpit: everything else waits in the queue when it is killed.
+    let mut serve =
+        Serve::start(&["--gpu", "H100", "--workers", "1", "--registry-url", &trap, "--state-dir", &dir_arg]);
+    let auth = format!("Bearer {TOKEN}");
+    let mut accepted = 0;
+    for k in 0..4 {
+        let (code, body) = serve.post(Some(&auth), &pushes("team/app", k * 5, 5));
+        assert_eq!(code, 200, "{body}");
+        accepted += serde_json::from_str::<serde_json::Value>(&body).unwrap()["queued"].as_u64().unwrap();
+    }
+    assert_eq!(accepted, 20);
+    assert_eq!(serve.metric("jobs_pending"), 20.0);
+    serve.child.kill().unwrap();
+    serve.child.wait().unwrap();
+    drop(serve);
+
+    // Restarted (nothing listens on port 9 now: each scan fails at once): all 20 replayed, each
+    // tried 3 times, then given up on and recorded, none lost.
+    let serve = Serve::start(&[
+        "--gpu",
+        "H100",
+        "--workers",
+        "2",
+        "--registry-url",
+        "127.0.0.1:9",
+        "--state-dir",
+        &dir_arg,
+        "--retry-pause",
+        "1",
+    ]);
+    assert!(serve.log().contains("20 job(s) accepted before a restart queued again"), "{}", serve.log());
+    assert_eq!(serve.metric("jobs_replayed_total"), 20.0);
+    serve.until("every job given up on", || serve.metric("scans_abandoned_total") == 20.0);
+    assert_eq!(serve.metric("scans_failed_total"), 60.0, "3 attempts each");
+    assert_eq!(serve.metric("scan_retries_total"), 40.0);
+    assert_eq!(serve.metric("jobs_pending"), 0.0);
+    let failed = std::fs::read_to_string(dir.join("failed.jsonl")).unwrap();
+    let mut images: Vec<String> = failed
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .inspect(|r| assert_eq!(r["attempts"], 3, "{r}"))
+        .map(|r| r["image"].as_str().unwrap().to_string())
+        .collect();
+    images.sort();
+    let want: Vec<String> = (0..20).map(|i| format!("127.0.0.1:9/team/app@sha256:{i:064x}")).collect();
+    assert_eq!(images, want);
+    drop(serve);
+    // Nothing left to replay.
+    let serve = Serve::start(&["--gpu", "H100", "--registry-url", "127.0.0.1:9", "--state-dir", &dir_arg]);
+    assert_eq!(serve.metric("jobs_replayed_total"), 0.0);
+}
+
+#[test]
+fn slow_clients_and_a_flood_of_posts_do_not_silence_healthz() {
+    use socket2::{Domain, Socket, Type};
+    let (trap, _t) = tarpit();
+    let serve = Serve::start(&["--gpu", "H100", "--workers", "1", "--registry-url", &format!("127.0.0.1:{trap}")]);
+    let connect_from = |ip: &str| {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        s.bind(&format!("{ip}:0").parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        s.connect(&format!("127.0.0.1:{}", serve.port).parse::<std::net::SocketAddr>().unwrap().into()).map(|_| s)
+    };
+    // A tarpit event holds the worker.
+    let auth = format!("Bearer {TOKEN}");
+    assert_eq!(serve.post(Some(&auth), &pushes("team/trap", 0, 1)).0, 200);
+    // 300 clients that send half a request head and wait, from one address...
+    let mut slow = Vec::new();
+    for _ in 0..300 {
+        if let Ok(s) = connect_from("127.0.0.2") {
+            let _ = s.send(b"POST /events HTTP/1.1\r\nHost: x\r\n");
+            slow.push(s);
+        }
+    }
+    // ... and 300 posts at once from another.
+    let port = serve.port;
+    let posts: Vec<_> = (0..300)
+        .map(|i| {
+            let auth = auth.clone();
+            std::thread::spawn(move || {
+                let body = pushes("team/flood", 1000 + i, 1);
+                let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+                s.bind(&"127.0.0.3:0".parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+                if s.connect(&format!("127.0.0.1:{port}").parse::<std::net::SocketAddr>().unwrap().into()).is_err() {
+                    return;
+                }
+                let mut s: TcpStream = s.into();
+                let head = format!(
+                    "POST /events HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: {auth}\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).and_then(|_| s.write_all(&body));
+                let mut out = Vec::new();
+                let _ = s.read_to_end(&mut out);
+            })
+        })
+        .collect();
+    // The probe, from its own address, is answered within a second each time.
+    for _ in 0..10 {
+        let t = Instant::now();
+        let (code, body) = serve.request("GET", "/healthz", &[], b"");
+        assert_eq!((code, body.trim()), (200, "ok"));
+        assert!(t.elapsed() < Duration::from_secs(1), "/healthz took {:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for p in posts {
+        p.join().unwrap();
+    }
+    drop(slow);
+}
+
+#[test]
+fn without_a_token_serve_listens_on_loopback_only() {
+    let cwd = tempfile::tempdir().unwrap();
+    let o = assert_cmd::Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["serve", "--listen", "0.0.0.0:0", "--gpu", "H100"])
+        .env_remove("CUDALINT_SERVE_TOKEN")
+        .current_dir(cwd.path())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("loopback only"), "{}", String::from_utf8_lossy(&o.stderr));
+}

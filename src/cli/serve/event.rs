@@ -56,13 +56,16 @@ pub fn parse(body: &[u8]) -> Result<Envelope, String> {
 }
 
 /// A manifest to scan: `host/repository@digest`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 pub struct Job {
     pub host: String,
     pub repository: String,
     pub digest: String,
     /// The tag it was pushed under, for the log (none when pushed by digest).
     pub tag: Option<String>,
+    /// Scans of it that failed so far (it is tried again, with a pause, a few times).
+    #[serde(default)]
+    pub attempts: u32,
 }
 
 impl Job {
@@ -74,7 +77,7 @@ impl Job {
 
     /// Another manifest of the same repository: an image of a pushed index.
     pub fn with_digest(&self, digest: &str) -> Job {
-        Job { digest: digest.to_string(), tag: None, ..self.clone() }
+        Job { digest: digest.to_string(), tag: None, attempts: 0, ..self.clone() }
     }
 
     /// How the log names it: the spec, and the tag it was pushed under.
@@ -128,7 +131,7 @@ pub fn decide(event: &Event, registry_url: Option<&str>) -> Decision {
         Ok(h) => h,
         Err(e) => return Decision::Skip(format!("{}: {e}", named())),
     };
-    let job = Job { host, repository: repo.to_string(), digest: digest.to_string(), tag: t.tag.clone() };
+    let job = Job { host, repository: repo.to_string(), digest: digest.to_string(), tag: t.tag.clone(), attempts: 0 };
     match check(&job) {
         Ok(()) => Decision::Scan(job),
         Err(e) => Decision::Skip(format!("{}: {e}", named())),

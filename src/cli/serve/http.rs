@@ -24,6 +24,10 @@ pub struct App {
     pub token: Option<String>,
     /// `--registry-url`.
     pub registry_url: Option<String>,
+    /// `--state-dir`: accepted jobs are recorded here before the 200.
+    pub journal: Option<Arc<super::journal::Journal>>,
+    /// Held while one envelope's jobs are journaled and queued.
+    pub accepting: std::sync::Mutex<()>,
 }
 
 /// How long a client may take to send a body of at most [`MAX_BODY`].
@@ -48,9 +52,11 @@ pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Result<Reply, Infa
     let path = req.uri().path().to_string();
     let r = match (path.as_str(), req.method()) {
         ("/healthz", &Method::GET | &Method::HEAD) => text(StatusCode::OK, "ok"),
-        ("/metrics", &Method::GET) => {
-            reply(StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", app.metrics.render(app.queue.depth()))
-        }
+        ("/metrics", &Method::GET) => reply(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            app.metrics.render(app.queue.depth(), app.journal.as_ref().map(|j| j.pending())),
+        ),
         ("/events", &Method::POST) => {
             let r = events(&app, req).await;
             app.metrics.answered(r.status().as_u16());
@@ -80,7 +86,7 @@ fn authorized(req: &Request<Incoming>, token: &str) -> bool {
     })
 }
 
-async fn events(app: &App, req: Request<Incoming>) -> Reply {
+async fn events(app: &Arc<App>, req: Request<Incoming>) -> Reply {
     if let Some(t) = &app.token
         && !authorized(&req, t)
     {
@@ -109,7 +115,8 @@ async fn events(app: &App, req: Request<Incoming>) -> Reply {
         Err(e) => return text(StatusCode::BAD_REQUEST, e),
     };
     let m = &app.metrics;
-    let (mut queued, mut duplicate, mut ignored, mut skipped, mut full) = (0, 0, 0, 0, false);
+    let (mut ignored, mut skipped) = (0, 0);
+    let mut scans = Vec::new();
     for e in &envelope.events {
         add(&m.events_received);
         match event::decide(e, app.registry_url.as_deref()) {
@@ -122,20 +129,24 @@ async fn events(app: &App, req: Request<Incoming>) -> Reply {
                 skipped += 1;
                 eprintln!("cudalint serve: skipped: {why}");
             }
-            Decision::Scan(job) => match app.queue.offer(job.spec(), job) {
-                Offer::Queued => queued += 1,
-                Offer::Duplicate => {
-                    add(&m.events_deduplicated);
-                    duplicate += 1;
-                }
-                // The whole envelope comes again: what was queued from it is a duplicate then.
-                Offer::Full | Offer::Closed => {
-                    add(&m.events_rejected);
-                    full = true;
-                }
-            },
+            Decision::Scan(job) => scans.push(job),
         }
     }
+    let accepted = {
+        let app = app.clone();
+        // Blocking (the journal syncs to disk): off the threads that answer /healthz.
+        tokio::task::spawn_blocking(move || accept(&app, scans)).await
+    };
+    let (queued, duplicate, full) = match accepted {
+        Ok(Ok(counts)) => counts,
+        Ok(Err(e)) => {
+            eprintln!("cudalint serve: journal: {e}: events answered 503");
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, "the job journal cannot be written");
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("10"));
+            return r;
+        }
+        Err(e) => return text(StatusCode::SERVICE_UNAVAILABLE, format!("accepting the events: {e}")),
+    };
     let counts = serde_json::json!({
         "received": envelope.events.len(), "queued": queued, "duplicate": duplicate, "ignored": ignored, "skipped": skipped,
     });
@@ -147,6 +158,50 @@ async fn events(app: &App, req: Request<Incoming>) -> Reply {
         return r;
     }
     reply(StatusCode::OK, "application/json", body)
+}
+
+/// Queues the scans of one envelope: (queued, duplicates, refused). With a journal, what the
+/// queue would take is on disk (synced) before it is queued, so a done record never precedes its
+/// job's, and the 200 comes only after; envelopes are accepted one at a time for that.
+fn accept(app: &App, scans: Vec<Job>) -> std::io::Result<(u64, u64, bool)> {
+    let m = &app.metrics;
+    let _one = app.accepting.lock().unwrap_or_else(|p| p.into_inner());
+    let mut journaled = std::collections::BTreeSet::new();
+    if let Some(j) = &app.journal {
+        let mut fresh = Vec::new();
+        for job in &scans {
+            if app.queue.admits(&job.spec()) && journaled.insert(job.spec()) {
+                fresh.push(job.clone());
+            }
+        }
+        j.add(&fresh)?;
+    }
+    let (mut queued, mut duplicate, mut full) = (0, 0, false);
+    for job in scans {
+        let key = job.spec();
+        match app.queue.offer(key.clone(), job) {
+            Offer::Queued => {
+                journaled.remove(&key);
+                queued += 1;
+            }
+            Offer::Duplicate => {
+                add(&m.events_deduplicated);
+                duplicate += 1;
+            }
+            // The whole envelope comes again: what was queued from it is a duplicate then.
+            Offer::Full | Offer::Closed => {
+                add(&m.events_rejected);
+                full = true;
+            }
+        }
+    }
+    if let Some(j) = &app.journal {
+        // Journaled but refused (the queue filled or closed meanwhile): the registry resends it.
+        for key in journaled {
+            j.done(&key, true);
+        }
+    }
+    Ok((queued, duplicate, full))
 }
 
 #[cfg(test)]

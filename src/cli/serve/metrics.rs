@@ -13,6 +13,11 @@ pub struct Metrics {
     pub scans_pass: AtomicU64,
     pub scans_fail: AtomicU64,
     pub scans_failed: AtomicU64,
+    /// Failed jobs queued again after a pause, and jobs given up on after their last attempt.
+    pub retries: AtomicU64,
+    pub abandoned: AtomicU64,
+    /// Jobs a previous run accepted and did not finish, queued again at start (`--state-dir`).
+    pub replayed: AtomicU64,
     pub attestations: AtomicU64,
     pub running: AtomicU64,
     /// Seconds of the last finished scan and when it finished (Unix time), as f64 bits.
@@ -42,8 +47,9 @@ impl Metrics {
         self.last_scan_time.store(now.to_bits(), Ordering::Relaxed);
     }
 
-    /// The page; `queued`: jobs waiting now.
-    pub fn render(&self, queued: usize) -> String {
+    /// The page; `queued`: jobs waiting now; `pending`: jobs in the journal not done
+    /// (`--state-dir`).
+    pub fn render(&self, queued: usize, pending: Option<usize>) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let float = |c: &AtomicU64| f64::from_bits(get(c));
         let mut o = String::new();
@@ -100,6 +106,24 @@ impl Metrics {
             &one(get(&self.scans_failed)),
         );
         family(
+            "scan_retries_total",
+            "counter",
+            "Failed jobs queued again after a pause (each is tried 3 times in all).",
+            &one(get(&self.retries)),
+        );
+        family(
+            "scans_abandoned_total",
+            "counter",
+            "Jobs given up on after their last attempt (with --state-dir, recorded in failed.jsonl).",
+            &one(get(&self.abandoned)),
+        );
+        family(
+            "jobs_replayed_total",
+            "counter",
+            "Jobs accepted before a restart and not finished then, queued again at start (--state-dir).",
+            &one(get(&self.replayed)),
+        );
+        family(
             "attestations_pushed_total",
             "counter",
             "Images whose attestations (--attest) were pushed.",
@@ -111,6 +135,14 @@ impl Metrics {
         family("webhook_responses_total", "counter", "Answers to POST /events, by status code.", &codes);
         family("queue_depth", "gauge", "Images waiting for a worker.", &one(queued as u64));
         family("scans_running", "gauge", "Images being scanned now.", &one(get(&self.running)));
+        if let Some(p) = pending {
+            family(
+                "jobs_pending",
+                "gauge",
+                "Jobs accepted and not finished (waiting, running or waiting to be retried), as the journal holds them.",
+                &one(p as u64),
+            );
+        }
         family(
             "last_scan_seconds",
             "gauge",
@@ -139,13 +171,14 @@ mod tests {
         m.answered(401);
         m.answered(999);
         m.scan_took(1.5);
-        let page = m.render(3);
+        let page = m.render(3, Some(2));
         for line in [
             "cudalint_serve_events_received_total 1",
             "cudalint_serve_scans_done_total{verdict=\"pass\"} 0",
             "cudalint_serve_scans_done_total{verdict=\"fail\"} 1",
             "cudalint_serve_webhook_responses_total{code=\"401\"} 1",
             "cudalint_serve_queue_depth 3",
+            "cudalint_serve_jobs_pending 2",
             "cudalint_serve_last_scan_seconds 1.5",
         ] {
             assert!(page.lines().any(|l| l == line), "{line}\n{page}");

@@ -9,6 +9,7 @@
 
 mod event;
 mod http;
+mod journal;
 mod metrics;
 mod queue;
 mod worker;
@@ -35,9 +36,20 @@ pub struct ServeArgs {
     /// (the log names it).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Images scanned at once (each also reads --jobs layers at once).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub workers: u32,
+    /// Images scanned at once (each also reads --jobs layers at once). Default: half the CPUs,
+    /// 2 to 4, so one slow registry contact does not hold every push.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: Option<u32>,
+    /// Keep the accepted jobs in DIR (journal.jsonl, synced before the registry is answered
+    /// 200): after a crash or restart the unfinished ones are scanned; jobs given up on after
+    /// 3 attempts are listed in failed.jsonl. Without it the queue lives in memory only. The
+    /// directory must be this user's alone.
+    #[arg(long, value_name = "DIR", env = "CUDALINT_SERVE_STATE_DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
+    /// Seconds before a failed scan is tried again; the next pause is four times longer, and
+    /// after the third attempt the job is given up on (counted in /metrics).
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub retry_pause: u64,
     /// Images that may wait for a worker; beyond, events are answered 503 and the registry sends
     /// them again later.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
@@ -79,9 +91,26 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
             crate::escape::text(u)
         );
     }
+    // Anyone who reaches the address can queue scans (and make serve contact the registry):
+    // without a token that is this machine only.
+    if a.token.is_none() && !a.listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--listen {}: without --token (or CUDALINT_SERVE_TOKEN) serve listens on loopback only; give the \
+             token the registry sends, or listen on 127.0.0.1",
+            a.listen
+        );
+    }
     let platforms = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     opts.progress = false;
+    // One registry contact that trickles holds a worker: serve's own bounds are tighter than a
+    // one-off scan's (each still overridable).
+    if a.registry.registry_stall_timeout.is_none() {
+        opts.registry.stall_timeout = SERVE_STALL;
+    }
+    if a.registry.registry_deadline.is_none() {
+        opts.registry.deadline = SERVE_DEADLINE;
+    }
     if a.registry_url.is_none() {
         // The registry host then comes from each event, which the pusher's Host header can set:
         // a password goes only where --registry-credentials names (docs/trust.md).
@@ -91,16 +120,50 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let queue = Arc::new(queue::Queue::new(a.queue as usize));
     let metrics = Arc::new(metrics::Metrics::default());
-    let scanner = Arc::new(worker::Scanner { policy, opts, platforms, queue: queue.clone(), metrics: metrics.clone() });
+    let journal = match &a.state_dir {
+        Some(d) => {
+            let (j, replay) = journal::Journal::open(d, a.registry_url.as_deref())?;
+            if !replay.is_empty() {
+                eprintln!("cudalint serve: {} job(s) accepted before a restart queued again", replay.len());
+            }
+            for job in replay {
+                if queue.restore(job.spec(), job) {
+                    metrics::add(&metrics.replayed);
+                }
+            }
+            Some(Arc::new(j))
+        }
+        None => None,
+    };
+    let scanner = Arc::new(worker::Scanner {
+        policy,
+        opts,
+        platforms,
+        queue: queue.clone(),
+        metrics: metrics.clone(),
+        journal: journal.clone(),
+        retry_pause: Duration::from_secs(a.retry_pause),
+    });
+    let workers_wanted = a.workers.unwrap_or_else(|| {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        (cpus / 2).clamp(2, 4)
+    });
     let mut workers = Vec::new();
-    for i in 0..a.workers {
+    for i in 0..workers_wanted {
         let s = scanner.clone();
         workers.push(std::thread::Builder::new().name(format!("scan-{i}")).spawn(move || s.work())?);
     }
     if a.token.is_none() {
         eprintln!("cudalint serve: note: no --token: anyone who reaches {} can have images scanned", a.listen);
     }
-    let app = Arc::new(http::App { queue: queue.clone(), metrics, token: a.token, registry_url: a.registry_url });
+    let app = Arc::new(http::App {
+        queue: queue.clone(),
+        metrics,
+        token: a.token,
+        registry_url: a.registry_url,
+        journal: journal.clone(),
+        accepting: std::sync::Mutex::new(()),
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("serve-http")
@@ -113,7 +176,8 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
     let dropped = queue.close();
     if !dropped.is_empty() {
         let names: Vec<String> = dropped.iter().map(|k| crate::escape::text(k)).collect();
-        eprintln!("cudalint serve: not scanned ({} waiting when stopped): {}", names.len(), names.join(", "));
+        let kept = if journal.is_some() { "kept in --state-dir for the next start" } else { "lost: no --state-dir" };
+        eprintln!("cudalint serve: not scanned ({} waiting when stopped, {kept}): {}", names.len(), names.join(", "));
     }
     for w in workers {
         let _ = w.join();
@@ -125,6 +189,14 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
 
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 256;
+/// Connections one client address may hold at once: more are closed as soon as accepted, so
+/// one client's slow or idle connections cannot take every slot (the probes' among them).
+const PER_CLIENT: usize = 32;
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// serve's registry bounds where the command line gives none: a stall, and one image in all.
+const SERVE_STALL: Duration = Duration::from_secs(15);
+const SERVE_DEADLINE: Duration = Duration::from_secs(900);
 
 /// Accepts connections until SIGTERM or SIGINT.
 async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
@@ -134,6 +206,7 @@ async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
         listener.local_addr().context("the listening address")?
     );
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let clients: Clients = Arc::default();
     let stop = stopped();
     tokio::pin!(stop);
     loop {
@@ -141,10 +214,10 @@ async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
             _ = &mut stop => break,
             s = slots.clone().acquire_owned() => s.expect("never closed"),
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut stop => break,
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 Err(e) => {
                     // Out of file descriptors and the like: wait rather than spin.
                     eprintln!("cudalint serve: accepting a connection: {e}");
@@ -153,20 +226,58 @@ async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
                 }
             },
         };
+        let Some(client) = PerClient::enter(&clients, peer.ip()) else {
+            drop(stream);
+            continue;
+        };
         let app = app.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req| http::handle(app.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 // Headers that trickle in hold a slot at most this long.
-                .header_read_timeout(Duration::from_secs(30))
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
             let _ = conn.await;
+            drop(client);
             drop(slot);
         });
     }
     eprintln!("cudalint serve: stopping: no more events are taken");
     Ok(())
+}
+
+type Clients = Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>;
+
+/// One connection of a client address, counted while it lives.
+struct PerClient {
+    clients: Clients,
+    ip: std::net::IpAddr,
+}
+
+impl PerClient {
+    /// None when the address holds [`PER_CLIENT`] connections already.
+    fn enter(clients: &Clients, ip: std::net::IpAddr) -> Option<PerClient> {
+        let mut m = clients.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(ip).or_default();
+        if *n >= PER_CLIENT {
+            return None;
+        }
+        *n += 1;
+        Some(PerClient { clients: clients.clone(), ip })
+    }
+}
+
+impl Drop for PerClient {
+    fn drop(&mut self) {
+        let mut m = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// SIGTERM (Kubernetes stopping the pod) or SIGINT.

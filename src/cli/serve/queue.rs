@@ -73,6 +73,25 @@ impl<J> Queue<J> {
         Offer::Queued
     }
 
+    /// Whether [`Self::offer`] would queue `key` now (for the journal, written before the offer).
+    pub fn admits(&self, key: &str) -> bool {
+        let s = self.lock();
+        !s.closed && !s.active.contains(key) && !s.done.contains(key) && s.jobs.len() < self.capacity
+    }
+
+    /// Queues a job the journal kept or a failed scan to try again, whatever the queue holds
+    /// (it was accepted once already); not one queued, running or settled meanwhile.
+    pub fn restore(&self, key: String, job: J) -> bool {
+        let mut s = self.lock();
+        if s.closed || s.active.contains(&key) || s.done.contains(&key) {
+            return false;
+        }
+        s.active.insert(key.clone());
+        s.jobs.push_back((key, job));
+        self.ready.notify_one();
+        true
+    }
+
     /// The next job, waiting for one; None once closed. Its key stays active until [`Self::finish`].
     pub fn take(&self) -> Option<(String, J)> {
         let mut s = self.lock();

@@ -3,12 +3,13 @@
 //! --attest` does (`crate::image::scan`, `Policy::judge`, the support attestation).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde_json::Value;
 
 use super::event::Job;
+use super::journal::Journal;
 use super::metrics::{Metrics, add};
 use super::queue::Queue;
 use crate::escape::text as esc;
@@ -69,7 +70,14 @@ pub struct Scanner {
     pub platforms: Vec<Platform>,
     pub queue: Arc<Queue<Job>>,
     pub metrics: Arc<Metrics>,
+    /// `--state-dir`: where accepted jobs are kept until done.
+    pub journal: Option<Arc<Journal>>,
+    /// `--retry-pause`: before the first retry; each next one is four times longer.
+    pub retry_pause: Duration,
 }
+
+/// Scans of one job before it is given up on (reported in /metrics and `failed.jsonl`).
+const ATTEMPTS: u32 = 3;
 
 /// How one image's scan ended.
 struct Verdict {
@@ -81,9 +89,42 @@ impl Scanner {
     /// Takes jobs until the queue closes.
     pub fn work(&self) {
         while let Some((key, job)) = self.queue.take() {
-            let settled = self.job(&job);
-            self.queue.finish(&key, settled);
+            match self.job(&job) {
+                Ok(()) => {
+                    self.queue.finish(&key, true);
+                    if let Some(j) = &self.journal {
+                        j.done(&key, true);
+                    }
+                }
+                Err(e) => {
+                    self.queue.finish(&key, false);
+                    self.retry_or_give_up(key, job, e);
+                }
+            }
         }
+    }
+
+    /// A failed job is queued again after a pause that grows, [`ATTEMPTS`] times in all; then
+    /// it is given up on, counted and recorded. (It stays in the journal meanwhile: a restart
+    /// replays it.)
+    fn retry_or_give_up(&self, key: String, mut job: Job, error: String) {
+        job.attempts += 1;
+        if job.attempts < ATTEMPTS {
+            add(&self.metrics.retries);
+            let pause = self.retry_pause * 4u32.pow(job.attempts - 1);
+            let queue = self.queue.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(pause);
+                queue.restore(key, job);
+            });
+            return;
+        }
+        eprintln!("cudalint serve: gave up on {} after {} attempts: {}", job.label(), job.attempts, esc(&error));
+        if let Some(j) = &self.journal {
+            j.failed(&job, job.attempts, &error);
+            j.done(&key, false);
+        }
+        add(&self.metrics.abandoned);
     }
 
     fn skip(&self, label: &str, why: &str) {
@@ -95,27 +136,28 @@ impl Scanner {
         self.platforms.is_empty() || p.is_some_and(|p| self.platforms.iter().any(|c| c.accepts(p)))
     }
 
-    /// One pushed manifest. True when it is settled (scanned, or no image to scan), so that more
-    /// events naming it are duplicates; false when it failed (the next push tries again).
-    fn job(&self, job: &Job) -> bool {
+    /// One pushed manifest. Ok when it is settled (scanned, or no image to scan), so that more
+    /// events naming it are duplicates; else why it failed (it is tried again).
+    fn job(&self, job: &Job) -> Result<(), String> {
         let label = job.label();
         let kind = match self.read(job) {
             Ok(k) => k,
             Err(e) => {
                 add(&self.metrics.scans_failed);
-                eprintln!("cudalint serve: error: {label}: {}", esc(&format!("{e:#}")));
-                return false;
+                let e = format!("{e:#}");
+                eprintln!("cudalint serve: error: {label}: {}", esc(&e));
+                return Err(e);
             }
         };
         match kind {
             (Kind::NotImage(why), _) => {
                 self.skip(&label, &format!("not an image ({why})"));
-                true
+                Ok(())
             }
             (Kind::Image, platform) if !self.wanted(platform.as_ref()) => {
                 let p = platform.map_or_else(|| "an unknown platform".into(), |p| p.to_string());
                 self.skip(&label, &format!("an image for {}, not a --platform asked for", esc(&p)));
-                true
+                Ok(())
             }
             (Kind::Image, _) => self.scan(job, &label),
             (Kind::Index(images), _) => {
@@ -123,9 +165,9 @@ impl Scanner {
                     images.iter().filter(|(_, p)| self.wanted(p.as_ref())).collect();
                 if chosen.is_empty() {
                     self.skip(&label, "an index with no image for the --platform asked for");
-                    return true;
+                    return Ok(());
                 }
-                let mut settled = true;
+                let mut settled = Ok(());
                 for (digest, platform) in chosen {
                     // Its images are pushed (and their events sent) before it: most are queued,
                     // being scanned or done already.
@@ -136,9 +178,9 @@ impl Scanner {
                         add(&self.metrics.events_deduplicated);
                         continue;
                     }
-                    let ok = self.scan(&image, &image_label);
-                    self.queue.finish(&image.spec(), ok);
-                    settled &= ok;
+                    let r = self.scan(&image, &image_label);
+                    self.queue.finish(&image.spec(), r.is_ok());
+                    settled = settled.and(r);
                 }
                 settled
             }
@@ -166,8 +208,8 @@ impl Scanner {
         Ok((kind, platform))
     }
 
-    /// Scans, judges and attests one image; true when it was.
-    fn scan(&self, job: &Job, label: &str) -> bool {
+    /// Scans, judges and attests one image; else why not.
+    fn scan(&self, job: &Job, label: &str) -> Result<(), String> {
         eprintln!("cudalint serve: scanning {label}");
         add(&self.metrics.running);
         let started = Instant::now();
@@ -190,12 +232,13 @@ impl Scanner {
                     v.findings,
                     if self.opts.attest { ", attestation pushed" } else { "" }
                 );
-                true
+                Ok(())
             }
             Err(e) => {
                 add(&self.metrics.scans_failed);
-                eprintln!("cudalint serve: error: {label}: {}", esc(&format!("{e:#}")));
-                false
+                let e = format!("{e:#}");
+                eprintln!("cudalint serve: error: {label}: {}", esc(&e));
+                Err(e)
             }
         }
     }
