@@ -712,6 +712,7 @@ mod tests {
                 size: 42,
                 compression: crate::layer::decode::Compression::Gzip,
                 verified,
+                step: None,
                 stats: Default::default(),
             },
             summary: Default::default(),

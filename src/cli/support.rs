@@ -126,7 +126,10 @@ fn from_attestation(
     opts: &crate::image::ScanOptions,
 ) -> anyhow::Result<(crate::lint::support::SupportReport, Option<crate::lint::LintReport>)> {
     let esc = crate::escape::text;
-    let (value, notes) = match crate::image::remote::read_support(image, opts) {
+    let readable = |v: &serde_json::Value| {
+        serde_json::from_value::<crate::lint::support::SupportReport>(v.clone()).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let (value, notes) = match crate::image::remote::read_support(image, opts, &readable) {
         Ok(b) => (b.value.ok_or_else(|| anyhow::anyhow!("no signed support attestation")), b.notes),
         // Under --verify-key none believed is not an error: two signed that disagree are, and
         // no other attestation settles that.

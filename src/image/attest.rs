@@ -252,10 +252,12 @@ pub fn read(
 /// The support matrix (`cudalint.support/v1`, as JSON) of the support attestation of `subject`
 /// that `trust` believes: its statement names the subject and its predicate is a support
 /// document. Which cudalint made it is the caller's to judge (`tool.version`).
+/// `readable`: whether this cudalint can show the document (an unreadable one is passed over).
 pub fn read_support(
     remote: &Remote,
     subject: &Subject,
     trust: &Trust,
+    readable: &dyn Fn(&serde_json::Value) -> Result<(), String>,
 ) -> Result<Believed<serde_json::Value>, ScanError> {
     let kind = Kind {
         predicate_type: SUPPORT_PREDICATE_TYPE,
@@ -271,8 +273,7 @@ pub fn read_support(
             return Err(format!("its predicate is not a {} document ({})", crate::schema::SUPPORT, esc(schema)));
         }
         // One that this cudalint cannot read is passed over, not believed (it could not be shown).
-        serde_json::from_value::<crate::lint::support::SupportReport>(predicate.clone())
-            .map_err(|e| format!("it does not read as this cudalint's support document ({e})"))?;
+        readable(predicate).map_err(|e| format!("it does not read as this cudalint's support document ({e})"))?;
         // Two versions of cudalint may judge alike images differently: only one version's
         // statements can disagree with each other.
         let version = predicate.pointer("/tool/version").and_then(|v| v.as_str()).unwrap_or_default().to_string();

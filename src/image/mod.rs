@@ -331,6 +331,9 @@ pub struct ImageFile {
     /// Digest of the layer the file's bytes come from (absent for directories and files).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
+    /// The Dockerfile step that made that layer (the image config's history), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hardlinks: Vec<String>,
     /// Symbolic links in the image that resolve to this file.
@@ -404,6 +407,16 @@ pub fn assemble(
         infos.push(l.info);
         summaries.push(l.summary);
     }
+    if let Some(r) = resolved {
+        match layer_steps(&r.config, infos.len()) {
+            Ok(steps) => {
+                for (info, step) in infos.iter_mut().zip(steps) {
+                    info.step = step;
+                }
+            }
+            Err(why) => notes.push(why),
+        }
+    }
     let packages = crate::packages::ImagePackages::from_layers(summaries.iter().map(|s| &s.packages));
     let variants = live_variants(&summaries);
     for v in &variants {
@@ -426,6 +439,7 @@ pub fn assemble(
             );
             ImageFile {
                 layer: infos.get(m.layer).map(|i| i.digest.clone()).filter(|d| !d.is_empty()),
+                step: infos.get(m.layer).and_then(|i| i.step.clone()),
                 hardlinks: paths,
                 symlinks: m.symlinks,
                 package,
@@ -455,6 +469,52 @@ pub fn assemble(
     }
 }
 
+/// The step behind each of `layers` layers, as `docker history` pairs them: the config's
+/// `history` entries not marked `empty_layer`, in order. An image without history has no steps
+/// (not an error); one whose history does not match its layers is said in a note.
+fn layer_steps(config: &oci_spec::image::ImageConfiguration, layers: usize) -> Result<Vec<Option<String>>, String> {
+    let Some(history) = config.history() else { return Ok(vec![None; layers]) };
+    if history.is_empty() {
+        return Ok(vec![None; layers]);
+    }
+    let steps: Vec<Option<String>> = history
+        .iter()
+        .filter(|h| !h.empty_layer().unwrap_or(false))
+        .map(|h| h.created_by().as_deref().map(step_text).filter(|s| !s.is_empty()))
+        .collect();
+    if steps.len() != layers {
+        return Err(format!(
+            "the image config's history has {} entries that made a layer, for {layers} layers: findings name no \
+             Dockerfile step",
+            steps.len()
+        ));
+    }
+    Ok(steps)
+}
+
+/// A history entry's `created_by` as the Dockerfile line it was: BuildKit writes `RUN /bin/sh
+/// -c CMD # buildkit` or `COPY src dst # buildkit`, the classic builder `/bin/sh -c #(nop) COPY
+/// …` or `/bin/sh -c CMD` for a RUN. One line, at most 500 characters.
+fn step_text(created_by: &str) -> String {
+    let s = created_by.trim();
+    let s = s.strip_suffix("# buildkit").unwrap_or(s).trim_end();
+    let s = match s.strip_prefix("/bin/sh -c ") {
+        Some(rest) => match rest.strip_prefix("#(nop)") {
+            Some(instr) => instr.trim().to_string(),
+            None => format!("RUN {}", rest.trim()),
+        },
+        None => match s.strip_prefix("RUN /bin/sh -c ") {
+            Some(rest) => format!("RUN {}", rest.trim()),
+            None => s.to_string(),
+        },
+    };
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(500) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
 /// The `variant.json` files the final filesystem holds: one a later layer removes or replaces
 /// is gone (a replacement is that layer's own record).
 fn live_variants(summaries: &[LayerSummary]) -> Vec<crate::packages::VariantDecl> {
@@ -479,6 +539,7 @@ pub fn single_layer(source: SourceKind, name: String, size: u64, summary: LayerS
             size,
             compression: Compression::None,
             verified: false,
+            step: None,
             stats: summary.stats,
         },
         summary,

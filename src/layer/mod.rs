@@ -47,6 +47,11 @@ pub struct LayerInfo {
     /// The content was hashed and matched its digest. False only where `--verify auto` read an
     /// uncompressed layer by seeking.
     pub verified: bool,
+    /// The Dockerfile step that made the layer, from the image config's `history` (as `docker
+    /// history` shows it); absent where the image records none or its history does not match
+    /// its layers. Set per image, never cached (a layer can be shared by images built apart).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     #[serde(flatten)]
     pub stats: LayerStats,
 }

@@ -35,6 +35,13 @@ documented! {
         pub path: String,
         /// the layer it comes from (digest or archive path), empty if unknown
         pub layer: String,
+        /// the Dockerfile step that made that layer, as `docker history` shows it (`RUN pip
+        /// install flash-attn`), from the image config's history; empty if unknown
+        pub step: String,
+        /// it was most likely compiled while the image was built: no package record owns it and
+        /// its step runs a compiler or a source build (nvcc, cmake, make, ninja, setup.py, a pip
+        /// install that may build from source), where no GPU is visible to pick architectures
+        pub built_in_image: bool,
         /// shared-object, executable, object, archive, cubin, fatbin, ptx, other
         pub kind: FileKind,
         /// loaded as is at run time (not an object file or a static archive)
@@ -270,6 +277,22 @@ fn version_of(s: &str) -> Option<CudaVersion> {
     CudaVersion::parse(s)
 }
 
+/// Whether a Dockerfile step compiles code: a compiler, a build system, or a Python install that
+/// may build an extension from source.
+fn builds_from_source(step: &str) -> bool {
+    let s = step.to_ascii_lowercase();
+    let words: Vec<&str> =
+        s.split(|c: char| c.is_whitespace() || ";&|()".contains(c)).filter(|w| !w.is_empty()).collect();
+    let tool = |w: &&str| {
+        let base = w.rsplit('/').next().unwrap_or(w);
+        ["nvcc", "cmake", "make", "ninja", "setup.py", "build_ext"].contains(&base)
+    };
+    let install = words
+        .windows(2)
+        .any(|p| matches!(p[0].rsplit('/').next(), Some("pip" | "pip3")) && p[1] == "install" || p == ["-m", "build"]);
+    s.starts_with("run ") && (words.iter().any(tool) || install)
+}
+
 pub fn binary(f: &ImageFile) -> Binary {
     let r = &f.file;
     let found = crate::module::modules(r);
@@ -365,6 +388,8 @@ pub fn binary(f: &ImageFile) -> Binary {
     let facts = BinaryFacts {
         path: r.path.clone(),
         layer: f.layer.clone().unwrap_or_default(),
+        step: f.step.clone().unwrap_or_default(),
+        built_in_image: f.package.is_none() && f.step.as_deref().is_some_and(builds_from_source),
         kind,
         loadable,
         soname: r.elf.as_ref().and_then(|e| e.soname.clone()).unwrap_or_default(),

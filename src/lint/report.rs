@@ -21,6 +21,10 @@ pub struct Finding {
     pub path: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layer: Option<String>,
+    /// The Dockerfile step that made that layer (`RUN pip install flash-attn`), where the
+    /// image's history says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// The package that installed the file: `torch 2.9.0+cu130 (pypi)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,

@@ -70,6 +70,7 @@ impl Gate<'_> {
                 fix,
                 fingerprint: fingerprint(&r.code, path.as_deref(), target.as_deref()),
                 layer: b.map(|b| b.facts.layer.clone()).filter(|l| !l.is_empty()),
+                step: b.map(|b| b.facts.step.clone()).filter(|s| !s.is_empty()),
                 package: b
                     .filter(|b| !b.facts.package.is_empty())
                     .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),

@@ -446,6 +446,19 @@ pub fn binary_fix(b: &Binary, failing: &[&Target]) -> (String, String, String) {
         );
     }
     let a = arch_fix_keeping(&keep, &ccs);
+    if f.built_in_image {
+        // Built during `docker build`, where no GPU is visible: the build fell back to its own
+        // default architectures, and the list belongs before the step that compiled it.
+        return (
+            format!(
+                "it was compiled by the step `{}` during the image build, where no GPU is visible: add `ENV \
+                 TORCH_CUDA_ARCH_LIST=\"{}\"` (CMake: `CMAKE_CUDA_ARCHITECTURES`; nvcc: {}) before that step",
+                f.step, a.torch_arch_list, a.gencode
+            ),
+            a.torch_arch_list,
+            a.gencode,
+        );
+    }
     (
         format!("rebuild for the target GPUs: TORCH_CUDA_ARCH_LIST=\"{}\" (nvcc: {})", a.torch_arch_list, a.gencode),
         a.torch_arch_list,

@@ -489,6 +489,9 @@ fn cause(o: &mut String, r: &LintReport, severity: Severity, of: &[&Finding]) {
         if let Some(p) = &f.package {
             at.push(format!("<span class=\"muted\">{}</span>", esc(p)));
         }
+        if let Some(s) = &f.step {
+            at.push(format!("<span class=\"muted\">made by <code>{}</code></span>", esc(s)));
+        }
         let _ = write!(
             o,
             "<li class=\"finding\" data-rule=\"{}\" data-fingerprint=\"{}\">{}<br>{}",

@@ -113,6 +113,10 @@ fn markdown(r: &LintReport) -> String {
                 Some(p) => format!("{at} ({})", md_escape(p)),
                 None => at,
             };
+            let at = match &f.step {
+                Some(s) => format!("{at}, made by {}", escape::markdown_code(s)),
+                None => at,
+            };
             FindingRow {
                 finding: f,
                 image: None,

@@ -103,11 +103,19 @@ pub fn run(r: &LintReport, rules: &[Rule]) -> sarif::Run {
             sarif::Result::builder()
                 .rule_id(f.rule.clone())
                 .level(level(f.severity))
-                .message(sarif::Message::builder().text(format!("{} Fix: {}", f.message, f.fix)).build())
+                .message(
+                    sarif::Message::builder()
+                        .text(match &f.step {
+                            Some(step) => format!("{} Made by the Dockerfile step `{step}`. Fix: {}", f.message, f.fix),
+                            None => format!("{} Fix: {}", f.message, f.fix),
+                        })
+                        .build(),
+                )
                 .locations(vec![loc])
                 .partial_fingerprints(fps)
                 .properties(props(&[
                     ("layer", f.layer.clone()),
+                    ("step", f.step.clone()),
                     ("package", f.package.clone()),
                     ("image", r.image.name.clone()),
                     ("imageDigest", image_digest.clone()),

@@ -231,6 +231,9 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
         let _ = writeln!(out, "{}", finding_header(&head, &at, term));
         let _ = writeln!(out, "{}", wrap("", &format!("{}{}", esc(&f.message), folded_note(r, f)), 8, term));
         let _ = writeln!(out, "{}", wrap(&format!("{} ", paint.dim("fix:")), &esc(&f.fix), 8, term));
+        if let Some(step) = &f.step {
+            let _ = writeln!(out, "{}", wrap(&format!("{} ", paint.dim("made by:")), &esc(step), 8, term));
+        }
         if verbose {
             for x in r.findings.iter().filter(|x| x.cause.as_deref() == Some(f.rule.as_str()) && x.target == f.target) {
                 let _ = writeln!(out, "        {} {} {}", paint.dim("·"), x.rule, esc(x.path.as_deref().unwrap_or("")));

@@ -109,6 +109,8 @@ pub struct Image {
     pub layers: Vec<(Vec<u8>, Comp)>,
     pub arch: &'static str,
     pub env: Vec<&'static str>,
+    /// The config's `history` entries (none: no `history` at all).
+    pub history: Vec<serde_json::Value>,
 }
 
 pub struct Built {
@@ -119,17 +121,20 @@ pub struct Built {
 
 impl Image {
     pub fn new(layers: Vec<(Vec<u8>, Comp)>) -> Image {
-        Image { layers, arch: "amd64", env: vec!["CUDA_VERSION=12.9.1"] }
+        Image { layers, arch: "amd64", env: vec!["CUDA_VERSION=12.9.1"], history: Vec::new() }
     }
 
     pub fn build(&self) -> Built {
         let diff_ids: Vec<String> = self.layers.iter().map(|(t, _)| sha(t)).collect();
-        let config = serde_json::to_vec(&serde_json::json!({
+        let mut config = serde_json::json!({
             "architecture": self.arch, "os": "linux",
             "config": {"Env": self.env},
             "rootfs": {"type": "layers", "diff_ids": diff_ids},
-        }))
-        .unwrap();
+        });
+        if !self.history.is_empty() {
+            config["history"] = self.history.clone().into();
+        }
+        let config = serde_json::to_vec(&config).unwrap();
         let blobs: Vec<Vec<u8>> = self.layers.iter().map(|(t, c)| compress(t, *c)).collect();
         let layers: Vec<serde_json::Value> = blobs
             .iter()

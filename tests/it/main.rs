@@ -39,6 +39,7 @@ mod serve;
 #[cfg(feature = "slow-tests")]
 mod signing;
 mod snippets;
+mod steps;
 #[cfg(feature = "slow-tests")]
 mod stock_stack;
 #[cfg(feature = "slow-tests")]
