@@ -52,7 +52,7 @@ SITE = f"{PREFIX}/lib/python{PYTHON}/site-packages"
 BUF = 4 << 20
 MIB = 1 << 20
 # What an ImageFile has beyond the inspect schema's File: where it is in the image, not what it is.
-IMAGE_ONLY = ("layer", "hardlinks", "symlinks", "package")
+IMAGE_ONLY = ("layer", "step", "hardlinks", "symlinks", "package")
 # Each layout, by what readelf shows of the file (offsets are file offsets; DT_* map through PT_LOAD).
 LAYOUTS = {
     "dynstr-after-dynamic": "DT_STRTAB lies after PT_DYNAMIC in the file",
@@ -663,7 +663,8 @@ class Census:
                 if d is None or s is None:
                     self.failure("a", pin, short(p), f"listed by {'stream' if d is None else 'dir'} only", lay.get(p, ()))
                     continue
-                for w, x, y in diff(without(d, ("layer",)), without(s, ("layer",))):
+                # Which layer, and the Dockerfile step that made it, are the image's, not the file's.
+                for w, x, y in diff(without(d, ("layer", "step")), without(s, ("layer", "step"))):
                     self.failure("a", pin, short(p), f"dir vs stream: {w}: {x} vs {y}", lay.get(p, ()))
         if dir_inv is not None:
             for p in targets:

@@ -201,6 +201,8 @@ fn referrers(remote: &Remote, repo: &str, digest: &str, predicate_type: &str) ->
 pub struct Believed<T> {
     pub value: Option<T>,
     pub notes: Vec<String>,
+    /// The attestation manifest it came from, and whether a key verified it.
+    pub from: Option<(String, bool)>,
 }
 
 /// The layer analyses (by layer digest) of the attestation of `subject` that `trust` believes:
@@ -354,7 +356,7 @@ fn read_believed<T>(
                     esc(m),
                     esc(&subject.repository)
                 ));
-                return Ok(Believed { value: Some(v), notes });
+                return Ok(Believed { value: Some(v), notes, from: Some((m.clone(), false)) });
             }
             (Ok((v, group, print)), Trust::Keys(_)) => match &believed {
                 None => believed = Some((v, group, print, m.clone())),
@@ -378,12 +380,12 @@ fn read_believed<T>(
             }
         }
     }
-    if let Some((v, ..)) = believed {
-        return Ok(Believed { value: Some(v), notes });
+    if let Some((v, _, _, m)) = believed {
+        return Ok(Believed { value: Some(v), notes, from: Some((m, true)) });
     }
     if matches!(trust, Trust::Keys(_)) {
         notes.push(format!("no signed {} of {image}: {}", kind.what, kind.instead));
-        return Ok(Believed { value: None, notes });
+        return Ok(Believed { value: None, notes, from: None });
     }
     Err(ScanError::Image(format!("no usable {} for {image}: {why} (push one with {})", kind.what, kind.hint)))
 }

@@ -324,6 +324,18 @@ pub struct ImageInfo {
     /// Environment of the image config that concerns CUDA (NVIDIA_*, CUDA_*, NV_*, ...).
     pub env: BTreeMap<String, String>,
     pub layers: Vec<LayerInfo>,
+    /// `--from-attestation`: the statement the layer analyses came from, and whether a
+    /// `--verify-key` verified its signature (else it was believed under `--trust-unsigned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<AttestationUse>,
+}
+
+/// Which attestation an image was judged from.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct AttestationUse {
+    /// The digest of the attestation manifest (a referrer of the image manifest).
+    pub statement: String,
+    pub signed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -459,6 +471,7 @@ pub fn assemble(
             platform: resolved.map(|r| r.platform().to_string()),
             env: resolved.map(|r| cuda_env(&r.config)).unwrap_or_default(),
             layers: infos,
+            attestation: None,
         },
         files,
         stats,

@@ -120,6 +120,8 @@ pub struct RemoteImage {
     push: bool,
     /// What reading the attestations had to say (passed over, unsigned), for the report.
     notes: Vec<String>,
+    /// The attestation the layer analyses came from (`--from-attestation`).
+    attested_from: Option<super::AttestationUse>,
     /// The scan's counters (layers pulled).
     counts: std::sync::Arc<super::LayerCounts>,
     /// The reference's manifest and digest when already read (by [`probe`]): resolved from
@@ -139,6 +141,7 @@ impl RemoteImage {
             subject: None,
             push: false,
             notes: Vec::new(),
+            attested_from: None,
             counts: opts.counts.clone(),
             top: None,
         })
@@ -242,6 +245,7 @@ impl LayerSource for RemoteImage {
         let attested = if opts.from_attestation {
             let b = attest::read(&self.remote, &subject, &crate::cache::variant(&opts.inspect), &opts.trust)?;
             self.notes = b.notes;
+            self.attested_from = b.from.map(|(statement, signed)| super::AttestationUse { statement, signed });
             b.value
         } else {
             None
@@ -263,6 +267,7 @@ impl LayerSource for RemoteImage {
     ) -> Result<(), ScanError> {
         report.stats.downloaded_bytes = self.remote.downloaded.load(Ordering::Relaxed);
         report.notes.append(&mut self.notes);
+        report.image.attestation = self.attested_from.take();
         if let (Some(layers), Some(s)) = (layers, &self.subject) {
             let variant = crate::cache::variant(&opts.inspect);
             let st = attest::statement(s, &self.reference.whole(), &variant, &layers, report)?;

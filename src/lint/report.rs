@@ -140,6 +140,9 @@ pub struct LintImage {
     pub manifest_digest: Option<String>,
     pub config_digest: Option<String>,
     pub platform: Option<String>,
+    /// The attestation the verdict was reached from (`--from-attestation`), and whether signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<crate::image::AttestationUse>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -569,6 +569,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
             manifest_digest: scan.image.manifest_digest.clone(),
             config_digest: scan.image.config_digest.clone(),
             platform: scan.image.platform.clone(),
+            attestation: scan.image.attestation.clone(),
         },
         headlines,
         matrix,

@@ -148,6 +148,14 @@ fn fit_path(p: &str, max: usize) -> String {
 fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{}", image_line(r));
+    if let Some(a) = &r.image.attestation {
+        let how = if a.signed {
+            "its signature verified by a --verify-key"
+        } else {
+            "UNSIGNED, believed under --trust-unsigned: whoever can push to the repository decided this verdict"
+        };
+        let _ = writeln!(out, "judged from attestation {} ({how})", esc(&a.statement));
+    }
     if let Some(p) = r.policy.line() {
         let _ = writeln!(out, "policy: {}", esc(&p));
     }

@@ -781,6 +781,10 @@ fn a_forged_inventory_attestation_decides_no_verdict() {
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(report.to_string().contains("--trust-unsigned"), "the report says what it believed: {report}");
+    assert_eq!(report["image"]["attestation"]["signed"], false, "{}", report["image"]);
+    let o = scan_cmd(&spec, &["--from-attestation", "--trust-unsigned", "--gpu", "H100", "--format", "text"]);
+    let head = String::from_utf8_lossy(&o.stdout).lines().take(3).collect::<Vec<_>>().join("\n");
+    assert!(head.contains("judged from attestation sha256:") && head.contains("UNSIGNED"), "{head}");
 
     // With a key and only unsigned statements: both passed over, the layers read, exit 1.
     let o = scan_cmd(&spec, &["--from-attestation", "--verify-key", public, "--gpu", "H100", "--format", "text"]);
@@ -816,6 +820,7 @@ fn a_forged_inventory_attestation_decides_no_verdict() {
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let notes = report["notes"].to_string();
     assert!(notes.contains("it is not signed") && notes.contains("does not verify"), "{notes}");
+    assert_eq!(report["image"]["attestation"]["signed"], true, "{}", report["image"]);
     let pulled: serde_json::Value = serde_json::from_slice(&std::fs::read(&inv).unwrap()).unwrap();
     for l in pulled["image"]["layers"].as_array().unwrap() {
         assert_eq!(proxy.blob_gets(l["digest"].as_str().unwrap()), 0, "{:?}", proxy.requests.lock().unwrap());
