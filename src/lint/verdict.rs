@@ -41,6 +41,9 @@ documented! {
         pub compat_problem: String,
         /// why the target's driver cannot drive its GPU at all (empty: it can, or unknown)
         pub cannot_drive: String,
+        /// why the image cannot run on the target's host at all: the GPU comes only with an arm64 host (Grace, DGX
+        /// Spark, Jetson) and the image is for another architecture (empty: it can, or the platform is unknown)
+        pub wrong_host: String,
         /// a finding of this scope fails the target before any kernel runs
         pub blocked: bool,
         /// one cause behind binaries without code here: the CUDA major whose compilers cannot target this GPU (0: none)
@@ -244,6 +247,21 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
             d.floor_ok = !d.via_compat.is_empty();
         }
     }
+    if let Some(g) = crate::cuda::gpus::lookup(t.gpu())
+        && !g.host.runs(report.image.platform.as_deref())
+    {
+        let host = match g.host {
+            crate::cuda::gpus::Host::Jetson => "a Jetson module with an arm64 CPU (Jetson Linux)",
+            _ => "an arm64 host only",
+        };
+        d.wrong_host = format!(
+            "{} comes with {host}; the image is {}, which no such host runs",
+            g.name,
+            report.image.platform.as_deref().unwrap_or_default()
+        );
+    }
+    // Not `blocked`: that says a driver stands in the way, and the binaries' verdicts still hold
+    // for an arm64 build of the same code.
     d.blocked = !d.floor_ok || !d.cannot_drive.is_empty();
     d
 }
@@ -526,7 +544,9 @@ pub fn headline(
     let list = |v: Vec<String>| shown(&v, 2);
     let flagged = |b: &Binary| errors.iter().any(|f| f.path.as_deref() == Some(b.facts.path.as_str()));
     let mut causes: Vec<String> = Vec::new();
-    if !d.cannot_drive.is_empty() {
+    if !d.wrong_host.is_empty() {
+        causes.push(d.wrong_host.clone());
+    } else if !d.cannot_drive.is_empty() {
         causes.push(format!("the driver cannot drive this GPU: {}", d.cannot_drive));
     } else if !d.floor_ok {
         let first = d.why.split("; ").next().unwrap_or_default();
@@ -557,7 +577,12 @@ pub fn headline(
         } else {
             list(none)
         };
-        causes.push(if causes.is_empty() { arch } else { format!("even with a newer driver: {arch}") });
+        causes.push(match (causes.is_empty(), d.wrong_host.is_empty() || d.blocked) {
+            (true, _) => arch,
+            // Only the platform stands before it: the binaries' own verdict, for an arm64 build.
+            (false, false) => format!("and in an arm64 build: {arch}"),
+            (false, true) => format!("even with a newer driver: {arch}"),
+        });
     }
     let failing_compilers: Vec<&&super::compilers::CompilerFacts> =
         compiled.iter().filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, errors)).collect();
