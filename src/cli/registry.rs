@@ -386,6 +386,8 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
         stats.store_untrusted = st.untrusted();
     }
     let since = previous.map(|p| Since::count(p.given, &results, p.all_rejudged));
+    let believes_unsigned = opts.store.is_some() || a.since.is_some();
+    stats.unsigned_trust = u64::from(believes_unsigned && matches!(opts.trust, Trust::Unsigned));
     let doc = Summary {
         schema: crate::schema::REGISTRY_SUMMARY.into(),
         registry: a.registry.clone(),

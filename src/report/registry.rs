@@ -305,6 +305,10 @@ pub struct RunStats {
     /// analysed here instead).
     #[serde(default)]
     pub store_untrusted: u64,
+    /// Runs that believed unsigned store entries or an unsigned previous summary
+    /// (`--trust-unsigned`): 0 or 1 for one run, summed by merge. The table's header says so.
+    #[serde(default)]
+    pub unsigned_trust: u64,
 }
 
 impl RunStats {
@@ -320,6 +324,7 @@ impl RunStats {
         self.store_lookups += o.store_lookups;
         self.store_unreachable += o.store_unreachable;
         self.store_untrusted += o.store_untrusted;
+        self.unsigned_trust += o.unsigned_trust;
     }
 }
 
@@ -405,7 +410,14 @@ pub fn text(s: &Summary) -> String {
     let images = &s.images;
     let labels: Vec<String> = images.iter().map(|i| esc(&i.label())).collect();
     let w = labels.iter().map(|l| l.chars().count()).max().unwrap_or(5).max(5);
-    let mut out = format!("{:<w$}  status   errors  warnings  info  reason\n", "image");
+    let mut out = String::new();
+    if s.stats.unsigned_trust > 0 {
+        out.push_str(
+            "trust: UNSIGNED store entries or previous summary believed (--trust-unsigned): whoever can write them \
+             decided these verdicts\n",
+        );
+    }
+    out.push_str(&format!("{:<w$}  status   errors  warnings  info  reason\n", "image"));
     for (i, label) in images.iter().zip(&labels) {
         out.push_str(&format!("{label:<w$}  {:<7}  {:>6}  {:>8}  {:>4}", i.status, i.errors, i.warnings, i.infos));
         // Summaries from before `reason` carry the error as `message` only.

@@ -1989,6 +1989,7 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     assert_eq!(verdicts(&checked), verdicts(&first));
     let o = registry_run(&reg, &w.join("believed"), &["--since", forged_prev.to_str().unwrap(), "--trust-unsigned"]);
     assert_eq!(o.status.code(), Some(0), "unsigned trust carries the flip: {}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("trust: UNSIGNED"), "the table says so");
     // A report edited under a signed summary: that image alone is judged again.
     let edited = w.join("edited");
     std::fs::create_dir(&edited).unwrap();

@@ -325,6 +325,7 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     // --trust-unsigned: used for this run, but not sealed into the local cache as its own.
     let loose = run("loose", &["--store-claim-min", "0", "--analysis-store", &store, "--trust-unsigned"]);
     assert_eq!(stat(&loose, "layers_analysed"), 0, "{}", loose["stats"]);
+    assert_eq!((stat(&loose, "unsigned_trust"), stat(&second, "unsigned_trust")), (1, 0));
     assert!(stat(&loose, "store_hits") >= unique, "{}", loose["stats"]);
     let after = run_in("loose-again", "loose", &["--no-remote-cache"]);
     assert_eq!(stat(&after, "layers_analysed"), unique, "{}", after["stats"]);
