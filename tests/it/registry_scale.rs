@@ -711,6 +711,12 @@ fn statements(reg: &Registry, repo: &str, digest: &str) -> Vec<(String, Vec<u8>,
 /// `statement` with every layer's analysis emptied (no file, so nothing to fail): what a pusher
 /// who relabels another layer's analysis attaches. Its entries decode as this cudalint's.
 fn forged_clean(statement: &[u8], variant: &str) -> Vec<u8> {
+    forged(statement, variant, |_| {})
+}
+
+/// `statement` with every layer's analysis emptied and then changed by `also`, re-encoded as this
+/// cudalint encodes entries.
+fn forged(statement: &[u8], variant: &str, also: impl Fn(&mut cudalint::layer::AnalyzedLayer)) -> Vec<u8> {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut st: serde_json::Value = serde_json::from_slice(statement).unwrap();
@@ -719,6 +725,7 @@ fn forged_clean(statement: &[u8], variant: &str) -> Vec<u8> {
         let bytes = b64.decode(e["entry"].as_str().unwrap()).unwrap();
         let mut l = cudalint::cache::decode(&bytes[..], &digest, variant).expect("an honest entry decodes");
         l.summary.files.clear();
+        also(&mut l);
         let forged = cudalint::cache::encode(&digest, variant, &l).unwrap().unwrap();
         e["entry"] = b64.encode(forged).into();
     }
@@ -832,4 +839,42 @@ fn a_forged_inventory_attestation_decides_no_verdict() {
     let o = scan_cmd(&via, &["--from-attestation", "--verify-key", public, "--gpu", "H100"]);
     assert_eq!(o.status.code(), Some(2), "{}", err(&o));
     assert!(err(&o).contains("two signed cudalint attestations disagree"), "{}", err(&o));
+}
+
+/// A small statement whose entries decompress to far more than a layer's analysis may take (each
+/// entry 160 MiB of notes, a few hundred KiB compressed) is refused as a whole, within the 256 MiB
+/// bound, not inflated: believed unsigned, the older honest statement decides.
+#[test]
+fn an_attestation_whose_entries_inflate_past_the_bound_is_not_believed() {
+    let (reg, _layouts) = shared_layer_registry();
+    let work = tempfile::tempdir().unwrap();
+    let spec = format!("{}/scale/a:1", reg.host());
+    let inv = work.path().join("inv.json");
+    let inv_to = format!("inventory={}", inv.display());
+    let o = scan_cmd(&spec, &["--attest", "--gpu", "H100", "--format", &inv_to, "--format", "text=/dev/null"]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let manifest =
+        serde_json::from_slice::<serde_json::Value>(&std::fs::read(&inv).unwrap()).unwrap()["image"]["manifest_digest"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let honest = statements(&reg, "scale/a", &manifest);
+    let st: serde_json::Value = serde_json::from_slice(&honest[0].1).unwrap();
+    let variant = st["predicate"]["variant"].as_str().unwrap().to_string();
+    let bomb = forged(&honest[0].1, &variant, |l| l.summary.notes.push("x".repeat(160 << 20)));
+    assert!(bomb.len() < 4 << 20, "{} bytes", bomb.len());
+    attach(&reg, "scale/a", &manifest, &bomb, None);
+    // Within the bound, the same statement without the notes would pass the gate (exit 0).
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", &spec, "--quiet", "--no-cache", "--from-attestation", "--trust-unsigned", "--gpu", "H100"])
+        .env("CUDALINT_STATS", "1")
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "the honest statement decides: {stderr}");
+    let line = stderr.lines().find(|l| l.starts_with("cudalint-stats:")).expect("a stats line");
+    let rss: u64 = line.split("peak_rss=").nth(1).unwrap().trim_end_matches(" kB").trim().parse().unwrap();
+    assert!(rss < 768 << 10, "peak RSS {rss} KiB");
 }
