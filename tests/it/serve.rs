@@ -613,6 +613,7 @@ fn credentials_go_only_to_the_registry_url_whatever_an_event_names() {
     assert_eq!(code, 200, "{body}");
     serve.until("the scan ends", || serve.metric("scans_failed_total") >= 1.0);
     assert_eq!(elsewhere.requests(), 0);
+    assert_eq!(serve.metric("events_other_host_total"), 1.0);
     assert!(!home.auths().is_empty());
     assert!(home.auths().iter().all(|a| *a == basic_of("scanner", "pw-for-home")), "{:?}", home.auths());
     drop(serve);

@@ -140,7 +140,7 @@ pub fn decide(event: &Event, registry_url: Option<&str>) -> Decision {
 
 /// The registry's name as the event gives it: the host of the target's URL (distribution builds
 /// it from its `http.host` setting, else from the request), else the request's Host header.
-fn host_of(event: &Event) -> Result<String, String> {
+pub fn host_of(event: &Event) -> Result<String, String> {
     let from_url = event.target.url.as_deref().and_then(|u| reqwest::Url::parse(u).ok()).and_then(|u| {
         let host = u.host_str()?.to_string();
         Some(match u.port() {

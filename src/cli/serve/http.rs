@@ -129,7 +129,16 @@ async fn events(app: &Arc<App>, req: Request<Incoming>) -> Reply {
                 skipped += 1;
                 eprintln!("cudalint serve: skipped: {why}");
             }
-            Decision::Scan(job) => scans.push(job),
+            Decision::Scan(job) => {
+                // Read from --registry-url all the same (no credential goes where an event
+                // points), but counted: a pusher naming other hosts shows in /metrics.
+                if let Some(u) = &app.registry_url
+                    && event::host_of(e).is_ok_and(|h| !h.eq_ignore_ascii_case(u))
+                {
+                    add(&m.events_other_host);
+                }
+                scans.push(job)
+            }
         }
     }
     let accepted = {

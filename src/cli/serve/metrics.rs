@@ -9,6 +9,8 @@ pub struct Metrics {
     pub events_ignored: AtomicU64,
     pub events_deduplicated: AtomicU64,
     pub events_rejected: AtomicU64,
+    /// Events naming another registry host than --registry-url (read from it all the same).
+    pub events_other_host: AtomicU64,
     pub skipped: AtomicU64,
     pub scans_pass: AtomicU64,
     pub scans_fail: AtomicU64,
@@ -83,6 +85,12 @@ impl Metrics {
             "counter",
             "Manifest pushes refused because the queue was full (answered 503; the registry resends).",
             &one(get(&self.events_rejected)),
+        );
+        family(
+            "events_other_host_total",
+            "counter",
+            "Manifest pushes whose event names another registry host than --registry-url (the manifest is read from --registry-url; nothing is sent to the host named).",
+            &one(get(&self.events_other_host)),
         );
         family(
             "manifests_skipped_total",
