@@ -160,7 +160,8 @@ pub struct Record {
 pub static RECORDS: &[Record] = &[
     Record {
         kind: "pip-record",
-        version: 1,
+        // 2: run-time compilers without an extension (ptxas) are owned too.
+        version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
         read: pip_record,
@@ -174,7 +175,8 @@ pub static RECORDS: &[Record] = &[
     },
     Record {
         kind: "dpkg-list",
-        version: 1,
+        // 2: run-time compilers without an extension (ptxas) are owned too.
+        version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list"),
         read: dpkg_list,
@@ -192,7 +194,8 @@ pub static RECORDS: &[Record] = &[
     },
     Record {
         kind: "conda-meta",
-        version: 1,
+        // 2: run-time compilers without an extension (ptxas) are owned too.
+        version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/conda-meta") && name.ends_with(".json"),
         read: conda_meta,
@@ -217,12 +220,15 @@ pub fn record_versions() -> String {
     RECORDS.iter().map(|r| format!("{}.{}", r.kind, r.version)).collect::<Vec<_>>().join(",")
 }
 
-/// Files that may carry device code or identify CUDA (shared objects, archives, cubins, ...).
+/// Files that may carry device code or identify CUDA (shared objects, archives, cubins, ...),
+/// and run-time compilers without an extension (Triton's `ptxas`), so that their package is
+/// known too.
 fn interesting(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     name.ends_with(".so")
         || name.contains(".so.")
         || [".cubin", ".fatbin", ".ptx", ".a", ".o", ".bin"].iter().any(|e| name.ends_with(e))
+        || crate::inspect::toolchain::kind_of(name).is_some()
 }
 
 /// PEP 503: lowercase, runs of `-_.` as one `-`.

@@ -272,8 +272,8 @@ fn torch_compile_on_b300_and_gb10_is_a_warning_naming_triton_and_the_fix() {
     let ptxas =
         compilers.iter().find(|c| c["path"].as_str().unwrap().ends_with("triton/backends/nvidia/bin/ptxas")).unwrap();
     assert_eq!(
-        (&ptxas["kind"], &ptxas["version"], &ptxas["source"]),
-        (&Value::from("ptxas"), &Value::from("12.8.93"), &Value::from("banner"))
+        (&ptxas["kind"], &ptxas["version"], &ptxas["source"], &ptxas["package"]),
+        (&Value::from("ptxas"), &Value::from("12.8.93"), &Value::from("banner"), &Value::from("triton 3.4.0"))
     );
     assert!(compilers.iter().any(|c| c["kind"] == "nvjitlink" && c["version"] == "12.8.93"), "{compilers:#?}");
     headlines_agree(&r);
