@@ -359,12 +359,21 @@ pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedL
 }
 
 fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<AnalyzedLayer> {
-    decode_within(entry, digest, variant, max).map(|(l, _)| l)
+    decode_within(entry, digest, variant, max).map(|d| d.layer)
+}
+
+/// An entry read by [`decode_within`].
+pub struct Decoded {
+    pub layer: AnalyzedLayer,
+    /// Decompressed bytes it took.
+    pub size: u64,
+    /// Its body's SHA-256 (hex), as its header records it: equal bodies, equal analyses.
+    pub sha256: String,
 }
 
 /// [`decode`] within `max` decompressed bytes (a caller's budget over several entries, as an
-/// attestation's), with how many it took.
-pub fn decode_within(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<(AnalyzedLayer, u64)> {
+/// attestation's).
+pub fn decode_within(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<Decoded> {
     let mut plain = Vec::new();
     zstd::stream::read::Decoder::new(entry).ok()?.take(max + 1).read_to_end(&mut plain).ok()?;
     if plain.len() as u64 > max {
@@ -384,7 +393,11 @@ pub fn decode_within(entry: impl Read, digest: &str, variant: &str, max: u64) ->
         return None;
     }
     let layer: AnalyzedLayer = serde_json::from_slice(body).ok()?;
-    (layer.info.digest == digest && layer.info.verified).then_some((layer, plain.len() as u64))
+    (layer.info.digest == digest && layer.info.verified).then_some(Decoded {
+        layer,
+        size: plain.len() as u64,
+        sha256: header.sha256,
+    })
 }
 
 /// The secret that authenticates cache entries: whoever holds it can write entries this

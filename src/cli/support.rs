@@ -126,10 +126,10 @@ fn from_attestation(
     opts: &crate::image::ScanOptions,
 ) -> anyhow::Result<(crate::lint::support::SupportReport, Option<crate::lint::LintReport>)> {
     let esc = crate::escape::text;
-    let readable = |v: &serde_json::Value| {
-        serde_json::from_value::<crate::lint::support::SupportReport>(v.clone()).map(|_| ()).map_err(|e| e.to_string())
+    let parse = |v: &serde_json::Value| {
+        <crate::lint::support::SupportReport as serde::Deserialize>::deserialize(v).map_err(|e| e.to_string())
     };
-    let (value, notes) = match crate::image::remote::read_support(image, opts, &readable) {
+    let (attached, notes) = match crate::image::remote::read_support(image, opts, &parse) {
         Ok(b) => (b.value.ok_or_else(|| anyhow::anyhow!("no signed support attestation")), b.notes),
         // Under --verify-key none believed is not an error: two signed that disagree are, and
         // no other attestation settles that.
@@ -139,10 +139,6 @@ fn from_attestation(
     for n in &notes {
         eprintln!("cudalint: note: {}: {}", esc(image), n);
     }
-    let attached = value.and_then(|v| {
-        serde_json::from_value::<crate::lint::support::SupportReport>(v)
-            .with_context(|| "its support attestation does not read as this cudalint's support document")
-    });
     match attached {
         Ok(mut s) => {
             s.notes.extend(notes);

@@ -201,8 +201,8 @@ fn referrers(remote: &Remote, repo: &str, digest: &str, predicate_type: &str) ->
 pub struct Believed<T> {
     pub value: Option<T>,
     pub notes: Vec<String>,
-    /// The attestation manifest it came from, and whether a key verified it.
-    pub from: Option<(String, bool)>,
+    /// The attestation it came from, and whether a key verified it.
+    pub from: Option<super::AttestationUse>,
 }
 
 /// The layer analyses (by layer digest) of the attestation of `subject` that `trust` believes:
@@ -233,17 +233,16 @@ pub fn read(
         for e in entries {
             let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
             let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
-            let (l, took) = crate::cache::decode_within(&bytes[..], digest, variant, left).ok_or_else(|| {
+            let d = crate::cache::decode_within(&bytes[..], digest, variant, left).ok_or_else(|| {
                 format!(
                     "layer {digest}: made by another cudalint or with other options, altered, or past the {} MiB its \
                      entries may decompress to",
                     MAX_ENTRIES_DECODED >> 20
                 )
             })?;
-            left -= took;
-            let body = serde_json::to_vec(&l).map_err(|e| e.to_string())?;
-            print.push(format!("{digest}={}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body))));
-            out.insert(digest.to_string(), l);
+            left -= d.size;
+            print.push(format!("{digest}={}", d.sha256));
+            out.insert(digest.to_string(), d.layer);
         }
         print.sort();
         // Entries decode only for this analyzer and these options: all in one group.
@@ -251,16 +250,16 @@ pub fn read(
     })
 }
 
-/// The support matrix (`cudalint.support/v1`, as JSON) of the support attestation of `subject`
-/// that `trust` believes: its statement names the subject and its predicate is a support
-/// document. Which cudalint made it is the caller's to judge (`tool.version`).
-/// `readable`: whether this cudalint can show the document (an unreadable one is passed over).
-pub fn read_support(
+/// The support matrix (`cudalint.support/v1`, through `parse`) of the support attestation of
+/// `subject` that `trust` believes: its statement names the subject and its predicate is a
+/// support document this cudalint reads (one `parse` refuses is passed over). Which cudalint
+/// made it is the caller's to judge (`tool.version`).
+pub fn read_support<T>(
     remote: &Remote,
     subject: &Subject,
     trust: &Trust,
-    readable: &dyn Fn(&serde_json::Value) -> Result<(), String>,
-) -> Result<Believed<serde_json::Value>, ScanError> {
+    parse: &dyn Fn(&serde_json::Value) -> Result<T, String>,
+) -> Result<Believed<T>, ScanError> {
     let kind = Kind {
         predicate_type: SUPPORT_PREDICATE_TYPE,
         limit: MAX_SUPPORT_STATEMENT,
@@ -275,12 +274,17 @@ pub fn read_support(
             return Err(format!("its predicate is not a {} document ({})", crate::schema::SUPPORT, esc(schema)));
         }
         // One that this cudalint cannot read is passed over, not believed (it could not be shown).
-        readable(predicate).map_err(|e| format!("it does not read as this cudalint's support document ({e})"))?;
+        let read =
+            parse(predicate).map_err(|e| format!("it does not read as this cudalint's support document ({e})"))?;
         // Two versions of cudalint may judge alike images differently: only one version's
         // statements can disagree with each other.
         let version = predicate.pointer("/tool/version").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-        Ok((predicate.clone(), version, predicate.to_string()))
+        Ok((read, version, predicate.to_string()))
     })
+}
+
+fn used(statement: &str, signed: bool) -> super::AttestationUse {
+    super::AttestationUse { statement: statement.to_string(), signed }
 }
 
 /// One kind of statement, for [`read_believed`].
@@ -356,7 +360,7 @@ fn read_believed<T>(
                     esc(m),
                     esc(&subject.repository)
                 ));
-                return Ok(Believed { value: Some(v), notes, from: Some((m.clone(), false)) });
+                return Ok(Believed { value: Some(v), notes, from: Some(used(m, false)) });
             }
             (Ok((v, group, print)), Trust::Keys(_)) => match &believed {
                 None => believed = Some((v, group, print, m.clone())),
@@ -381,7 +385,7 @@ fn read_believed<T>(
         }
     }
     if let Some((v, _, _, m)) = believed {
-        return Ok(Believed { value: Some(v), notes, from: Some((m, true)) });
+        return Ok(Believed { value: Some(v), notes, from: Some(used(&m, true)) });
     }
     if matches!(trust, Trust::Keys(_)) {
         notes.push(format!("no signed {} of {image}: {}", kind.what, kind.instead));

@@ -486,10 +486,7 @@ pub fn assemble(
 /// `history` entries not marked `empty_layer`, in order. An image without history has no steps
 /// (not an error); one whose history does not match its layers is said in a note.
 fn layer_steps(config: &oci_spec::image::ImageConfiguration, layers: usize) -> Result<Vec<Option<String>>, String> {
-    let Some(history) = config.history() else { return Ok(vec![None; layers]) };
-    if history.is_empty() {
-        return Ok(vec![None; layers]);
-    }
+    let Some(history) = config.history().as_ref().filter(|h| !h.is_empty()) else { return Ok(vec![None; layers]) };
     let steps: Vec<Option<String>> = history
         .iter()
         .filter(|h| !h.empty_layer().unwrap_or(false))

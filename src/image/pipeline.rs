@@ -126,11 +126,8 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
                 super::analysis_store::Claim::Mine => st.get(key),
             });
             if let Some(h) = from_store {
-                // Counted as a store hit by `get`; kept locally only if its signature verified
-                // (the local cache's MAC would otherwise launder what the store handed over).
-                if let Some(c) = opts.cache.as_ref().filter(|_| opts.store.as_ref().is_some_and(|s| s.verifies())) {
-                    let _ = c.put(key, &h);
-                }
+                // Counted as a store hit by `get`.
+                keep_store_hit(key, opts, &h);
                 skipped();
                 return Ok(h);
             }
@@ -170,6 +167,16 @@ pub fn run(source: &mut dyn LayerSource, opts: &ScanOptions) -> Result<ImageRepo
     Ok(report)
 }
 
+/// Keeps what the analysis store handed over in the local cache, only if its signature verified:
+/// the local cache's MAC would otherwise launder it into this machine's own truth.
+fn keep_store_hit(key: &LayerKey, opts: &ScanOptions, h: &AnalyzedLayer) {
+    if let (Some(c), Some(st)) = (&opts.cache, &opts.store)
+        && st.verifies()
+    {
+        let _ = c.put(key, h);
+    }
+}
+
 /// A layer's analysis from the local cache, else from the analysis store (then kept locally if
 /// its signature verified).
 fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<AnalyzedLayer> {
@@ -179,11 +186,8 @@ fn cached(key: &LayerKey, opts: &ScanOptions, skipped: &dyn Fn()) -> Option<Anal
         Some(h)
     };
     let remote = || {
-        let st = opts.store.as_deref()?;
-        let h = st.get(key)?;
-        if let Some(c) = opts.cache.as_ref().filter(|_| st.verifies()) {
-            let _ = c.put(key, &h);
-        }
+        let h = opts.store.as_deref()?.get(key)?;
+        keep_store_hit(key, opts, &h);
         skipped();
         Some(h)
     };

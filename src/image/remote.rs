@@ -245,7 +245,7 @@ impl LayerSource for RemoteImage {
         let attested = if opts.from_attestation {
             let b = attest::read(&self.remote, &subject, &crate::cache::variant(&opts.inspect), &opts.trust)?;
             self.notes = b.notes;
-            self.attested_from = b.from.map(|(statement, signed)| super::AttestationUse { statement, signed });
+            self.attested_from = b.from;
             b.value
         } else {
             None
@@ -362,18 +362,18 @@ pub fn creation_times(
 /// The support matrix attached to the registry image `spec` (`support --from-attestation`):
 /// the platform's manifest is resolved (manifests and the config are read, no layer), and the
 /// support statement its trust believes is read ([`attest::read_support`]).
-pub fn read_support(
+pub fn read_support<T>(
     spec: &str,
     opts: &ScanOptions,
-    readable: &dyn Fn(&serde_json::Value) -> Result<(), String>,
-) -> Result<attest::Believed<serde_json::Value>, ScanError> {
+    parse: &dyn Fn(&serde_json::Value) -> Result<T, String>,
+) -> Result<attest::Believed<T>, ScanError> {
     let mut image = RemoteImage::connect(spec, opts)?;
     let resolved = image.resolve(&opts.platform.clone().unwrap_or_else(Platform::host))?;
     let Some(d) = &resolved.manifest_digest else {
         return Err(ScanError::Image(format!("{}: no manifest digest to read an attestation of", esc(spec))));
     };
     let subject = subject(&image.remote, d, &image.known)?;
-    attest::read_support(&image.remote, &subject, &opts.trust, readable)
+    attest::read_support(&image.remote, &subject, &opts.trust, parse)
 }
 
 /// Pushes the support statement of the registry image `spec`'s manifest `manifest_digest` (the

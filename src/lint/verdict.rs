@@ -208,7 +208,8 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
         ..Default::default()
     };
     // A pool's name may say more than its GPU (`NVIDIA L4 in l4-legacy`): looked up by its GPU.
-    let canonical = crate::cuda::gpus::lookup(t.gpu()).map_or(t.gpu(), |g| g.name);
+    let gpu = crate::cuda::gpus::lookup(t.gpu());
+    let canonical = gpu.map_or(t.gpu(), |g| g.name);
     if let Some(drv) = &t.driver {
         d.cannot_drive = drivers::cannot_drive(canonical, t.cc, drv).unwrap_or_default();
     } else if let (Some(c), Some(first)) = (t.driver_cuda, drivers::first_driver(canonical, t.cc)) {
@@ -247,7 +248,7 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
             d.floor_ok = !d.via_compat.is_empty();
         }
     }
-    if let Some(g) = crate::cuda::gpus::lookup(t.gpu())
+    if let Some(g) = gpu
         && !g.host.runs(report.image.platform.as_deref())
     {
         let host = match g.host {

@@ -89,11 +89,10 @@ impl Journal {
                 (j.spec(), (n, j))
             })
             .collect();
-        let file = rewrite(dir, &pending)?;
-        let mut replay: Vec<(u64, Job)> = pending.values().cloned().collect();
-        replay.sort_by_key(|(n, _)| *n);
+        let replay: Vec<Job> = in_order(&pending).into_iter().cloned().collect();
+        let file = rewrite(dir, &replay)?;
         let journal = Journal { dir: dir.to_path_buf(), inner: Mutex::new(Inner { file, pending, next, appended: 0 }) };
-        Ok((journal, replay.into_iter().map(|(_, j)| j).collect()))
+        Ok((journal, replay))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -106,12 +105,7 @@ impl Journal {
             return Ok(());
         }
         let mut g = self.lock();
-        let mut buf = Vec::new();
-        for job in jobs {
-            serde_json::to_writer(&mut buf, &Record::Add { job: job.clone() }).map_err(std::io::Error::other)?;
-            buf.push(b'\n');
-        }
-        g.file.write_all(&buf)?;
+        g.file.write_all(&add_records(jobs))?;
         g.file.sync_data()?;
         for job in jobs {
             let n = g.next;
@@ -136,7 +130,8 @@ impl Journal {
         }
         g.appended += 1;
         if g.appended > COMPACT_AFTER.max(2 * g.pending.len()) {
-            match rewrite(&self.dir, &g.pending) {
+            let pending: Vec<Job> = in_order(&g.pending).into_iter().cloned().collect();
+            match rewrite(&self.dir, &pending) {
                 Ok(f) => {
                     g.file = f;
                     g.appended = 0;
@@ -184,21 +179,31 @@ fn private(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the pending jobs to a new journal, synced, and renames it over the old one; returns it
-/// opened for appending.
-fn rewrite(dir: &Path, pending: &BTreeMap<String, (u64, Job)>) -> anyhow::Result<File> {
+/// The pending jobs in the order they were accepted.
+fn in_order(pending: &BTreeMap<String, (u64, Job)>) -> Vec<&Job> {
+    let mut jobs: Vec<&(u64, Job)> = pending.values().collect();
+    jobs.sort_by_key(|(n, _)| *n);
+    jobs.into_iter().map(|(_, j)| j).collect()
+}
+
+/// The `add` records of `jobs`, a line each.
+fn add_records(jobs: &[Job]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for job in jobs {
+        serde_json::to_writer(&mut buf, &Record::Add { job: job.clone() }).expect("a job serialises");
+        buf.push(b'\n');
+    }
+    buf
+}
+
+/// Writes `pending` (in order) to a new journal, synced, and renames it over the old one; returns
+/// it opened for appending.
+fn rewrite(dir: &Path, pending: &[Job]) -> anyhow::Result<File> {
     use anyhow::Context;
     let path = dir.join("journal.jsonl");
     let tmp = dir.join(".journal.jsonl.new");
-    let mut jobs: Vec<&(u64, Job)> = pending.values().collect();
-    jobs.sort_by_key(|(n, _)| *n);
-    let mut buf = Vec::new();
-    for (_, job) in jobs {
-        serde_json::to_writer(&mut buf, &Record::Add { job: job.clone() })?;
-        buf.push(b'\n');
-    }
     let mut f = File::create(&tmp).with_context(|| tmp.display().to_string())?;
-    f.write_all(&buf)?;
+    f.write_all(&add_records(pending))?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path).with_context(|| path.display().to_string())?;
     File::open(dir)?.sync_all()?;

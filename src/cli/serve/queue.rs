@@ -57,39 +57,42 @@ impl<J> Queue<J> {
     }
 
     pub fn offer(&self, key: String, job: J) -> Offer {
-        let mut s = self.lock();
-        if s.closed {
-            return Offer::Closed;
-        }
-        if s.active.contains(&key) || s.done.contains(&key) {
-            return Offer::Duplicate;
-        }
-        if s.jobs.len() >= self.capacity {
-            return Offer::Full;
-        }
-        s.active.insert(key.clone());
-        s.jobs.push_back((key, job));
-        self.ready.notify_one();
-        Offer::Queued
+        self.enqueue(key, job, true)
     }
 
     /// Whether [`Self::offer`] would queue `key` now (for the journal, written before the offer).
     pub fn admits(&self, key: &str) -> bool {
-        let s = self.lock();
-        !s.closed && !s.active.contains(key) && !s.done.contains(key) && s.jobs.len() < self.capacity
+        self.refuses(&self.lock(), key, true).is_none()
     }
 
     /// Queues a job the journal kept or a failed scan to try again, whatever the queue holds
     /// (it was accepted once already); not one queued, running or settled meanwhile.
     pub fn restore(&self, key: String, job: J) -> bool {
+        self.enqueue(key, job, false) == Offer::Queued
+    }
+
+    /// Why `key` is not queued now (`bounded`: a full queue refuses too), if it is not.
+    fn refuses(&self, s: &State<J>, key: &str, bounded: bool) -> Option<Offer> {
+        if s.closed {
+            Some(Offer::Closed)
+        } else if s.active.contains(key) || s.done.contains(key) {
+            Some(Offer::Duplicate)
+        } else if bounded && s.jobs.len() >= self.capacity {
+            Some(Offer::Full)
+        } else {
+            None
+        }
+    }
+
+    fn enqueue(&self, key: String, job: J, bounded: bool) -> Offer {
         let mut s = self.lock();
-        if s.closed || s.active.contains(&key) || s.done.contains(&key) {
-            return false;
+        if let Some(no) = self.refuses(&s, &key, bounded) {
+            return no;
         }
         s.active.insert(key.clone());
         s.jobs.push_back((key, job));
         self.ready.notify_one();
-        true
+        Offer::Queued
     }
 
     /// The next job, waiting for one; None once closed. Its key stays active until [`Self::finish`].
