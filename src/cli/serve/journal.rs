@@ -55,7 +55,14 @@ impl Journal {
         let mut pending: BTreeMap<String, (u64, Job)> = BTreeMap::new();
         let mut next = 0;
         let mut torn = 0;
-        if let Ok(f) = File::open(&path) {
+        // A journal that exists but cannot be read would drop what it holds: refused, not
+        // taken as empty.
+        let opened = match File::open(&path) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| path.display().to_string()),
+        };
+        if let Some(f) = opened {
             let mut r = BufReader::new(f);
             loop {
                 let mut line = Vec::new();
@@ -242,6 +249,15 @@ mod tests {
         // Rewritten on open: only the pending records remain.
         let text = std::fs::read_to_string(d.path().join("journal.jsonl")).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_opened_is_an_error_not_an_empty_queue() {
+        let d = tempfile::tempdir().unwrap();
+        // A link to itself: open fails (ELOOP) whoever runs the test, root included.
+        std::os::unix::fs::symlink("journal.jsonl", d.path().join("journal.jsonl")).unwrap();
+        let e = Journal::open(d.path(), None).err().expect("refused");
+        assert!(format!("{e:#}").contains("journal.jsonl"), "{e:#}");
     }
 
     #[test]
