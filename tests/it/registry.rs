@@ -1396,18 +1396,25 @@ fn attach_support(reg: &Registry, repo: &str, digest: &str, support: &serde_json
     attest::push(&remote, &subject, attest::SUPPORT_PREDICATE_TYPE, &st, signer.as_ref()).unwrap();
 }
 
-#[test]
-fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pulling_a_layer() {
+/// A loopback registry holding one image under each of `repo_tags`: libstale.so (nvcc 13.5),
+/// SASS for sm_75 to sm_90, no PTX.
+fn stale_image_registry(repo_tags: &[&str]) -> (Registry, tempfile::TempDir) {
     let reg = Registry::start(false, None);
     let layout = tempfile::tempdir().unwrap();
-    // libstale.so (nvcc 13.5): SASS for sm_75 to sm_90, no PTX.
     let img = Image::new(vec![(
         tar(&[Ent::File("usr/lib/libstale.so", read_fixture("../verdict/libstale.so"))]),
         Comp::Gzip,
     )]);
     oci_layout(layout.path(), &[&img]);
-    reg.push(layout.path(), "att/stale:1", None);
-    reg.push(layout.path(), "att/bare:1", None);
+    for rt in repo_tags {
+        reg.push(layout.path(), rt, None);
+    }
+    (reg, layout)
+}
+
+#[test]
+fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pulling_a_layer() {
+    let (reg, layout) = stale_image_registry(&["att/stale:1", "att/bare:1"]);
     let spec = format!("{}/att/stale:1", reg.host());
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = crate::signing::keypair(keys.path(), "attester");
@@ -1517,14 +1524,7 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
 
 #[test]
 fn a_forged_support_attestation_is_passed_over_and_never_emitted_raw() {
-    let reg = Registry::start(false, None);
-    let layout = tempfile::tempdir().unwrap();
-    let img = Image::new(vec![(
-        tar(&[Ent::File("usr/lib/libstale.so", read_fixture("../verdict/libstale.so"))]),
-        Comp::Gzip,
-    )]);
-    oci_layout(layout.path(), &[&img]);
-    reg.push(layout.path(), "att/forged:1", None);
+    let (reg, _layout) = stale_image_registry(&["att/forged:1"]);
     let spec = format!("{}/att/forged:1", reg.host());
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = crate::signing::keypair(keys.path(), "attester");

@@ -232,6 +232,12 @@ fn http(reg: &Registry, method: &str, path: &str, content_type: &str, body: &[u8
     (status, body)
 }
 
+/// The flags of a shard sharing the analysis store `store` unsigned, claiming every layer
+/// (single flight is what these tests watch, on layers too small to be claimed by default).
+fn unsigned_store(store: &str) -> [&str; 5] {
+    ["--store-claim-min", "0", "--analysis-store", store, "--trust-unsigned"]
+}
+
 fn store_tags(reg: &Registry) -> Vec<String> {
     let (st, body) = http(reg, "GET", "/v2/cudalint/analyses/tags/list", "text/plain", b"");
     assert_eq!(st, 200, "{}", String::from_utf8_lossy(&body));
@@ -323,7 +329,7 @@ fn shards_without_a_shared_volume_share_analyses_through_the_registry() {
     assert_eq!(strange["images"], first["images"]);
     assert_eq!(stat(&strange, "store_pushed"), 0, "{}", strange["stats"]);
     // --trust-unsigned: used for this run, but not sealed into the local cache as its own.
-    let loose = run("loose", &["--store-claim-min", "0", "--analysis-store", &store, "--trust-unsigned"]);
+    let loose = run("loose", &unsigned_store(&store));
     assert_eq!(stat(&loose, "layers_analysed"), 0, "{}", loose["stats"]);
     assert_eq!((stat(&loose, "unsigned_trust"), stat(&second, "unsigned_trust")), (1, 0));
     assert!(stat(&loose, "store_hits") >= unique, "{}", loose["stats"]);
@@ -370,14 +376,9 @@ fn the_analysis_store_in_the_scanned_registry_is_not_scanned_as_images() {
     let store = format!("{}/cudalint/analyses", reg.host());
     let run = |name: &str| {
         let d = work.path().join(name);
-        let o = registry_cmd(
-            &reg,
-            &d,
-            &work.path().join(format!("{name}-cache")),
-            &["--store-claim-min", "0", "--analysis-store", &store, "--trust-unsigned"],
-        )
-        .output()
-        .unwrap();
+        let o = registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &unsigned_store(&store))
+            .output()
+            .unwrap();
         assert_eq!(o.status.code(), Some(1), "{name}: {}", String::from_utf8_lossy(&o.stderr));
         summary(&d)
     };
@@ -403,15 +404,8 @@ fn four_shards_on_different_nodes_analyse_each_unique_layer_once_through_the_sto
         .map(|k| {
             let d = work.path().join(format!("shard{k}"));
             let cache = work.path().join(format!("cache{k}"));
-            let args = [
-                "--shard",
-                &format!("{k}/4"),
-                "--store-claim-min",
-                "0",
-                "--analysis-store",
-                &store,
-                "--trust-unsigned",
-            ];
+            let shard = format!("{k}/4");
+            let args = [&["--shard", &shard][..], &unsigned_store(&store)].concat();
             (d.clone(), registry_cmd(&reg, &d, &cache, &args).spawn().unwrap())
         })
         .collect();
@@ -441,21 +435,7 @@ fn a_claim_left_by_a_killed_shard_does_not_block_the_others() {
     let store = format!("{}/cudalint/analyses", reg.host());
     let run = |name: &str, extra: &[&str]| {
         let d = work.path().join(name);
-        let args = [
-            &[
-                "--repo",
-                "scale/a",
-                "--tag",
-                "1",
-                "--store-claim-min",
-                "0",
-                "--analysis-store",
-                &store,
-                "--trust-unsigned",
-            ],
-            extra,
-        ]
-        .concat();
+        let args = [&["--repo", "scale/a", "--tag", "1"][..], &unsigned_store(&store), extra].concat();
         let o = Command::from_std(registry_cmd(&reg, &d, &work.path().join(format!("{name}-cache")), &args))
             .timeout(Duration::from_secs(300))
             .output()
@@ -635,15 +615,7 @@ fn a_store_that_goes_away_mid_run_is_noticed_once_per_shard_and_bypassed() {
                     &reg,
                     &d,
                     &cache,
-                    &[
-                        "--shard",
-                        &format!("{k}/4"),
-                        "--store-claim-min",
-                        "0",
-                        "--analysis-store",
-                        &store,
-                        "--trust-unsigned",
-                    ],
+                    &[&["--shard", &format!("{k}/4")][..], &unsigned_store(&store)].concat(),
                 );
                 (d, c)
             })
