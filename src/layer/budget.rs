@@ -6,7 +6,7 @@
 
 use std::sync::{Condvar, Mutex};
 
-/// The default budget: the bound the README promises.
+/// The default budget: the bound docs/inputs.md promises.
 pub const DEFAULT: u64 = 256 << 20;
 
 /// What a layer costs besides its decoder: two pipe stages of 4 x 1 MiB chunks, the read and

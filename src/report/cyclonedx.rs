@@ -1,7 +1,7 @@
 //! CycloneDX 1.6 SBOM (`--format cyclonedx`) and enrichment of an SBOM another tool wrote
 //! (`--enrich FILE`): every binary with device code is a `file` component carrying its CUDA
 //! facts as `cudalint:` properties, nested in the component of the package that installed it,
-//! which carries a summary of them (namespace documented in README "CycloneDX SBOM").
+//! which carries a summary of them (namespace documented in docs/sbom.md).
 //!
 //! Enrichment edits the input's text in place (inserting properties and components) so that
 //! everything else in it stays byte for byte as the other tool wrote it.

@@ -6,7 +6,7 @@
 //! the page's own Content-Security-Policy, so the page renders the same offline and under a
 //! strict CSP. Module counts show on hover (`title`).
 //!
-//! Every colour has a mark beside it, so the page reads without colour (docs: README, "HTML
+//! Every colour has a mark beside it, so the page reads without colour (docs/reports.md, "HTML
 //! report"): a target runs ✓, runs compiling PTX ~, fails ✗, would fail but is accepted (✗)
 //! (every view's marks, `lines::headline_mark`); a cell is native ✓, JIT ~, arch-gated ⊘, none
 //! ✗, n/a ○, or partial ◐ (also outlined dashed: some of the binary's modules fail there, the

@@ -162,7 +162,7 @@ impl Registry {
     fn start(serve_port: u16) -> Registry {
         let dir = tempfile::tempdir().unwrap();
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        // As the README shows it; a short backoff so a refused delivery comes again soon.
+        // As docs/serve.md shows it; a short backoff so a refused delivery comes again soon.
         let cfg = format!(
             "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
              http:\n  addr: 127.0.0.1:{port}\nnotifications:\n  endpoints:\n    - name: cudalint\n      \
