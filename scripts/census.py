@@ -8,8 +8,8 @@ a temporary site-packages tree, removed after):
       `scan -` (built while it is written, never on disk) and `inspect --all` of every ELF file give
       the same inventory for every file (dir and stream exactly; inspect as a lean scan shows it:
       no static cudart version from machine code, hidden containers' kernels "assumed");
-  (b) SONAME and the CUDA libraries of DT_NEEDED (`cuda_needed`, kept by is_cuda_library in
-      src/inspect/libraries.rs, whose table is read from there) equal `readelf -d`;
+  (b) SONAME and the CUDA libraries of DT_NEEDED (`cuda_needed`, kept by is_cuda_library on the
+      `[[library]]` rows of rules/knowledge/libraries.toml, read from there) equal `readelf -d`;
   (c) the fatbin entries of every ELF file, (kind, arch) with their counts, equal NVIDIA's
       `cuobjdump -all -lelf -lptx` (scripts/fetch-cuda-tools.sh pins it); where cuobjdump stops on
       a file, a note says so, and what it listed before must be among cudalint's entries;
@@ -45,7 +45,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PINS = os.path.join(ROOT, "tests/census/wheels.txt")
-LIBRARIES_RS = os.path.join(ROOT, "src/inspect/libraries.rs")
+LIBRARIES_TOML = os.path.join(ROOT, "rules/knowledge/libraries.toml")
 PYTHON = "3.11"
 PREFIX = "usr/local"
 SITE = f"{PREFIX}/lib/python{PYTHON}/site-packages"
@@ -351,23 +351,21 @@ def inspect(binary, paths, timeout):
 
 
 def cuda_library_table():
-    """The rows of `LIBRARIES` in src/inspect/libraries.rs: (prefix, named), for is_cuda_library."""
-    text = open(LIBRARIES_RS).read()
-    m = re.search(r"pub static LIBRARIES: &\[Library\] = &\[(.*?)\n\];", text, re.S)
-    rows = []
-    for line in (m.group(1) if m else "").splitlines():
-        lit = re.search(r'"(lib[^"]*)"', line)
-        if lit:
-            named = re.search(r"Named::(Any|Shared|No)", line)
-            rows.append((lit.group(1), named.group(1) if named else "Any"))
+    """The `[[library]]` rows of rules/knowledge/libraries.toml: (prefix, named), for is_cuda_library."""
+    try:
+        import tomllib
+    except ImportError:  # Python before 3.11
+        fail("the census reads rules/knowledge/libraries.toml with tomllib: it needs Python 3.11 or newer")
+    with open(LIBRARIES_TOML, "rb") as f:
+        rows = [(r["prefix"], r.get("named", "any")) for r in tomllib.load(f).get("library", [])]
     if len(rows) < 10:
-        fail(f"could not read the library table of {LIBRARIES_RS} (is_cuda_library); found {rows}")
+        fail(f"could not read the library table of {LIBRARIES_TOML} (is_cuda_library); found {rows}")
     return rows
 
 
 def is_cuda_library(name, table):
-    """src/inspect/libraries.rs `is_cuda_library`, on the same table."""
-    return any(name.startswith(p) and (named == "Any" or (named == "Shared" and name[len(p):].startswith(".so")))
+    """src/inspect/libraries.rs `is_cuda_library`, on the same rows (by file-name prefix)."""
+    return any(name.startswith(p) and (named == "any" or (named == "shared" and name[len(p):].startswith(".so")))
                for p, named in table)
 
 

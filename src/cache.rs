@@ -30,7 +30,7 @@
 //! (zstd): one header line of JSON `{"schema","digest","analyzer","variant","sha256"}`, a newline,
 //! then the `AnalyzedLayer` as JSON, whose sha256 (hex) the header names. `<key>` is the hex sha256
 //! of `analyzer NUL digest NUL variant`, where analyzer is `<crate version>+<ANALYSIS_VERSION>+<each
-//! package record kind with its version>` and variant the analysis options (`variant()`). The entry
+//! package record kind with its version>+k<the knowledge base's digest>` and variant the analysis options (`variant()`). The entry
 //! proper (without the MAC) is also what an analysis store and an attestation carry.
 
 use std::fs::File;
@@ -101,8 +101,13 @@ struct Header {
     sha256: String,
 }
 
+/// What made an analysis: the crate, the analysis and record formats, and the knowledge base
+/// (which files the inspector keeps and which requirements a record lists depend on it: a row
+/// added by `--knowledge` must not reuse analyses made without it).
 fn analyzer() -> String {
-    format!("{}+{ANALYSIS_VERSION}+{}", env!("CARGO_PKG_VERSION"), crate::packages::record_versions())
+    let k = &crate::knowledge::get().digest;
+    let k = k.strip_prefix("sha256:").unwrap_or(k).get(..12).unwrap_or_default();
+    format!("{}+{ANALYSIS_VERSION}+{}+k{k}", env!("CARGO_PKG_VERSION"), crate::packages::record_versions())
 }
 
 /// The part of the key naming the analysis options: every field of `InspectOptions` (its Debug
@@ -711,6 +716,19 @@ mod safe {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the inspector keeps depends on the library rows: analyses are keyed by the knowledge
+    /// in use, and a file added with `--knowledge` changes that key.
+    #[test]
+    fn the_analyzer_names_the_knowledge_in_use() {
+        let k = &crate::knowledge::get().digest;
+        assert!(analyzer().ends_with(&format!("+k{}", &k["sha256:".len()..][..12])), "{}", analyzer());
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("ours.toml");
+        std::fs::write(&f, "[[related]]\nprefix = \"ours-\"\nsource = \"us\"\n").unwrap();
+        let with = crate::knowledge::Knowledge::load(&[f]).unwrap();
+        assert_ne!(with.digest, *k);
+    }
     use crate::layer::LayerInfo;
 
     fn k(digest: &str, variant: &str) -> LayerKey {

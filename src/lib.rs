@@ -6,7 +6,8 @@
 //!
 //! - ground floor: [`escape`] (text for terminals and documents), [`digest`] (content digests:
 //!   computing, checking, one error), then [`input`] (bytes from files and streams), [`schema`]
-//!   (document names, the `tool` stamp) and [`registry`] (an OCI registry client and catalog,
+//!   (document names, the `tool` stamp), [`knowledge`] (what is known of libraries, loaders,
+//!   packages and GPUs, as data) and [`registry`] (an OCI registry client and catalog,
 //!   media types, artifact pushes);
 //! - [`inspect`]: ELF, fatbin, cubin, PTX and archives, one file at a time;
 //! - [`cuda`] (GPUs, toolkits, drivers, the loader's rules) and [`packages`] (wheel, dpkg and
@@ -30,6 +31,7 @@ pub mod escape;
 pub mod image;
 pub mod input;
 pub mod inspect;
+pub mod knowledge;
 pub mod layer;
 pub mod lint;
 pub mod module;

@@ -299,7 +299,7 @@ fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
         }
         if let Some(req) = line.strip_prefix("Requires-Dist:") {
             let req = req.trim();
-            if req.starts_with("nvidia-") || req.starts_with("cuda-") {
+            if crate::knowledge::get().related_requirement(req) {
                 l.requires.push((n.clone(), req.to_string()));
             }
         }
@@ -434,29 +434,13 @@ impl LayerPackages {
     }
 }
 
-/// Package names that tie an image to a CUDA version (runtime wheels, toolkit pins, CUDA debs).
-pub fn cuda_related(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    ["nvidia-", "cuda-"].iter().any(|p| n.starts_with(p))
-        || crate::inspect::libraries::cuda_package(&n)
-        || n == "torch"
-        || n == "cuda-toolkit"
-        || RUNTIME_COMPILING.contains(&n.as_str())
+/// Package names that tie an image to a CUDA version (runtime wheels, toolkit pins, CUDA debs,
+/// frameworks, and the packages that compile device code at run time, whose versions the
+/// verdicts need): the knowledge base's rows, and `also` (the run-time compiler table's packages,
+/// which the caller knows).
+pub fn cuda_related(name: &str, also: &[&str]) -> bool {
+    crate::knowledge::get().related(name, also)
 }
-
-/// Packages that compile device code at run time (rules/compilers/runtime-compilers.toml names
-/// what each uses): kept among the CUDA packages so their versions reach the verdicts.
-const RUNTIME_COMPILING: &[&str] = &[
-    "triton",
-    "pytorch-triton",
-    "vllm",
-    "sglang",
-    "cupy",
-    "cupy-cuda12x",
-    "cupy-cuda13x",
-    "jax-cuda12-plugin",
-    "jax-cuda13-plugin",
-];
 
 /// The packages of an image, layers applied in order (a later record of a path wins).
 #[derive(Debug, Clone, Default)]

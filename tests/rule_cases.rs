@@ -19,6 +19,9 @@ use libtest_mimic::{Arguments, Failed, Trial};
 #[path = "it/images.rs"]
 mod images;
 #[allow(dead_code)]
+#[path = "common/knowledge_case.rs"]
+mod knowledge_case;
+#[allow(dead_code)]
 #[path = "common/rule_case.rs"]
 mod rule_case;
 #[allow(dead_code)]
@@ -39,6 +42,35 @@ fn main() {
             }));
         }
     }
+    // The knowledge base's rows: every case its own test, and every row with at least one.
+    let rows = knowledge_case::rows();
+    let mut bare = Vec::new();
+    for (kind, key, at, cases) in rows {
+        if cases.is_empty() {
+            bare.push(format!("{kind} {key:?} ({at})"));
+        }
+        for c in cases {
+            let rules = Arc::clone(&rules);
+            let at = at.clone();
+            trials.push(Trial::test(format!("knowledge::{kind}::{}", c.name), move || {
+                knowledge_case::check(&rules, kind, &at, &c).map_err(|e| format!("{at}: {e}").into())
+            }));
+        }
+    }
+    trials.push(Trial::test("knowledge::every-row-has-a-case", move || {
+        if bare.is_empty() { Ok(()) } else { Err(format!("rows without a case: {bare:#?}").into()) }
+    }));
+    trials.push(Trial::test("knowledge::every-gpu-has-one-class", || {
+        let k = cudalint::knowledge::get();
+        let mut wrong = Vec::new();
+        for g in cudalint::cuda::gpus::GPUS {
+            let n = k.gpu_classes.iter().filter(|c| c.gpus.iter().any(|x| x == g.name)).count();
+            if n != 1 {
+                wrong.push(format!("{} is in {n} classes", g.name));
+            }
+        }
+        if wrong.is_empty() { Ok(()) } else { Err(format!("{wrong:#?}").into()) }
+    }));
     libtest_mimic::run(&args, trials).exit();
 }
 

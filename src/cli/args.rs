@@ -54,6 +54,11 @@ pub struct PolicyArgs {
     /// A directory of additional rules (*.toml). Repeatable.
     #[arg(long)]
     pub rules: Vec<PathBuf>,
+    /// A knowledge file (*.toml, as rules/knowledge/): its rows are added to the built-in ones, a
+    /// row with the same key replacing it (a library that dispatches per GPU, a sibling loader, a
+    /// consumer that compiles at run time). Repeatable; after the config's `[knowledge] extend`.
+    #[arg(long, value_name = "FILE")]
+    pub knowledge: Vec<PathBuf>,
     /// Ignore file: `[[ignore]]` tables (.cudalintignore.toml) or one `RULE [PATH-GLOB]
     /// [target=NAME] [exp:YYYY-MM-DD]` per line (.cudalintignore, as Trivy's; a line starting with
     /// `/PATH-GLOB` ignores every rule there). Default: the nearest of either, found as the
@@ -95,6 +100,11 @@ impl PolicyArgs {
                 anyhow::bail!("--rules {}: {}", d.display(), missing(d));
             }
         }
+        for f in &self.knowledge {
+            if !f.is_file() {
+                anyhow::bail!("--knowledge {}: {}", f.display(), missing(f));
+            }
+        }
         for f in &targets.from {
             if !std::path::Path::new(f).is_file() {
                 anyhow::bail!("--targets-from {f}: {}", missing(std::path::Path::new(f)));
@@ -106,6 +116,7 @@ impl PolicyArgs {
         Ok(Policy::load(&PolicySpec {
             config: self.config.clone(),
             rule_dirs: self.rules.clone(),
+            knowledge: self.knowledge.clone(),
             ignore_file: self.ignore_file.clone(),
             baseline: self.baseline.clone(),
             fail_on: self.fail_on,

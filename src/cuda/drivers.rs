@@ -43,11 +43,10 @@ pub fn cannot_drive(name: &str, cc: Cc, driver: &DriverVersion) -> Option<String
 }
 
 /// GPUs that CUDA forward compatibility (`cuda-compat`) serves: data-center parts and
-/// professional RTX boards; GeForce and TITAN get error 804 (docs/cuda-binaries.md §5h).
+/// professional RTX boards; GeForce and TITAN get error 804 (docs/cuda-binaries.md §5h). By the
+/// knowledge base's GPU classes (rules/knowledge/stack.toml).
 pub fn forward_compat_supported(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    let consumer = ["rtx 2", "rtx 3", "rtx 4", "rtx 5", "gtx"].iter().any(|p| n.starts_with(p));
-    !consumer && !n.contains("titan")
+    crate::knowledge::get().forward_compat(name)
 }
 
 #[cfg(test)]

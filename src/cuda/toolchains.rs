@@ -73,6 +73,40 @@ pub struct Consumer {
     pub central: bool,
     #[serde(default)]
     pub clamp: String,
+    /// What of the package runs when this path cannot: `runs eager`.
+    #[serde(default)]
+    pub still_runs: String,
+    /// The CUDA major the package is built for, where its name says it.
+    #[serde(default)]
+    pub cuda: Option<u16>,
+    /// Releases before this one load NVRTC in the dynamic loader's order.
+    #[serde(default)]
+    pub ld_order_below: String,
+    /// Judged only when no other consumer of its compiler is installed.
+    #[serde(default)]
+    pub alone: bool,
+    /// The variable (set to 1) that makes it ask NVRTC for PTX instead of a cubin.
+    #[serde(default)]
+    pub ptx_env: String,
+    /// Named cases (`tests/rule_cases.rs` runs them as `knowledge::consumer::<name>`).
+    #[serde(default)]
+    pub cases: Vec<crate::knowledge::Case>,
+}
+
+/// Where Triton comes from: its packages, and the directories of the ptxas it bundles.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TritonInstall {
+    pub packages: Vec<String>,
+    pub bundled: Vec<String>,
+}
+
+/// Where XLA finds a PTX assembler besides the pip wheel.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Xla {
+    pub plugin: String,
+    pub system: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -94,23 +128,40 @@ pub struct Table {
     pub torch_pin: Vec<TorchPin>,
     pub consumer: Vec<Consumer>,
     pub cupy_clamp: Vec<CupyClamp>,
+    pub triton_install: TritonInstall,
+    pub xla: Xla,
 }
 
 pub const BUILTIN: &str = include_str!("../../rules/compilers/runtime-compilers.toml");
 
-/// The built-in table.
+/// The built-in table, with the `[[consumer]]` rows of the knowledge files added to this
+/// process (`--knowledge`, `[knowledge] extend`): a row for the same package and compiler replaces
+/// the built-in one.
 pub fn table() -> &'static Table {
-    static T: OnceLock<Table> = OnceLock::new();
-    T.get_or_init(|| toml::from_str(BUILTIN).expect("rules/compilers/runtime-compilers.toml parses"))
+    load().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `3.4.0` -> (3, 4, 0); missing parts are 0, a local suffix (`+cu128`) is ignored.
-pub fn version_key(v: &str) -> (u32, u32, u32) {
-    let base = v.split(['+', '-']).next().unwrap_or_default();
-    let mut it =
-        base.split('.').map(|p| p.chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap_or(0));
-    (it.next().unwrap_or(0), it.next().unwrap_or(0), it.next().unwrap_or(0))
+/// [`table`], or why a knowledge file's consumer row cannot be read (`Policy::load` asks first,
+/// so the command line reports it at its file and line).
+pub fn load() -> Result<&'static Table, String> {
+    static T: OnceLock<Result<Table, String>> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t: Table = toml::from_str(BUILTIN).expect("rules/compilers/runtime-compilers.toml parses");
+        for row in &crate::knowledge::get().consumers {
+            let c: Consumer =
+                row.row.clone().try_into().map_err(|e: toml::de::Error| format!("{}: [[consumer]]: {e}", row.at))?;
+            match t.consumer.iter_mut().find(|o| o.package == c.package && o.compiler == c.compiler) {
+                Some(o) => *o = c,
+                None => t.consumer.push(c),
+            }
+        }
+        Ok(t)
+    })
+    .as_ref()
+    .map_err(Clone::clone)
 }
+
+pub use crate::knowledge::version_key;
 
 /// `12.8` of `12.8.93`.
 pub fn release_of(v: &str) -> Option<CudaVersion> {
@@ -118,6 +169,13 @@ pub fn release_of(v: &str) -> Option<CudaVersion> {
 }
 
 impl Table {
+    /// Every package the table names (consumers and Triton's): the image keeps them among its
+    /// CUDA packages.
+    pub fn packages(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.consumer.iter().map(|c| c.package.as_str()).collect();
+        out.extend(self.triton_install.packages.iter().map(String::as_str));
+        out
+    }
     pub fn ptxas(&self, release: CudaVersion) -> Option<&Ptxas> {
         self.ptxas.iter().find(|p| release_of(&p.release) == Some(release))
     }

@@ -380,22 +380,11 @@ fn is_zero_usize(v: &u64) -> bool {
 
 /// Config environment variables that say something about CUDA.
 fn cuda_env(config: &oci_spec::image::ImageConfiguration) -> BTreeMap<String, String> {
-    const PREFIXES: &[&str] = &[
-        "NVIDIA_",
-        "CUDA_",
-        "NV_",
-        "TORCH_CUDA_ARCH_LIST",
-        "LD_LIBRARY_PATH",
-        "PYTORCH_",
-        "BNB_CUDA_VERSION",
-        "TRITON_",
-        "CUPY_",
-        "XLA_FLAGS",
-    ];
+    let known = crate::knowledge::get();
     let env = config.config().as_ref().and_then(|c| c.env().clone()).unwrap_or_default();
     env.iter()
         .filter_map(|kv| kv.split_once('='))
-        .filter(|(k, _)| PREFIXES.iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| known.env_kept(k))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
@@ -459,7 +448,9 @@ pub fn assemble(
             }
         })
         .collect();
-    let cuda_packages = packages.all.iter().filter(|p| crate::packages::cuda_related(&p.name)).cloned().collect();
+    let compiling = crate::cuda::toolchains::table().packages();
+    let cuda_packages =
+        packages.all.iter().filter(|p| crate::packages::cuda_related(&p.name, &compiling)).cloned().collect();
     ImageReport {
         schema: schema::SCAN,
         tool: Tool::current(),

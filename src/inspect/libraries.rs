@@ -1,121 +1,23 @@
-//! NVIDIA's libraries, one row each: what their names say to the inspector (a CUDA library in
-//! `DT_NEEDED` or on disk), to the verdicts (closed source, a SONAME major that is the CUDA
-//! major, optional for its callers), to the module model (the host driver's own files) and to
-//! the package list (a CUDA-related package). Adding a library is one row here.
+//! What library names say, from the knowledge base's `[[library]]` rows
+//! (`rules/knowledge/libraries.toml`): to the inspector (a CUDA library in `DT_NEEDED` or on
+//! disk), to the verdicts (closed source, a SONAME major that is the CUDA major, the GPUs its
+//! callers load it on), to the module model (the host driver's own files) and to the package
+//! list. Adding a library is one row there.
 
-/// Which file names of a library mark a file as CUDA's (`DT_NEEDED`, a SONAME, a file in a
-/// layer): what the inspector keeps without looking inside.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Named {
-    /// Every name that starts with the prefix.
-    Any,
-    /// Only its shared objects (`libcudart.so*`): the static runtime is linked into binaries,
-    /// which are found by their own content.
-    Shared,
-    /// None: known to the verdicts only.
-    No,
-}
+pub use crate::knowledge::{Driver, Named};
+use crate::knowledge::{Library, Row};
 
-/// The host driver's files, which the image must not carry (except the forward-compatibility
-/// package's copies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Driver {
-    /// `libcuda.so`, `libcudadebugger.so`.
-    Libcuda,
-    /// `libnvidia-*.so.*`.
-    Libnvidia,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct Library {
-    /// File-name prefix: `libcublas` matches `libcublas.so.12` and `libcublasLt.so.12`.
-    pub prefix: &'static str,
-    pub named: Named,
-    /// Closed source: rebuilt by nobody but NVIDIA, only replaced by another build.
-    pub closed: bool,
-    /// Its SONAME major is the CUDA major (`libcudart.so.13`; not cuFFT, cuSPARSE, cuRAND,
-    /// cuDNN, NCCL: docs/cuda-binaries.md §5i). Matched on the exact base name.
-    pub soname_is_cuda: bool,
-    /// Optional for its callers, which check the GPU before using it (cuSPARSELt: 2:4 sparsity,
-    /// 8.0 and newer): without code for the GPU it is arch-gated where the stack's code runs.
-    pub optional: bool,
-    pub driver: Option<Driver>,
-    /// Prefix of its Debian and conda package names (lower case): such a package ties an image
-    /// to a CUDA version.
-    pub package: Option<&'static str>,
-}
-
-const fn lib(prefix: &'static str) -> Library {
-    Library {
-        prefix,
-        named: Named::Any,
-        closed: true,
-        soname_is_cuda: false,
-        optional: false,
-        driver: None,
-        package: None,
-    }
-}
-
-const fn open(prefix: &'static str) -> Library {
-    Library { closed: false, ..lib(prefix) }
-}
-
-const fn host(prefix: &'static str, named: Named, d: Driver) -> Library {
-    Library { named, driver: Some(d), ..open(prefix) }
-}
-
-const fn soname(l: Library) -> Library {
-    Library { soname_is_cuda: true, ..l }
-}
-
-const fn package(l: Library, p: &'static str) -> Library {
-    Library { package: Some(p), ..l }
-}
-
-pub static LIBRARIES: &[Library] = &[
-    package(host("libcuda.so", Named::Any, Driver::Libcuda), "libcuda"),
-    host("libcudadebugger.so", Named::No, Driver::Libcuda),
-    host("libnvidia-", Named::Any, Driver::Libnvidia),
-    soname(Library { named: Named::Shared, ..lib("libcudart") }),
-    package(soname(lib("libcublas")), "libcublas"),
-    soname(lib("libcublasLt")),
-    soname(lib("libnvblas")),
-    soname(lib("libnvrtc")),
-    package(soname(lib("libnvJitLink")), "libnvjitlink"),
-    package(lib("libcudnn"), "libcudnn"),
-    package(lib("libnccl"), "libnccl"),
-    package(lib("libcufft"), "libcufft"),
-    lib("libcurand"),
-    package(lib("libcusparse"), "libcusparse"),
-    Library { optional: true, ..lib("libcusparseLt") },
-    lib("libcusolver"),
-    lib("libnvjpeg"),
-    lib("libnpp"),
-    lib("libcufile"),
-    lib("libnvshmem"),
-    lib("libcutensor"),
-    lib("libcudss"),
-    lib("libnvinfer"),
-    Library { named: Named::No, ..lib("libnvonnxparser") },
-    lib("libnvToolsExt"),
-    lib("libcupti"),
-    Library { named: Named::No, ..lib("libnvperf") },
-    open("libtensorrt"),
-    open("libnvptxcompiler"),
-    open("libnvfatbin"),
-];
-
-/// The rows whose prefix starts `name` (a file name, a SONAME or a `DT_NEEDED` entry).
-pub fn matching(name: &str) -> impl Iterator<Item = &'static Library> + '_ {
-    LIBRARIES.iter().filter(move |l| name.starts_with(l.prefix))
+/// The rows whose prefix starts `name` (a file name, a SONAME or a `DT_NEEDED` entry), or a
+/// directory of the path it is.
+pub fn matching(name: &str) -> impl Iterator<Item = &'static Row<Library>> + '_ {
+    crate::knowledge::get().libraries_of(name)
 }
 
 /// A CUDA library's name (`DT_NEEDED`, SONAME or file name).
 pub fn is_cuda_library(name: &str) -> bool {
     matching(name).any(|l| match l.named {
-        Named::Any => true,
-        Named::Shared => name[l.prefix.len()..].starts_with(".so"),
+        Named::Any => name.starts_with(&l.prefix),
+        Named::Shared => name.strip_prefix(l.prefix.as_str()).is_some_and(|r| r.starts_with(".so")),
         Named::No => false,
     })
 }
@@ -125,16 +27,28 @@ pub fn closed_source(name: &str) -> bool {
     matching(name).any(|l| l.closed)
 }
 
-/// Kernel libraries of other projects whose callers check the compute capability before using
-/// them, by file-name prefix: FlashAttention 2 needs 8.0 and FlashAttention 3 and FlashMLA 9.0,
-/// and vLLM picks another attention backend below that.
-pub static OPTIONAL_KERNELS: &[&str] =
-    &["_vllm_fa2_C", "_vllm_fa3_C", "_flashmla_C", "_flashmla_extension_C", "flash_attn_2_cuda", "flash_attn_3"];
+/// The row that says which GPUs a library's callers load it on, by path or file name.
+pub fn dispatched(path: &str) -> Option<&'static Row<Library>> {
+    matching(path).find(|l| l.dispatch.is_some())
+}
 
-/// A library its callers treat as optional (NVIDIA's, see `Library::optional`, or one of
-/// [`OPTIONAL_KERNELS`]), by file name.
-pub fn optional(name: &str) -> bool {
-    matching(name).any(|l| l.optional) || OPTIONAL_KERNELS.iter().any(|p| name.starts_with(p))
+/// A library its callers load only on some GPUs (a `dispatch` row), by path or file name.
+pub fn optional(path: &str) -> bool {
+    dispatched(path).is_some()
+}
+
+/// A shared CUDA runtime's name (`libcudart.so.12`; a `cuda_runtime` row).
+pub fn is_cuda_runtime(name: &str) -> bool {
+    matching(name)
+        .any(|l| l.cuda_runtime && name.strip_prefix(l.prefix.as_str()).is_some_and(|r| r.starts_with(".so.")))
+}
+
+/// The driver version a host driver library's file name carries (`libcuda.so.570.133.20` ->
+/// `570.133.20`).
+pub fn driver_version_of(name: &str) -> Option<&str> {
+    matching(name)
+        .filter(|l| l.driver == Some(Driver::Libcuda))
+        .find_map(|l| name.strip_prefix(l.prefix.as_str())?.strip_prefix('.'))
 }
 
 /// The host driver's library this file name belongs to, if any.
@@ -147,13 +61,18 @@ pub fn driver(name: &str) -> Option<Driver> {
 pub fn cuda_major_of_soname(name: &str) -> Option<u16> {
     let (base, ver) = name.split_once(".so.")?;
     let major: u16 = ver.split('.').next()?.parse().ok()?;
-    LIBRARIES.iter().any(|l| l.soname_is_cuda && l.prefix == base).then_some(major).filter(|m| (9..=20).contains(m))
+    crate::knowledge::get()
+        .libraries
+        .iter()
+        .any(|l| l.soname_is_cuda && l.prefix == base)
+        .then_some(major)
+        .filter(|m| (9..=20).contains(m))
 }
 
 /// A package whose name (any case) is one of these libraries' packages.
 pub fn cuda_package(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    LIBRARIES.iter().filter_map(|l| l.package).any(|p| n.starts_with(p))
+    crate::knowledge::get().libraries.iter().any(|l| !l.package.is_empty() && n.starts_with(&l.package))
 }
 
 #[cfg(test)]

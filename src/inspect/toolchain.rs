@@ -41,18 +41,10 @@ impl Toolchain {
     }
 }
 
-/// The kind of run-time compiler a file name says, if any.
+/// The kind of run-time compiler a file name says, if any (the knowledge base's
+/// `[[compiler_file]]` rows).
 pub fn kind_of(name: &str) -> Option<CompilerKind> {
-    match name {
-        "ptxas" | "ptxas-blackwell" => Some(CompilerKind::Ptxas),
-        "nvcc" => Some(CompilerKind::Nvcc),
-        // Static nvPTXCompiler, and XLA's plugin, which may link one in (its banner says).
-        "libnvptxcompiler_static.a" | "xla_cuda_plugin.so" => Some(CompilerKind::NvPtxCompiler),
-        _ if name.starts_with("libnvrtc-builtins") => None,
-        _ if name.starts_with("libnvrtc.so") || name.starts_with("libnvrtc.alt.so") => Some(CompilerKind::Nvrtc),
-        _ if name.starts_with("libnvJitLink.so") => Some(CompilerKind::NvJitLink),
-        _ => None,
-    }
+    crate::knowledge::get().compiler_kind(name).and_then(|k| k.parse().ok())
 }
 
 /// `libnvrtc.so.12.8.93` -> `12.8.93`; None when the name carries no major.minor.

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use super::targets::Target;
-use crate::cuda::toolchains::{self, CompilePath, Table, triton_target};
+use crate::cuda::toolchains::{self, CompilePath, Consumer, Table, triton_target};
 use crate::cuda::{CudaVersion, tables};
 use crate::image::ImageReport;
 use crate::inspect::toolchain::CompilerKind;
@@ -38,7 +38,7 @@ pub fn inventory(scan: &ImageReport) -> Vec<Found> {
             let t = f.file.toolchain.as_ref()?;
             let pkg = f.package.as_ref();
             let (version, source) = match (t.version.is_empty(), pkg) {
-                (true, Some(p)) if p.name.starts_with("nvidia-") && !p.version.is_empty() => {
+                (true, Some(p)) if crate::knowledge::get().vendor_package(&p.name) && !p.version.is_empty() => {
                     (p.version.clone(), "package".to_string())
                 }
                 _ => (t.version.clone(), t.source.clone()),
@@ -68,6 +68,8 @@ documented! {
         pub what: String,
         /// the package's work goes through this compiler (vLLM, CuPy), rather than one path of several
         pub central: bool,
+        /// what of the package still runs when this path cannot: `runs eager` (empty: nothing said)
+        pub still_runs: String,
         /// ptxas, nvrtc
         pub kind: String,
         /// the compiler it resolves, in the image
@@ -116,6 +118,27 @@ fn pkg<'a>(scan: &'a ImageReport, name: &str) -> Option<&'a Package> {
     scan.cuda_packages.iter().find(|p| matches!(p.manager, crate::packages::PackageManager::Pypi) && p.name == name)
 }
 
+/// What one consumer's compile path is judged with.
+struct Ctx<'a> {
+    t: &'a Table,
+    scan: &'a ImageReport,
+    found: &'a [Found],
+    target: &'a Target,
+    row: &'a Consumer,
+    consumer: &'a Package,
+}
+
+/// One compile path: fills in the facts, or returns false when there is nothing to say (the
+/// consumer's compiler package is not installed).
+type Judge = fn(&Ctx, &mut CompilerFacts) -> bool;
+
+/// Each compile path the consumer rows name, the compiler kind it runs, and its judge.
+const PATHS: &[(CompilePath, CompilerKind, Judge)] = &[
+    (CompilePath::Triton, CompilerKind::Ptxas, judge_triton),
+    (CompilePath::Nvrtc, CompilerKind::Nvrtc, judge_nvrtc),
+    (CompilePath::Xla, CompilerKind::Ptxas, judge_xla),
+];
+
 /// Triton's ptxas for `cc`: the bundled one its selection rule picks, or the override the image's
 /// environment names (when that file is an inventoried ptxas).
 fn triton_ptxas<'a>(
@@ -137,33 +160,32 @@ fn triton_ptxas<'a>(
     let bundled = found.iter().find(|f| {
         f.kind == CompilerKind::Ptxas
             && file_name(&f.path) == name
-            && (f.path.contains("/triton/backends/nvidia/bin/") || f.path.contains("/triton/third_party/cuda/bin/"))
+            && t.triton_install.bundled.iter().any(|d| f.path.contains(d.as_str()))
     })?;
     Some((bundled, format!("bundled with triton {}", triton.version)))
 }
 
-/// The NVRTC a consumer loads: for CuPy before 14 the loader's order (`LD_LIBRARY_PATH`, then
-/// system directories, then the pip wheel torch preloads); otherwise the pip wheel first.
-fn nvrtc_for<'a>(
-    scan: &ImageReport,
-    found: &'a [Found],
-    consumer: &Package,
-    major: Option<u16>,
-) -> Option<(&'a Found, String)> {
-    let libs: Vec<&Found> = found
+/// The NVRTC a consumer loads: for a release that loads it in the loader's order
+/// (`ld_order_below`), `LD_LIBRARY_PATH`, then system directories, then the pip wheel; otherwise
+/// the pip wheel first.
+fn nvrtc_for<'a>(c: &Ctx<'a>, major: Option<u16>) -> Option<(&'a Found, String)> {
+    let libs: Vec<&Found> = c
+        .found
         .iter()
         .filter(|f| f.kind == CompilerKind::Nvrtc && !file_name(&f.path).starts_with("libnvrtc.alt"))
         .filter(|f| major.is_none_or(|m| CudaVersion::parse(&f.version).is_none_or(|v| v.major == m)))
         .collect();
     let pip = |f: &&&Found| f.path.contains("/site-packages/") || f.path.contains("/dist-packages/");
-    let ld: Vec<String> = scan
+    let ld: Vec<String> = c
+        .scan
         .image
         .env
         .get("LD_LIBRARY_PATH")
         .map(|v| v.split(':').map(|d| d.trim_end_matches('/').to_string()).collect())
         .unwrap_or_default();
-    let cupy_old = consumer.name.starts_with("cupy") && toolchains::version_key(&consumer.version) < (14, 0, 0);
-    if cupy_old {
+    let ld_order = !c.row.ld_order_below.is_empty()
+        && toolchains::version_key(&c.consumer.version) < toolchains::version_key(&c.row.ld_order_below);
+    if ld_order {
         if let Some(f) = libs.iter().find(|f| ld.iter().any(|d| d == parent(&f.path))) {
             return Some((f, "LD_LIBRARY_PATH".into()));
         }
@@ -174,191 +196,207 @@ fn nvrtc_for<'a>(
     libs.iter().find(pip).or(libs.first()).map(|f| (*f, "the pip wheel (site-packages)".to_string()))
 }
 
-/// The CUDA major of the image's torch build (`+cu128` or its `-cuNN` NVIDIA wheels).
-fn torch_major(scan: &ImageReport) -> Option<u16> {
-    if let Some(t) = pkg(scan, "torch")
-        && let Some(cu) = t.version.split_once("+cu")
-    {
-        return cu.1.get(..2).and_then(|m| m.parse().ok());
+/// The CUDA major a consumer is built for: its row's, else what a framework's version says,
+/// else the newest major NVIDIA's `-cuNN` wheels in the image name.
+fn consumer_major(c: &Ctx) -> Option<u16> {
+    let k = crate::knowledge::get();
+    if let Some(m) = c.row.cuda {
+        return Some(m);
     }
-    scan.cuda_packages
+    if let Some((_, (m, _))) =
+        k.framework_cuda(std::iter::once((c.consumer.name.as_str(), c.consumer.version.as_str())))
+    {
+        return Some(m);
+    }
+    k.frameworks.iter().any(|f| f.package == c.consumer.name).then_some(())?;
+    c.scan
+        .cuda_packages
         .iter()
-        .filter(|p| p.name.starts_with("nvidia-cuda-"))
-        .filter_map(|p| p.name.rsplit_once("-cu").and_then(|(_, m)| m.parse().ok()))
+        .filter(|p| k.vendor_package(&p.name))
+        .filter_map(|p| k.cuda_major_of_name(&p.name))
         .max()
 }
 
-/// Every installed consumer's run-time compiler judged on `target`.
+/// Every installed consumer's run-time compiler judged on `target`, by the function of the
+/// compile path its row names.
 pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<CompilerFacts> {
     let t = toolchains::table();
     let mut out = Vec::new();
-    for c in &t.consumer {
-        let Some(consumer) = pkg(scan, &c.package) else { continue };
+    for row in &t.consumer {
+        let Some(consumer) = pkg(scan, &row.package) else { continue };
+        // A compiler used on its own is judged only where no framework above it is installed.
+        if row.alone
+            && t.consumer.iter().any(|o| !o.alone && o.compiler == row.compiler && pkg(scan, &o.package).is_some())
+        {
+            continue;
+        }
+        let Some((_, kind, judge)) = PATHS.iter().find(|(p, _, _)| *p == row.compiler) else { continue };
         let mut f = CompilerFacts {
             consumer: consumer.name.clone(),
             consumer_version: consumer.version.clone(),
-            what: c.what.clone(),
-            central: c.central,
-            kind: match c.compiler {
-                CompilePath::Triton | CompilePath::Xla => CompilerKind::Ptxas,
-                CompilePath::Nvrtc => CompilerKind::Nvrtc,
-            }
-            .to_string(),
+            what: row.what.clone(),
+            central: row.central,
+            still_runs: row.still_runs.clone(),
+            kind: kind.to_string(),
             ..Default::default()
         };
-        let driver_cuda = target.driver_cuda;
-        match c.compiler {
-            CompilePath::Triton => {
-                let Some(triton) = pkg(scan, "triton").or_else(|| pkg(scan, "pytorch-triton")) else { continue };
-                let Some((ptxas, how)) = triton_ptxas(t, scan, found, triton, target) else {
-                    // Listed, not judged: what Triton would run is not in the image.
-                    f.kind = CompilerKind::Ptxas.to_string();
-                    f.why = format!("no ptxas of triton {} found in the image", triton.version);
-                    out.push(f);
-                    continue;
-                };
-                f.kind = CompilerKind::Ptxas.to_string();
-                f.resolved(ptxas, how);
-                let arch = triton_target(target.cc);
-                f.target_arch = format!("sm_{arch}");
-                let release = f.judge_ptxas(t, &arch);
-                let rel = release.map(|r| r.to_string()).unwrap_or_default();
-                if f.known && !f.knows_target {
-                    f.why = format!("triton {}'s ptxas {rel} knows no {}", triton.version, f.target_arch);
-                    f.fix = triton_fix(t, triton, target, &arch);
-                }
-                // Cubins of a CUDA 13 ptxas load on a CUDA 13 driver only (CUDA_ERROR_INVALID_IMAGE).
-                if let (Some(r), Some(d)) = (release, driver_cuda)
-                    && f.knows_target
-                    && r.major > d.major
-                {
-                    let need = tables::minor_compat_floor(r.major)
-                        .map(|(v, _)| v.to_string())
-                        .unwrap_or_else(|| format!("a CUDA {}.x driver", r.major));
-                    f.driver_problem = format!(
-                        "triton {} assembles {} with ptxas {rel} (CUDA {}), whose cubins a CUDA {d} driver cannot load (CUDA_ERROR_INVALID_IMAGE): it needs driver {need} or newer",
-                        triton.version, f.target_arch, r.major
-                    );
-                    let sel = t.triton_selection(&triton.version);
-                    let blackwell = sel.is_some_and(|s| s.blackwell_from > 0 && target.cc.sm() >= s.blackwell_from);
-                    let env = sel.map(|s| if blackwell { s.blackwell_env.clone() } else { s.ptxas_env.clone() });
-                    let same_major = t
-                        .ptxas
-                        .iter()
-                        .rfind(|p| p.release.starts_with(&format!("{}.", d.major)) && p.targets.contains(&arch));
-                    f.fix = match (same_major, env) {
-                        (Some(p), Some(env)) => format!(
-                            "upgrade the driver on {} to {need} or newer, or set {env} to the ptxas of nvidia-cuda-nvcc-cu{}=={}.* (CUDA {} cubins load on this driver; it knows {})",
-                            target.nodes(),
-                            d.major,
-                            p.release,
-                            d.major,
-                            f.target_arch
-                        ),
-                        _ => format!("upgrade the driver on {} to {need} or newer", target.nodes()),
-                    };
-                }
-            }
-            CompilePath::Nvrtc => {
-                let major = if c.package == "torch" { torch_major(scan) } else { None };
-                let Some((nvrtc, how)) = nvrtc_for(scan, found, consumer, major) else {
-                    f.why = "no NVRTC found in the image (it may come from the host or a later layer)".into();
-                    out.push(f);
-                    continue;
-                };
-                f.resolved(nvrtc, how);
-                let Some(release) = CudaVersion::parse(&nvrtc.version) else {
-                    f.why = "its version is unknown: not judged".into();
-                    out.push(f);
-                    continue;
-                };
-                let row = t.nvrtc(release);
-                f.known = row.is_some();
-                let sm = target.cc.sm();
-                let asked = if c.clamp == "cupy" { t.cupy_arch(&consumer.version, release, target.cc) } else { sm };
-                f.target_arch = format!("sm_{asked}");
-                let compiles = row.is_some_and(|r| r.archs.contains(&asked));
-                // CuPy asks for PTX instead of a cubin (CUPY_COMPILE_WITH_PTX=1): the driver JITs
-                // it for any newer GPU, if it reads NVRTC's PTX ISA.
-                let ptx = c.clamp == "cupy" && scan.image.env.get("CUPY_COMPILE_WITH_PTX").is_some_and(|v| v == "1");
-                if ptx {
-                    f.target_arch = format!("compute_{asked}");
-                }
-                // A cubin for an older major does not load (sm_90 on an RTX 50): CuPy's clamp.
-                let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm) || (ptx && asked <= sm);
-                f.knows_target = compiles && loads;
-                if f.known && !f.knows_target {
-                    f.why = if !compiles {
-                        format!("NVRTC {release} ({}) knows no sm_{asked}", file_name(&nvrtc.path))
-                    } else {
-                        format!(
-                            "{} {} asks NVRTC {release} for sm_{asked}, whose cubin does not load on compute capability {} (CUDA_ERROR_NO_BINARY_FOR_GPU)",
-                            consumer.name, consumer.version, target.cc
-                        )
-                    };
-                    f.fix = nvrtc_fix(t, consumer, release, target);
-                }
-                if let (Some(d), true) = (driver_cuda, f.knows_target)
-                    && (release.major > d.major || (ptx && release > d))
-                {
-                    let need =
-                        tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default();
-                    f.driver_problem = format!(
-                        "NVRTC {release} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {need} or newer",
-                        release.major
-                    );
-                    f.fix = format!(
-                        "upgrade the driver on {} to {need} or newer, or install the CUDA {} build of {} (its NVRTC {}.x)",
-                        target.nodes(),
-                        d.major,
-                        consumer.name,
-                        d.major
-                    );
-                }
-            }
-            CompilePath::Xla => {
-                let Some((ptxas, how)) = xla_ptxas(scan, found, &consumer.name) else {
-                    f.kind = CompilerKind::Ptxas.to_string();
-                    f.why = "no ptxas XLA would find in the image".into();
-                    out.push(f);
-                    continue;
-                };
-                f.kind = ptxas.kind.to_string();
-                f.resolved(ptxas, how);
-                let arch = target.cc.sm().to_string();
-                f.target_arch = format!("sm_{arch}");
-                let release = f.judge_ptxas(t, &arch);
-                if f.known && !f.knows_target {
-                    let rel = release.map(|r| r.to_string()).unwrap_or_default();
-                    f.why = format!(
-                        "its {} {rel} knows no {}: XLA falls back to the driver's PTX JIT, or refuses",
-                        ptxas.kind, f.target_arch
-                    );
-                    let best = t.ptxas.iter().rfind(|p| p.release.starts_with("12.") && p.targets.contains(&arch));
-                    f.fix = match best {
-                        Some(p) if consumer.name.contains("cuda12") => format!(
-                            "pip install 'nvidia-cuda-nvcc-cu12=={}.*' and make it the ptxas XLA finds first (XLA_FLAGS=--xla_gpu_cuda_data_dir=<site-packages>/nvidia/cuda_nvcc, or remove the older ptxas from PATH)",
-                            p.release
-                        ),
-                        _ => format!("a ptxas that knows {} (nvidia-cuda-nvcc, a newer JAX)", f.target_arch),
-                    };
-                }
-            }
+        let c = Ctx { t, scan, found, target, row, consumer };
+        if judge(&c, &mut f) {
+            out.push(f);
         }
-        out.push(f);
     }
     out
 }
 
+fn judge_triton(c: &Ctx, f: &mut CompilerFacts) -> bool {
+    let (t, target) = (c.t, c.target);
+    let Some(triton) = t.triton_install.packages.iter().find_map(|n| pkg(c.scan, n)) else { return false };
+    let Some((ptxas, how)) = triton_ptxas(t, c.scan, c.found, triton, target) else {
+        // Listed, not judged: what Triton would run is not in the image.
+        f.why = format!("no ptxas of triton {} found in the image", triton.version);
+        return true;
+    };
+    f.resolved(ptxas, how);
+    let arch = triton_target(target.cc);
+    f.target_arch = format!("sm_{arch}");
+    let release = f.judge_ptxas(t, &arch);
+    let rel = release.map(|r| r.to_string()).unwrap_or_default();
+    if f.known && !f.knows_target {
+        f.why = format!("triton {}'s ptxas {rel} knows no {}", triton.version, f.target_arch);
+        f.fix = triton_fix(t, triton, target, &arch);
+    }
+    // Cubins of a CUDA 13 ptxas load on a CUDA 13 driver only (CUDA_ERROR_INVALID_IMAGE).
+    if let (Some(r), Some(d)) = (release, target.driver_cuda)
+        && f.knows_target
+        && r.major > d.major
+    {
+        let need = tables::minor_compat_floor(r.major)
+            .map(|(v, _)| v.to_string())
+            .unwrap_or_else(|| format!("a CUDA {}.x driver", r.major));
+        f.driver_problem = format!(
+            "triton {} assembles {} with ptxas {rel} (CUDA {}), whose cubins a CUDA {d} driver cannot load (CUDA_ERROR_INVALID_IMAGE): it needs driver {need} or newer",
+            triton.version, f.target_arch, r.major
+        );
+        let sel = t.triton_selection(&triton.version);
+        let blackwell = sel.is_some_and(|s| s.blackwell_from > 0 && target.cc.sm() >= s.blackwell_from);
+        let env = sel.map(|s| if blackwell { s.blackwell_env.clone() } else { s.ptxas_env.clone() });
+        let same_major =
+            t.ptxas.iter().rfind(|p| p.release.starts_with(&format!("{}.", d.major)) && p.targets.contains(&arch));
+        let wheel = crate::knowledge::get().wheel("nvcc", d.major);
+        f.fix = match (same_major, env, wheel) {
+            (Some(p), Some(env), Some(w)) => format!(
+                "upgrade the driver on {} to {need} or newer, or set {env} to the ptxas of {}=={}.* (CUDA {} cubins load on this driver; it knows {})",
+                target.nodes(),
+                w.package,
+                p.release,
+                d.major,
+                f.target_arch
+            ),
+            _ => format!("upgrade the driver on {} to {need} or newer", target.nodes()),
+        };
+    }
+    true
+}
+
+fn judge_nvrtc(c: &Ctx, f: &mut CompilerFacts) -> bool {
+    let (t, target, consumer) = (c.t, c.target, c.consumer);
+    let Some((nvrtc, how)) = nvrtc_for(c, consumer_major(c)) else {
+        f.why = "no NVRTC found in the image (it may come from the host or a later layer)".into();
+        return true;
+    };
+    f.resolved(nvrtc, how);
+    let Some(release) = CudaVersion::parse(&nvrtc.version) else {
+        f.why = "its version is unknown: not judged".into();
+        return true;
+    };
+    let row = t.nvrtc(release);
+    f.known = row.is_some();
+    let sm = target.cc.sm();
+    let clamped = c.row.clamp == "cupy";
+    let asked = if clamped { t.cupy_arch(&consumer.version, release, target.cc) } else { sm };
+    f.target_arch = format!("sm_{asked}");
+    let compiles = row.is_some_and(|r| r.archs.contains(&asked));
+    // Asking for PTX instead of a cubin (CUPY_COMPILE_WITH_PTX=1): the driver JITs it for any
+    // newer GPU, if it reads NVRTC's PTX ISA.
+    let ptx = !c.row.ptx_env.is_empty() && c.scan.image.env.get(&c.row.ptx_env).is_some_and(|v| v == "1");
+    if ptx {
+        f.target_arch = format!("compute_{asked}");
+    }
+    // A cubin for an older major does not load (sm_90 on an RTX 50): CuPy's clamp.
+    let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm) || (ptx && asked <= sm);
+    f.knows_target = compiles && loads;
+    if f.known && !f.knows_target {
+        f.why = if !compiles {
+            format!("NVRTC {release} ({}) knows no sm_{asked}", file_name(&nvrtc.path))
+        } else {
+            format!(
+                "{} {} asks NVRTC {release} for sm_{asked}, whose cubin does not load on compute capability {} (CUDA_ERROR_NO_BINARY_FOR_GPU)",
+                consumer.name, consumer.version, target.cc
+            )
+        };
+        f.fix = nvrtc_fix(c, release);
+    }
+    if let (Some(d), true) = (target.driver_cuda, f.knows_target)
+        && (release.major > d.major || (ptx && release > d))
+    {
+        let need = tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default();
+        f.driver_problem = format!(
+            "NVRTC {release} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {need} or newer",
+            release.major
+        );
+        f.fix = format!(
+            "upgrade the driver on {} to {need} or newer, or install {} (its NVRTC {}.x)",
+            target.nodes(),
+            crate::knowledge::get().build_for(&consumer.name, release.major, d.major),
+            d.major
+        );
+    }
+    true
+}
+
+fn judge_xla(c: &Ctx, f: &mut CompilerFacts) -> bool {
+    let (t, target) = (c.t, c.target);
+    let major = c.row.cuda.unwrap_or(12);
+    let Some((ptxas, how)) = xla_ptxas(c, major) else {
+        f.why = "no ptxas XLA would find in the image".into();
+        return true;
+    };
+    f.kind = ptxas.kind.to_string();
+    f.resolved(ptxas, how);
+    let arch = target.cc.sm().to_string();
+    f.target_arch = format!("sm_{arch}");
+    let release = f.judge_ptxas(t, &arch);
+    if f.known && !f.knows_target {
+        let rel = release.map(|r| r.to_string()).unwrap_or_default();
+        f.why = format!(
+            "its {} {rel} knows no {}: XLA falls back to the driver's PTX JIT, or refuses",
+            ptxas.kind, f.target_arch
+        );
+        let best = t.ptxas.iter().rfind(|p| p.release.starts_with(&format!("{major}.")) && p.targets.contains(&arch));
+        f.fix = match (best, crate::knowledge::get().wheel("nvcc", major)) {
+            (Some(p), Some(w)) => format!(
+                "pip install '{}=={}.*' and make it the ptxas XLA finds first (XLA_FLAGS=--xla_gpu_cuda_data_dir=<site-packages>/{}, or remove the older ptxas from PATH)",
+                w.package,
+                p.release,
+                parent(&w.dir)
+            ),
+            _ => format!("a ptxas that knows {} (a newer nvcc wheel, a newer JAX)", f.target_arch),
+        };
+    }
+    true
+}
+
 /// The PTX assembler XLA uses: an nvPTXCompiler linked into its plugin (where a banner says so),
-/// else the first ptxas of `--xla_gpu_cuda_data_dir`, the system toolkit, the pip nvcc wheel.
-fn xla_ptxas<'a>(scan: &ImageReport, found: &'a [Found], plugin: &str) -> Option<(&'a Found, String)> {
-    if let Some(f) = found.iter().find(|f| file_name(&f.path) == "xla_cuda_plugin.so" && !f.version.is_empty()) {
+/// else the first ptxas of `--xla_gpu_cuda_data_dir`, the system toolkit, the pip nvcc wheel of
+/// the plugin's CUDA major.
+fn xla_ptxas<'a>(c: &Ctx<'a>, major: u16) -> Option<(&'a Found, String)> {
+    let (found, x) = (c.found, &c.t.xla);
+    if let Some(f) = found.iter().find(|f| file_name(&f.path) == x.plugin && !f.version.is_empty()) {
         return Some((f, "nvPTXCompiler linked into the XLA plugin".into()));
     }
     let ptxas: Vec<&Found> =
         found.iter().filter(|f| f.kind == CompilerKind::Ptxas && file_name(&f.path) == "ptxas").collect();
-    if let Some(dir) = scan.image.env.get("XLA_FLAGS").and_then(|v| {
+    if let Some(dir) = c.scan.image.env.get("XLA_FLAGS").and_then(|v| {
         v.split_whitespace()
             .find_map(|a| a.strip_prefix("--xla_gpu_cuda_data_dir="))
             .map(|d| d.trim_end_matches('/').to_string())
@@ -366,11 +404,12 @@ fn xla_ptxas<'a>(scan: &ImageReport, found: &'a [Found], plugin: &str) -> Option
     {
         return Some((f, "--xla_gpu_cuda_data_dir".into()));
     }
-    if let Some(f) = ptxas.iter().find(|f| f.path.starts_with("/usr/local/cuda") || f.path == "/usr/bin/ptxas") {
+    if let Some(f) = ptxas.iter().find(|f| x.system.iter().any(|s| f.path.starts_with(s.as_str()))) {
         return Some((f, "the system toolkit (found before the pip wheel)".into()));
     }
-    let wheel = if plugin.contains("cuda13") { "/nvidia/cu13/bin/ptxas" } else { "/nvidia/cuda_nvcc/bin/ptxas" };
-    ptxas.iter().find(|f| f.path.ends_with(wheel)).map(|f| (*f, "the pip nvidia-cuda-nvcc wheel".to_string()))
+    let wheel = crate::knowledge::get().wheel("nvcc", major)?;
+    let tail = format!("/{}/ptxas", wheel.dir);
+    ptxas.iter().find(|f| f.path.ends_with(&tail)).map(|f| (*f, format!("the pip {} wheel", wheel.package)))
 }
 
 fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arch: &str) -> String {
@@ -395,16 +434,17 @@ fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arc
             target.driver_cuda.is_none_or(|d| CudaVersion::parse(&p.release).is_some_and(|r| r.major <= d.major))
         })
         .collect();
-    if let (Some(sel), Some(best)) = (t.triton_selection(&triton.version), knows.last()) {
+    if let (Some(sel), Some(best)) = (t.triton_selection(&triton.version), knows.last())
+        && let Some(wheel) =
+            CudaVersion::parse(&best.release).and_then(|r| crate::knowledge::get().wheel("nvcc", r.major))
+    {
         let blackwell = sel.blackwell_from > 0 && target.cc.sm() >= sel.blackwell_from;
         let env = if blackwell { &sel.blackwell_env } else { &sel.ptxas_env };
-        let wheel = match best.release.split('.').next() {
-            Some("11") => format!("nvidia-cuda-nvcc-cu11=={}.*", best.release),
-            Some("12") => format!("nvidia-cuda-nvcc-cu12=={}.*", best.release),
-            _ => format!("nvidia-cuda-nvcc=={}.*", best.release),
-        };
         let or = if parts.is_empty() { "" } else { "or " };
-        parts.push(format!("{or}set {env} to the ptxas of {wheel} (release {}, which knows sm_{arch})", best.release));
+        parts.push(format!(
+            "{or}set {env} to the ptxas of {}=={}.* (release {}, which knows sm_{arch})",
+            wheel.package, best.release, best.release
+        ));
     }
     if parts.is_empty() {
         return format!("no ptxas cudalint knows assembles sm_{arch}");
@@ -412,30 +452,54 @@ fn triton_fix(t: &Table, triton: &crate::packages::Package, target: &Target, arc
     parts.join(", ")
 }
 
-fn nvrtc_fix(t: &Table, consumer: &crate::packages::Package, release: CudaVersion, target: &Target) -> String {
+/// The NVRTC that works here: the first release of the installed one's major at or above it, else
+/// (the GPU is outside what that major targets) the newest release of another major that does,
+/// with the consumer's build for that major.
+fn nvrtc_fix(c: &Ctx, release: CudaVersion) -> String {
+    let (t, target, consumer) = (c.t, c.target, c.consumer);
     let sm = target.cc.sm();
-    let cupy = consumer.name.starts_with("cupy");
-    // The first release that works: for CuPy, whose clamp decides what it asks for, the first
-    // whose answer compiles and loads here (NVRTC 12.8 makes an sm_120 cubin for a GB10).
-    let works = |r: &toolchains::Nvrtc| {
-        let Some(v) = CudaVersion::parse(&r.release) else { return false };
-        let asked = if cupy { t.cupy_arch(&consumer.version, v, target.cc) } else { sm };
-        r.archs.contains(&asked) && (asked == sm || (asked / 10 == sm / 10 && asked < sm))
+    let clamped = c.row.clamp == "cupy";
+    // For a consumer whose clamp decides what it asks for, the first whose answer compiles and
+    // loads here (NVRTC 12.8 makes an sm_120 cubin for a GB10).
+    let works: Vec<CudaVersion> = t
+        .nvrtc
+        .iter()
+        .filter_map(|r| {
+            let v = CudaVersion::parse(&r.release)?;
+            let asked = if clamped { t.cupy_arch(&consumer.version, v, target.cc) } else { sm };
+            (r.archs.contains(&asked) && (asked == sm || (asked / 10 == sm / 10 && asked < sm))).then_some(v)
+        })
+        .collect();
+    let k = crate::knowledge::get();
+    let same = works.iter().find(|v| v.major == release.major && **v >= release);
+    let (need, other) = match same {
+        Some(v) => (*v, false),
+        None => match works.iter().filter(|v| v.major != release.major).max() {
+            Some(v) => (*v, true),
+            None => return format!("no NVRTC cudalint knows targets compute capability {}", target.cc),
+        },
     };
-    let need = match t.nvrtc.iter().find(|r| works(r)).and_then(|r| CudaVersion::parse(&r.release)) {
-        Some(v) => v.max(release),
-        None => return format!("no NVRTC cudalint knows targets compute capability {}", target.cc),
+    let Some(wheel) = k.wheel("nvrtc", need.major) else {
+        return format!("NVRTC {need} is the first that knows sm_{sm}");
     };
-    let wheel = if need.major == 12 {
-        format!("nvidia-cuda-nvrtc-cu12>={need}")
+    let load = if c.row.ld_order_below.is_empty() {
+        String::new()
     } else {
-        format!("nvidia-cuda-nvrtc>={need} (a CUDA {} build of {})", need.major, consumer.name)
-    };
-    if cupy {
         format!(
-            "pip install '{wheel}' and make it the libnvrtc CuPy loads (LD_LIBRARY_PATH=<site-packages>/nvidia/cuda_nvrtc/lib, or import torch first)"
+            " and make it the libnvrtc {} loads (LD_LIBRARY_PATH=<site-packages>/{}, or import a package that preloads it first)",
+            consumer.name, wheel.dir
+        )
+    };
+    if other {
+        let major = consumer_major(c).unwrap_or(release.major);
+        format!(
+            "install {} with '{}=={}.*'{load} (no CUDA {} NVRTC knows sm_{sm}; NVRTC {need} does)",
+            k.build_for(&consumer.name, major, need.major),
+            wheel.package,
+            need,
+            release.major
         )
     } else {
-        format!("pip install '{wheel}' (NVRTC {need} is the first that knows sm_{sm})")
+        format!("pip install '{}>={need}'{load} (NVRTC {need} is the first that knows sm_{sm})", wheel.package)
     }
 }

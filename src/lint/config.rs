@@ -29,6 +29,17 @@ struct ConfigFile {
     rules: RulesCfg,
     #[serde(default)]
     ignore: Vec<Spanned<IgnoreEntry>>,
+    #[serde(default)]
+    knowledge: KnowledgeCfg,
+}
+
+/// `[knowledge] extend = ["ours.toml"]`: knowledge files added to the built-in ones, relative to
+/// the config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct KnowledgeCfg {
+    #[serde(default)]
+    extend: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -261,13 +272,20 @@ impl RawConfig {
         self.file.rules.dirs.iter().map(|d| base.join(d)).collect()
     }
 
-    /// The paths the config names (rule directories, target files) exist: a missing one is
+    /// The knowledge files the config's `[knowledge] extend` names (relative to its directory).
+    pub fn knowledge_files(&self) -> Vec<PathBuf> {
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        self.file.knowledge.extend.iter().map(|d| base.join(d)).collect()
+    }
+
+    /// The paths the config names (rule directories, target files, knowledge files) exist: a missing one is
     /// reported at its line in the config, resolved against the config's directory, rather than
     /// later as a bare relative path nobody wrote on the command line.
     pub fn check_paths(&self) -> Result<(), ConfigError> {
         let base = self.path.parent().unwrap_or(Path::new("."));
         let named = self.file.rules.dirs.iter().map(|d| ("[rules] dirs", d, true));
         let named = named.chain(self.file.targets.from.iter().map(|f| ("[targets] from", f, false)));
+        let named = named.chain(self.file.knowledge.extend.iter().map(|f| ("[knowledge] extend", f, false)));
         for (key, p, dir) in named {
             let full = base.join(p);
             let ok = if dir { full.is_dir() } else { full.is_file() };

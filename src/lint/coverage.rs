@@ -114,8 +114,11 @@ documented! {
         pub newer_from: Option<Cc>,
         /// the binary's verdict: native, jit, arch-gated, none, n/a (docs/schema.md)
         pub class: Class,
-        /// for arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`)
+        /// for arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`), or those its callers load it on
         pub gated_for: String,
+        /// for binaries its callers load only on some GPUs: who decides, and the knowledge row that says so
+        /// (`vLLM's FlashAttention 2 (...) (knowledge: libraries.toml:230)`); empty otherwise
+        pub gated_by: String,
         /// for a version-selected sibling not loaded here: the sibling that is
         pub selected_sibling: String,
     }
@@ -277,4 +280,28 @@ pub fn chips_for(b: &Binary) -> String {
     }
     let archs = sorted_archs(archs);
     if names.is_empty() { archs.join(", ") } else { names.join(", ") }
+}
+
+/// Whether a library's callers load it on `cc` (its knowledge row's `dispatch`).
+pub fn loaded_on(d: &crate::knowledge::Dispatch, cc: Cc) -> bool {
+    let parse = |s: &str| Cc::parse(s);
+    parse(&d.min).is_none_or(|m| cc >= m)
+        && parse(&d.below).is_none_or(|b| cc < b)
+        && !d.except.iter().filter_map(|e| parse(e)).any(|e| e == cc)
+}
+
+/// The compute capabilities a `dispatch` loads on, in words: `compute capability 8.0 to 9.x
+/// except 8.6, 8.9`.
+pub fn dispatch_words(d: &crate::knowledge::Dispatch) -> String {
+    let mut s = match (d.min.is_empty(), Cc::parse(&d.below)) {
+        (false, Some(b)) if b.minor == 0 => format!("compute capability {} to {}.x", d.min, b.major - 1),
+        (false, Some(b)) => format!("compute capability {} up to {b}", d.min),
+        (false, None) => format!("compute capability {} and newer", d.min),
+        (true, Some(b)) => format!("compute capability below {b}"),
+        (true, None) => "every compute capability".to_string(),
+    };
+    if !d.except.is_empty() {
+        s.push_str(&format!(" except {}", d.except.join(", ")));
+    }
+    s
 }

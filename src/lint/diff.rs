@@ -266,20 +266,9 @@ fn compilers(old: &ImageReport, new: &ImageReport) -> Vec<CompilerChange> {
         .collect()
 }
 
-/// `nvidia-cublas-cu12` -> `nvidia-cublas`; `cupy-cuda12x` -> `cupy`.
+/// `nvidia-cublas-cu12` -> `nvidia-cublas`; `cupy-cuda12x` -> `cupy` (the knowledge base's builds).
 fn base_name(name: &str) -> String {
-    if let Some((base, major)) = name.rsplit_once("-cu")
-        && !major.is_empty()
-        && major.chars().all(|c| c.is_ascii_digit())
-    {
-        return base.to_string();
-    }
-    if let Some((base, tail)) = name.rsplit_once("-cuda")
-        && tail.trim_end_matches('x').chars().all(|c| c.is_ascii_digit())
-    {
-        return base.to_string();
-    }
-    name.to_string()
+    crate::knowledge::get().base_name(name).to_string()
 }
 
 fn packages(old: &ImageReport, new: &ImageReport) -> Vec<PackageChange> {

@@ -109,8 +109,18 @@ documented! {
         /// problems in everything else (data the library keeps and loads itself, archive members, driver libraries):
         /// detail, never a finding
         pub detail_problems: Vec<String>,
-        /// for a version-selected sibling the loader does not pick: the one it picks (empty otherwise)
+        /// for a version-selected sibling the loader does not pick: the one it picks, or what loads instead (empty otherwise)
         pub not_loaded: String,
+        /// on the sibling that stands for its group: the file the package's loader looks for and the image lacks (`libbitsandbytes_cuda128.so`)
+        pub sibling_missing: String,
+        /// what the package does then: `falls back to libbitsandbytes_cpu.so: its GPU functions are unavailable`
+        pub sibling_effect: String,
+        /// whose loader, and the knowledge row that says how it picks: `bitsandbytes 0.45.5 (knowledge: stack.toml:17)`
+        pub sibling_loader: String,
+        /// what it goes by: `torch's CUDA 12.8`, `BNB_CUDA_VERSION=128`
+        pub sibling_why: String,
+        /// the variable setting that picks the newest sibling the image has instead: `BNB_CUDA_VERSION=126` (empty when its loader reads none)
+        pub sibling_instead: String,
         /// the `*.dist-info/variant.json` of the wheel that installed it (wheel variants, PEP 825 draft), empty if none
         pub variant_json: String,
         /// the variant properties that file declares (`nvidia :: sm_arch :: 90_real`), sorted
@@ -404,7 +414,8 @@ pub fn binary(f: &ImageFile) -> Binary {
         group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
         vendor_library: libraries::closed_source(file_name(&r.path))
             || pkg.is_some_and(|p| {
-                p.name.starts_with("nvidia-") && matches!(p.manager, crate::packages::PackageManager::Pypi)
+                crate::knowledge::get().vendor_package(&p.name)
+                    && matches!(p.manager, crate::packages::PackageManager::Pypi)
             }),
         cuda_major: u64::from(cuda_major),
         managed_archs: sorted_archs(managed).join(", "),
@@ -436,6 +447,11 @@ pub fn binary(f: &ImageFile) -> Binary {
         problem_examples,
         detail_problems,
         not_loaded: String::new(),
+        sibling_missing: String::new(),
+        sibling_effect: String::new(),
+        sibling_loader: String::new(),
+        sibling_why: String::new(),
+        sibling_instead: String::new(),
         cuda_needed,
         // Filled in with the inventory's variant metadata (`variants::annotate`).
         variant_json: String::new(),

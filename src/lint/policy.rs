@@ -151,6 +151,8 @@ pub struct PolicySpec {
     pub config: Option<PathBuf>,
     /// Directories of additional rules, after the configuration's own.
     pub rule_dirs: Vec<PathBuf>,
+    /// Knowledge files, after the configuration's `[knowledge] extend`.
+    pub knowledge: Vec<PathBuf>,
     /// The ignore file; `None` discovers one of [`IGNORE_FILES`] from `search_from`.
     pub ignore_file: Option<PathBuf>,
     /// Where discovery starts (the command line's current directory); `None` discovers nothing:
@@ -206,6 +208,12 @@ impl Policy {
         let mut dirs = raw.as_ref().map(|r| r.rule_dirs()).unwrap_or_default();
         dirs.extend(spec.rule_dirs.iter().cloned());
         let rules = rules::load(&dirs)?;
+        // What is known of libraries and loaders is settled before any image is read: the
+        // inspector keeps files by it.
+        let mut knowledge = raw.as_ref().map(|r| r.knowledge_files()).unwrap_or_default();
+        knowledge.extend(spec.knowledge.iter().cloned());
+        crate::knowledge::install(&knowledge).map_err(|e| ConfigError::at(e.file, e.line, e.message))?;
+        crate::cuda::toolchains::load().map_err(|e| ConfigError::at("--knowledge", None, e))?;
         let config = match raw {
             Some(r) => r.resolve(&rules)?,
             None => Config::default(),

@@ -53,6 +53,18 @@ pub struct MatrixCell {
     pub class: coverage::Class,
     /// `sm_90`, `jit compute_80`, `✗ 209`, `sm_80 ✗ 209 (2/5)`.
     pub text: String,
+    /// Modules not counted in `result` here: the library's per-GPU dispatch detail (variants for
+    /// other chips, kernel sets for newer GPUs only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub left_out: u64,
+    /// Why the binary is judged as it is here, where something other than its code decides: the
+    /// knowledge row behind an arch-gated library, the sibling the loader picks.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -98,10 +98,16 @@ fn gather(scan: &ImageReport) -> Facts {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
     dispatch_sets(&mut binaries);
     let mut image = facts::image(scan, &binaries);
-    let unselected = verdict::unselected_siblings(scan, &binaries);
-    for (i, picked) in &unselected {
+    let siblings = verdict::unselected_siblings(scan, &binaries);
+    for (i, picked) in &siblings.unselected {
         binaries[*i].facts.not_loaded = picked.clone();
     }
+    for (i, m) in siblings.missing {
+        let b = &mut binaries[i].facts;
+        (b.sibling_missing, b.sibling_effect, b.sibling_loader, b.sibling_why, b.sibling_instead) =
+            (m.wanted, m.effect, m.loader, m.why, m.instead);
+    }
+    let unselected = siblings.unselected;
     variants::annotate(scan, &mut binaries);
     let floor = verdict::floor(scan, &binaries, &unselected);
     if floor.major * 100 > image.needs_cuda_n {
@@ -192,24 +198,22 @@ fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
             .any(|(b, c)| !b.facts.vendor_library && !b.facts.driver_library.is_driver() && c[ti].class.runs());
         for (b, c) in binaries.iter().zip(covs.iter_mut()) {
             let c = &mut c[ti];
-            if c.class == Class::None && coverage::specific_only(b) && running.contains(b.facts.group.as_str()) {
+            // A library the knowledge base says its callers load only on some GPUs (cuSPARSELt
+            // for 2:4 sparsity from 8.0; vLLM's FlashAttention builds): where they do not, it
+            // is not loaded, whatever it carries; where they do, it is judged as any binary,
+            // even when all its code is for one chip (FlashAttention-3's sm_90a on a B200).
+            let dispatched = crate::inspect::libraries::dispatched(&b.facts.path)
+                .and_then(|r| r.dispatch_for(&b.facts.package_version).map(|d| (r, d)))
+                .filter(|_| consumer_runs && !verdict::cannot_build(b, target));
+            if let Some((row, d)) = dispatched {
+                if !coverage::loaded_on(d, target.cc) && matches!(c.class, Class::None | Class::Jit) {
+                    c.class = Class::ArchGated;
+                    c.gated_for = coverage::dispatch_words(d);
+                    c.gated_by = format!("{} (knowledge: {})", d.by, row.at);
+                }
+            } else if c.class == Class::None && coverage::specific_only(b) && running.contains(b.facts.group.as_str()) {
                 c.class = Class::ArchGated;
                 c.gated_for = coverage::chips_for(b);
-            } else if let Some(from) = c.newer_from.filter(|_| {
-                // An optional library (NVIDIA's cuSPARSELt: 2:4 sparsity, 8.0 and newer; vLLM's
-                // FlashAttention 2 build, 8.0 and newer) whose code is mostly for newer GPUs and
-                // runs here at best through a JIT fallback: it does not support this GPU, and its
-                // callers (torch, vLLM) check the compute capability first. cuBLAS or cuDNN
-                // without code here are no option.
-                crate::inspect::libraries::optional(crate::layer::path::file_name(&b.facts.path))
-                    && !verdict::cannot_build(b, target)
-                    && consumer_runs
-                    && c.native == 0
-                    && matches!(c.class, Class::None | Class::Jit)
-                    && c.newer_only * 2 >= c.modules
-            }) {
-                c.class = Class::ArchGated;
-                c.gated_for = format!("compute capability {from} and newer");
             }
         }
     }
@@ -252,6 +256,11 @@ fn target_rules(
 /// A matrix cell: every module native with one image -> `sm_90`; mixed -> the images and, where
 /// some fail, the error and how many; the binary's class where it overrides that.
 fn cell(c: &Coverage, b: &Binary) -> String {
+    // A file name (the sibling the loader picks), or a phrase (what loads when the one it
+    // looks for is missing).
+    if c.selected_sibling.contains(' ') {
+        return format!("not loaded ({})", c.selected_sibling);
+    }
     if !c.selected_sibling.is_empty() {
         return format!("not loaded ({} is)", c.selected_sibling);
     }
@@ -346,6 +355,16 @@ fn binary_rules(
                 result: cov.result,
                 class: cov.class,
                 text: cell(cov, b),
+                left_out: cov.expected_missing,
+                why: if !cov.gated_by.is_empty() {
+                    format!("loaded only on {}: {}", cov.gated_for, cov.gated_by)
+                } else if cov.selected_sibling.contains(' ') {
+                    format!("not loaded: {}", cov.selected_sibling)
+                } else if !cov.selected_sibling.is_empty() {
+                    format!("not loaded: the package's loader picks {}", cov.selected_sibling)
+                } else {
+                    String::new()
+                },
             });
             let vars = BinaryTargetVars {
                 image: image.clone(),

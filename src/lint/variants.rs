@@ -103,7 +103,7 @@ fn with_code(b: &Binary) -> bool {
 /// are left out too.
 pub fn supported(inventory: &ImageReport) -> Vec<Property> {
     let binaries: Vec<Binary> = inventory.files.iter().map(facts::binary).collect();
-    let unselected = verdict::unselected_siblings(inventory, &binaries);
+    let unselected = verdict::unselected_siblings(inventory, &binaries).unselected;
     let floor = verdict::floor(inventory, &binaries, &unselected);
     let loaded: Vec<&Binary> =
         binaries.iter().enumerate().filter(|(i, _)| !unselected.contains_key(i)).map(|(_, b)| b).collect();

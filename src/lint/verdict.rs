@@ -18,7 +18,7 @@ use crate::image::ImageReport;
 use crate::inspect::Linkage;
 use crate::inspect::fatbin::Suffix;
 use crate::inspect::libraries::cuda_major_of_soname;
-use crate::inspect::toolchain::CompilerKind;
+use crate::knowledge::{Missing, Pick, Sibling};
 use crate::layer::path::{file_name, parent};
 use crate::schema::documented;
 
@@ -92,7 +92,8 @@ pub fn root_cause(d: &mut Deploy, t: &Target, judged: &[(&Binary, &Coverage)]) -
         }
     }
     // The stack's own packages first: NVIDIA's libraries follow from them.
-    names.sort_by(|a, b| (a.starts_with("nvidia-"), a).cmp(&(b.starts_with("nvidia-"), b)));
+    let k = crate::knowledge::get();
+    names.sort_by(|a, b| (k.vendor_package(a), a).cmp(&(k.vendor_package(b), b)));
     let shown = |v: &[String]| shown(v, 3);
     let builds: Vec<String> = names.iter().map(|n| older_build(n, major)).collect();
     d.unbuildable_major = major;
@@ -121,7 +122,7 @@ fn runtime_sources(packages: &[crate::packages::Package], binaries: &[Binary]) -
         // statically by nvcc's default, or needed by name): its toolkit names that runtime's
         // major even when a lean scan did not read the runtime's own version.
         let registered = b.counted().any(|m| m.loading == super::facts::Loading::Registered);
-        let names_runtime = b.facts.cuda_needed.iter().any(|n| n.starts_with("libcudart.so."));
+        let names_runtime = b.facts.cuda_needed.iter().any(|n| crate::inspect::libraries::is_cuda_runtime(n));
         if b.facts.cudart.is_none()
             && !names_runtime
             && registered
@@ -151,13 +152,12 @@ fn runtime_sources(packages: &[crate::packages::Package], binaries: &[Binary]) -
         // `nvidia-cublas-cu12`, `nvidia-nccl-cu13`: the suffix is the CUDA major the package's
         // libraries were built for (docs/cuda-binaries.md §5j).
         if matches!(p.manager, crate::packages::PackageManager::Pypi)
-            && let Some(major) = n.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok())
-            && (11..=20).contains(&major)
+            && let Some(major) = crate::knowledge::get().cuda_major_of_name(n)
         {
             by_major.entry(major).or_default().push(format!("pypi package {} {}", p.name, p.version));
             continue;
         }
-        let runtime = n.starts_with("nvidia-cuda-runtime") || n == "cuda-toolkit" || n.starts_with("cuda-cudart-");
+        let runtime = crate::knowledge::get().runtime_package(n);
         let Some(v) = CudaVersion::parse(&p.version) else { continue };
         if runtime && (11..=20).contains(&v.major) {
             by_major.entry(v.major).or_default().push(format!("{} package {} {}", p.manager, p.name, p.version));
@@ -194,7 +194,8 @@ pub fn compat_on_path(report: &ImageReport, binaries: &[Binary]) -> Option<(Stri
     let dirs: Vec<&str> = ld.split(':').map(|d| d.trim_end_matches('/')).collect();
     binaries.iter().filter(|b| b.facts.driver_library == DriverLibrary::CudaCompat).find_map(|b| {
         let dir = parent(&b.facts.path);
-        let v = file_name(&b.facts.path).strip_prefix("libcuda.so.").and_then(DriverVersion::parse)?;
+        let v =
+            crate::inspect::libraries::driver_version_of(file_name(&b.facts.path)).and_then(DriverVersion::parse)?;
         dirs.contains(&dir).then(|| (dir.to_string(), v))
     })
 }
@@ -287,21 +288,28 @@ enum Selector {
     Major(u16),
 }
 
-/// The CUDA version a version-selecting loader picks: `BNB_CUDA_VERSION`, else the `+cuXYZ` of
-/// the image's torch, else the image's other CUDA evidence (binaries that are not siblings): a
-/// shared runtime, `-cuNN` pypi packages, a static runtime or a CUDA `DT_NEEDED`. None: nothing
-/// selects.
-fn selector(report: &ImageReport, binaries: &[Binary], siblings: &BTreeSet<usize>) -> Option<Selector> {
-    if let Some(v) = report.image.env.get("BNB_CUDA_VERSION").and_then(|v| versioned_sibling(&format!("x_cuda{v}.so")))
+/// The CUDA version a version-selecting loader picks: its row's variable (`BNB_CUDA_VERSION`),
+/// else the CUDA a framework's version names (torch's `+cu128`), else the image's other CUDA
+/// evidence (binaries that are not siblings): a shared runtime, `-cuNN` pypi packages, a static
+/// runtime or a CUDA `DT_NEEDED`. None: nothing selects. The bool: chosen by the variable.
+fn selector(
+    report: &ImageReport,
+    binaries: &[Binary],
+    siblings: &BTreeSet<usize>,
+    row: Option<&Sibling>,
+) -> Option<(Selector, bool)> {
+    if let Some(v) = row
+        .filter(|r| !r.env.is_empty())
+        .and_then(|r| report.image.env.get(&r.env))
+        .and_then(|v| versioned_sibling(&format!("x_cuda{v}.so")))
     {
-        return Some(Selector::Exact(v.1));
+        return Some((Selector::Exact(v.1), true));
     }
-    let torch = report.cuda_packages.iter().find(|p| p.name == "torch").and_then(|p| {
-        let cu = p.version.split_once("+cu")?.1;
-        versioned_sibling(&format!("x_cuda{cu}.so")).map(|x| x.1)
-    });
-    if let Some(v) = torch {
-        return Some(Selector::Exact(v));
+    let pypi = || report.cuda_packages.iter().filter(|p| matches!(p.manager, crate::packages::PackageManager::Pypi));
+    if let Some((_, (maj, min))) =
+        crate::knowledge::get().framework_cuda(pypi().map(|p| (p.name.as_str(), p.version.as_str())))
+    {
+        return Some((Selector::Exact(CudaVersion::new(maj, min)), false));
     }
     // Strongest first: a shared CUDA runtime the image carries, then the `-cuNN` pypi packages,
     // then what other binaries link (a static runtime's version, a `DT_NEEDED` major).
@@ -316,56 +324,147 @@ fn selector(report: &ImageReport, binaries: &[Binary], siblings: &BTreeSet<usize
             .max()
     };
     if let Some(v) = runtime(true) {
-        return Some(Selector::Exact(v));
+        return Some((Selector::Exact(v), false));
     }
-    let pypi = report
-        .cuda_packages
-        .iter()
-        .filter(|p| matches!(p.manager, crate::packages::PackageManager::Pypi))
-        .filter_map(|p| p.name.rsplit_once("-cu").and_then(|(_, m)| m.parse::<u16>().ok()))
-        .filter(|m| (11..=20).contains(m))
-        .max();
-    if let Some(m) = pypi {
-        return Some(Selector::Major(m));
+    if let Some(m) = pypi().filter_map(|p| crate::knowledge::get().cuda_major_of_name(&p.name)).max() {
+        return Some((Selector::Major(m), false));
     }
     let needed = others.iter().flat_map(|b| b.facts.cuda_needed.iter().filter_map(|n| cuda_major_of_soname(n))).max();
-    match (runtime(false), needed) {
-        (Some(e), Some(m)) if m > e.major => Some(Selector::Major(m)),
-        (Some(e), _) => Some(Selector::Exact(e)),
-        (None, Some(m)) => Some(Selector::Major(m)),
-        (None, None) => None,
-    }
+    let s = match (runtime(false), needed) {
+        (Some(e), Some(m)) if m > e.major => Selector::Major(m),
+        (Some(e), _) => Selector::Exact(e),
+        (None, Some(m)) => Selector::Major(m),
+        (None, None) => return None,
+    };
+    Some((s, false))
 }
 
-/// Binaries that are siblings built per CUDA version and not the one the loader picks here:
-/// index -> the file name of the one it picks. With nothing in the image to select by, the
+/// A sibling the loader looks for and the image lacks.
+#[derive(Debug, Clone)]
+pub struct MissingSibling {
+    /// The file it looks for: `libbitsandbytes_cuda128.so`.
+    pub wanted: String,
+    /// What happens then: `falls back to libbitsandbytes_cpu.so: its GPU functions are unavailable`.
+    pub effect: String,
+    /// Whose loader, and the knowledge row: `bitsandbytes 0.45.5 (knowledge: stack.toml:17)`.
+    pub loader: String,
+    /// Why that one: `torch's CUDA 12.8`, `BNB_CUDA_VERSION=128`.
+    pub why: String,
+    /// The variable setting that picks the newest sibling the image has: `BNB_CUDA_VERSION=126`
+    /// (empty when the loader reads none).
+    pub instead: String,
+}
+
+/// Version-selected siblings: the ones the loader does not pick (index -> the file it picks, or
+/// what loads instead), and, on the one that stands for a group whose wanted file is missing, what
+/// the loader looked for.
+#[derive(Debug, Clone, Default)]
+pub struct Siblings {
+    pub unselected: BTreeMap<usize, String>,
+    pub missing: BTreeMap<usize, MissingSibling>,
+}
+
+/// The siblings built per CUDA version and which one the loader picks here. A package with a
+/// `[[sibling]]` row in the knowledge base is picked as its release's loader does (exactly, or
+/// within the major), and a wanted file the image lacks is named; others get the newest of the
+/// selected major at or below the selected version. With nothing in the image to select by, the
 /// siblings are alternatives: the oldest stands for them, so they raise no floor above it.
-pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> BTreeMap<usize, String> {
+pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> Siblings {
     let mut groups: BTreeMap<(String, String), Vec<(usize, CudaVersion)>> = BTreeMap::new();
     for (i, b) in binaries.iter().enumerate() {
         if let Some((key, v)) = versioned_sibling(file_name(&b.facts.path)) {
             groups.entry((parent(&b.facts.path).to_string(), key)).or_default().push((i, v));
         }
     }
-    groups.retain(|_, m| m.len() > 1);
-    let siblings: BTreeSet<usize> = groups.values().flatten().map(|(i, _)| *i).collect();
-    let selector = selector(report, binaries, &siblings);
-    let mut out = BTreeMap::new();
+    let known = crate::knowledge::get();
+    let row_of = |members: &[(usize, CudaVersion)]| {
+        let name = file_name(&binaries[members[0].0].facts.path);
+        known.siblings.iter().find(|r| name.starts_with(&r.prefix))
+    };
+    // A known loader judges even a lone sibling (its wanted file may be another); others need two.
+    groups.retain(|_, m| m.len() > 1 || row_of(m).is_some());
+    let all: BTreeSet<usize> = groups.values().flatten().map(|(i, _)| *i).collect();
+    let mut out = Siblings::default();
     for members in groups.into_values() {
+        let row = row_of(&members);
+        let sel = selector(report, binaries, &all, row.map(|r| &r.row));
+        let oldest = members.iter().min_by_key(|(_, v)| *v).expect("non-empty");
         let newest_of = |major: u16, upto: Option<CudaVersion>| {
             members.iter().filter(|(_, v)| v.major == major && upto.is_none_or(|u| *v <= u)).max_by_key(|(_, v)| *v)
         };
-        let chosen = match selector {
-            Some(Selector::Exact(rt)) => {
-                members.iter().find(|(_, v)| *v == rt).or_else(|| newest_of(rt.major, Some(rt)))
+        let pkg = row
+            .and_then(|r| report.cuda_packages.iter().find(|p| p.name == r.package).map(|p| (r, p.version.as_str())));
+        let loader = pkg.and_then(|(r, v)| r.loader(v).map(|l| (r, v, l)));
+        let chosen = match (sel, loader) {
+            (Some((Selector::Exact(rt), by_env)), Some((_, _, l))) => {
+                let exact = members.iter().find(|(_, v)| *v == rt);
+                match l.pick {
+                    _ if by_env => exact,
+                    Pick::Exact => exact,
+                    Pick::SameMajor => exact.or_else(|| newest_of(rt.major, Some(rt))).or_else(|| {
+                        members.iter().filter(|(_, v)| v.major == rt.major && *v > rt).min_by_key(|(_, v)| *v)
+                    }),
+                }
+                .map(Ok)
+                .unwrap_or(Err((rt, by_env)))
             }
-            Some(Selector::Major(m)) => newest_of(m, None),
-            None => None,
+            (Some((Selector::Exact(rt), _)), None) => {
+                Ok(members.iter().find(|(_, v)| *v == rt).or_else(|| newest_of(rt.major, Some(rt))).unwrap_or(oldest))
+            }
+            (Some((Selector::Major(m), _)), _) => Ok(newest_of(m, None).unwrap_or(oldest)),
+            (None, _) => Ok(oldest),
         };
-        let pick = chosen.or_else(|| members.iter().min_by_key(|(_, v)| *v)).map(|(i, _)| *i).expect("non-empty");
-        let picked = file_name(&binaries[pick].facts.path).to_string();
-        for (i, _) in members.iter().filter(|(i, _)| *i != pick) {
-            out.insert(*i, picked.clone());
+        match chosen {
+            Ok(&(pick, _)) => {
+                let picked = file_name(&binaries[pick].facts.path).to_string();
+                for (i, _) in members.iter().filter(|(i, _)| *i != pick) {
+                    out.unselected.insert(*i, picked.clone());
+                }
+            }
+            Err((rt, by_env)) => {
+                let (r, version, l) = loader.expect("a missing sibling comes from a known loader");
+                let key = file_name(&binaries[members[0].0].facts.path);
+                let digits = format!("{}{}", rt.major, rt.minor);
+                let wanted = versioned_sibling(key)
+                    .map(|(k, _)| k.replacen("{}", &digits, 1))
+                    .unwrap_or_else(|| format!("{}{digits}", r.prefix));
+                let (instead, effect) = match l.missing {
+                    Missing::Fallback if !r.fallback.is_empty() => {
+                        (r.fallback.clone(), format!("falls back to {}: its GPU functions are unavailable", r.fallback))
+                    }
+                    _ => ("none".to_string(), "loads none of them: its GPU functions raise".to_string()),
+                };
+                let why = if by_env {
+                    format!("{}={}", r.env, report.image.env.get(&r.env).cloned().unwrap_or_default())
+                } else {
+                    let fw = known
+                        .framework_cuda(report.cuda_packages.iter().map(|p| (p.name.as_str(), p.version.as_str())));
+                    match fw {
+                        Some((name, _)) => format!("{name}'s CUDA {rt}"),
+                        None => format!("the image's CUDA {rt}"),
+                    }
+                };
+                for (i, _) in &members {
+                    out.unselected.insert(*i, format!("{instead} loads instead: {wanted} is missing"));
+                }
+                // The newest member stands for the group (where the finding is said).
+                let &(stand, newest) = members.iter().max_by_key(|(_, v)| *v).expect("non-empty");
+                let instead = if r.env.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}={}{}", r.env, newest.major, newest.minor)
+                };
+                out.missing.insert(
+                    stand,
+                    MissingSibling {
+                        wanted,
+                        effect,
+                        loader: format!("{} {version} (knowledge: {})", r.package, r.at),
+                        why,
+                        instead,
+                    },
+                );
+            }
         }
     }
     out
@@ -388,19 +487,10 @@ fn carried(b: &Binary) -> Vec<(Cc, Suffix)> {
         .collect()
 }
 
-/// The package build to install instead, for a package whose CUDA major cannot target `cc`.
+/// The package build to install instead, for a package whose CUDA major cannot target `cc`
+/// (the knowledge base's frameworks and builds name it).
 fn older_build(name: &str, major: u64) -> String {
-    let older = major.saturating_sub(1);
-    if name == "torch" || name.starts_with("torch") {
-        return format!("the CUDA {older} build of {name} (a +cu{older}x wheel from the PyTorch index)");
-    }
-    if let Some(base) = name.strip_suffix(&format!("-cu{major}")) {
-        return format!("{base}-cu{older}");
-    }
-    if name.starts_with("nvidia-") {
-        return format!("{name}-cu{older}");
-    }
-    format!("a CUDA {older} build of {name}")
+    crate::knowledge::get().older_build(name, u16::try_from(major).unwrap_or(u16::MAX))
 }
 
 /// The fix for one binary on the failing targets: which build of its package to install, or
@@ -669,16 +759,14 @@ pub fn headline(
                 .map(|c| c.what.clone()),
         );
         if !lazy.is_empty() {
-            // torch's eager path runs, unless its eager jiterator ops are among what fails.
-            let said_torch = |kind: CompilerKind| {
-                compiled.iter().any(|c| c.consumer == "torch" && c.kind == kind.as_str() && said(c, warned))
-            };
-            let head = if said_torch(CompilerKind::Nvrtc) {
-                s.replacen("runs", "runs its ahead-of-time kernels", 1).replacen(" kernels (native)", " kernels", 1)
-            } else if said_torch(CompilerKind::Ptxas) {
-                s.replacen("runs", "runs eager", 1).replacen("runs eager (native)", "runs eager", 1)
-            } else {
-                s
+            // What still runs when a path that compiles at run time cannot (torch's eager ops
+            // without torch.compile): the consumer row's words, the narrowest (the table's last
+            // such row) where several fail.
+            let still =
+                compiled.iter().rfind(|c| !c.still_runs.is_empty() && said(c, warned)).map(|c| c.still_runs.as_str());
+            let head = match still {
+                Some(w) => s.replacen("runs", w, 1).replacen(&format!("{w} (native)"), w, 1),
+                None => s,
             };
             s = format!("{head}; {}", lazy.join("; "));
         }

@@ -11,7 +11,7 @@ const LEVELS: &[&[&str]] = &[
     &["escape"],
     // Content digests (OCI): every level that reads or pushes blobs checks them with it.
     &["digest"],
-    &["input", "schema", "registry", "bounded"],
+    &["input", "schema", "registry", "bounded", "knowledge"],
     &["inspect"],
     &["cuda", "packages"],
     &["layer"],

@@ -22,6 +22,7 @@ mod inspect_layouts;
 mod inspect_linkers;
 #[cfg(feature = "slow-tests")]
 mod install;
+mod knowledge;
 #[cfg(feature = "slow-tests")]
 mod kubernetes;
 mod layer_compression;

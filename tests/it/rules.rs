@@ -61,6 +61,7 @@ fn rule_codes_are_unique_and_stable() {
         ("CL022", "runtime-compiler-output-needs-newer-driver", "error"),
         ("CL023", "variant-declares-unsupported", "error"),
         ("CL024", "image-platform-not-on-host", "error"),
+        ("CL025", "sibling-library-missing", "error"),
     ];
     let want: Vec<(String, String, String)> =
         want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();
