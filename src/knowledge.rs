@@ -1,7 +1,7 @@
 //! What cudalint knows about libraries, loaders, packages and GPUs, as data: the files in
 //! `rules/knowledge/` are built in, and `--knowledge FILE` or `[knowledge] extend` in
 //! cudalint.toml add rows or replace the row with the same key, as ruff's `extend-*` settings do.
-//! Every row keeps where it was read (`libraries.toml:41`), so a verdict can say which row decided
+//! Every row keeps where it was read (`libraries.toml:42`, its line), so a verdict can say which row decided
 //! it; every row has named cases (`tests/rule_cases.rs` runs them). Nothing here knows a package
 //! name: they are all in the data.
 
@@ -444,31 +444,80 @@ impl Knowledge {
             k.add(name, text)?;
             digest.update(text.as_bytes());
         }
+        let here = std::env::current_dir().unwrap_or_default();
         for p in files {
+            // Rows cite the file as the user would name it from here (`kb/ours.toml:2`).
+            let shown = p.strip_prefix(&here).unwrap_or(p).display().to_string();
             let text = std::fs::read_to_string(p).map_err(|e| KnowledgeError {
-                file: p.display().to_string(),
+                file: shown.clone(),
                 line: None,
                 message: e.to_string(),
             })?;
-            k.add(&p.display().to_string(), &text)?;
+            k.add(&shown, &text)?;
             digest.update(text.as_bytes());
         }
-        for l in &k.libraries {
-            for d in l.dispatch.iter().chain(&l.later) {
-                for c in [&d.min, &d.below].into_iter().chain(&d.except).filter(|c| !c.is_empty()) {
-                    if !c.split_once('.').is_some_and(|(a, b)| a.parse::<u8>().is_ok() && b.parse::<u8>().is_ok()) {
-                        return Err(KnowledgeError {
-                            file: l.at.clone(),
-                            line: None,
-                            message: format!("dispatch of {:?}: {c:?} is not a compute capability (as 8.0)", l.prefix),
-                        });
-                    }
-                }
-            }
-        }
+        k.check()?;
         k.added = files.to_vec();
         k.digest = digest.finish();
         Ok(k)
+    }
+
+    /// Refuses rows that would match everything or nothing, and dispatch ranges that are not
+    /// compute capabilities or are empty: a user's file is checked before it decides anything.
+    fn check(&self) -> Result<(), KnowledgeError> {
+        let bad = |at: &str, message: String| KnowledgeError { file: at.to_string(), line: None, message };
+        let empty = |at: &str, what: &str| bad(at, format!("an empty {what} would match every name: refused"));
+        for l in &self.libraries {
+            if l.prefix.is_empty() {
+                return Err(empty(&l.at, "library prefix"));
+            }
+            for d in l.dispatch.iter().chain(&l.later) {
+                let cc =
+                    |c: &str| c.split_once('.').and_then(|(a, b)| Some((a.parse::<u8>().ok()?, b.parse::<u8>().ok()?)));
+                for c in [&d.min, &d.below].into_iter().chain(&d.except).filter(|c| !c.is_empty()) {
+                    if cc(c).is_none() {
+                        let m = format!("dispatch of {:?}: {c:?} is not a compute capability (as 8.0)", l.prefix);
+                        return Err(bad(&l.at, m));
+                    }
+                }
+                if let (Some(lo), Some(hi)) = (cc(&d.min), cc(&d.below))
+                    && lo >= hi
+                {
+                    let m = format!("dispatch of {:?}: min {} is not below {}", l.prefix, d.min, d.below);
+                    return Err(bad(&l.at, m));
+                }
+                if cc(&d.below).is_some_and(|(major, _)| major == 0) {
+                    return Err(bad(&l.at, format!("dispatch of {:?}: below {} loads it nowhere", l.prefix, d.below)));
+                }
+            }
+        }
+        for s in &self.siblings {
+            if s.prefix.is_empty() || s.package.is_empty() || s.loader.is_empty() {
+                return Err(bad(&s.at, "a sibling needs a prefix, a package and at least one loader".into()));
+            }
+        }
+        for r in &self.related {
+            if r.prefix.is_empty() {
+                return Err(empty(&r.at, "related prefix"));
+            }
+        }
+        for (at, prefixes) in self
+            .env
+            .iter()
+            .map(|e| (&e.at, &e.prefixes))
+            .chain(self.runtime.iter().map(|r| (&r.at, &r.prefixes)))
+            .chain(self.compiler_files.iter().map(|c| (&c.at, &c.prefixes)))
+        {
+            if prefixes.iter().any(String::is_empty) {
+                return Err(empty(at, "prefix"));
+            }
+        }
+        for b in &self.builds {
+            if b.suffix.is_empty() == b.prefix.is_empty() || (!b.suffix.is_empty() && !b.suffix.contains("{major}")) {
+                return Err(bad(&b.at, format!("build {:?}: give a suffix with {{major}}, or a prefix", b.key)));
+            }
+        }
+        Ok(())
     }
 
     /// The library rows a file name or path matches: by file-name prefix, or by a directory the
@@ -519,7 +568,13 @@ impl Knowledge {
             if let Some(base) = base {
                 return b.older.replace("{base}", base).replace("{older}", &older).replace("{name}", name);
             }
-            if !b.prefix.is_empty() && b.suffix.is_empty() && name.starts_with(&b.prefix) {
+            // A prefix row names builds without a CUDA suffix (CUDA 13's `nvidia-cublas`): a name
+            // that has one for another major is not renamed twice.
+            if !b.prefix.is_empty()
+                && b.suffix.is_empty()
+                && name.starts_with(&b.prefix)
+                && self.cuda_major_of_name(name).is_none()
+            {
                 return b.older.replace("{name}", name).replace("{older}", &older);
             }
         }
@@ -641,6 +696,10 @@ pub fn install(files: &[PathBuf]) -> Result<(), KnowledgeError> {
         });
     }
     let k = Knowledge::load(files)?;
-    let _ = KNOWN.set(k);
-    Ok(())
+    // Another thread may have read the built-in rows meanwhile: then these files would be lost.
+    KNOWN.set(k).map_err(|_| KnowledgeError {
+        file: files.first().map(|p| p.display().to_string()).unwrap_or_default(),
+        line: None,
+        message: "knowledge was read before these files could be added".into(),
+    })
 }

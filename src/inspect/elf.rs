@@ -109,7 +109,7 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
     // Machine code is read for the static cudart version, unless reading lean (libcudart itself
     // is always read: its version may be nowhere else).
     let name = path.rsplit(['/', ':']).next().unwrap_or(path);
-    let code = !opts.lean || name.starts_with("libcudart.so");
+    let code = !opts.lean || super::libraries::cuda_runtime_version(name).is_some();
 
     // Which bytes to scan: on a seekable file with a usable section table, the sections that
     // may hold device code (nothing else can be handed to the driver); without one, what the
@@ -753,7 +753,7 @@ fn place(report: &mut FileReport, out: ScanResult, at: Where) {
     }
     let best = counts.iter().filter(|&(_, &n)| n >= 2).max_by_key(|&(&v, &n)| (n, v)).map(|(&v, _)| v);
     let soname = report.elf.as_ref().and_then(|e| e.soname.clone());
-    let is_cudart = soname.as_deref().is_some_and(|s| s.starts_with("libcudart.so"));
+    let is_cudart = soname.as_deref().is_some_and(|s| super::libraries::cuda_runtime_version(s).is_some());
     let by_name = if is_cudart { cudart_from_name(&report.path) } else { None };
     // The real file name is exact (12.9.79); the machine code gives major.minor; a SONAME-style
     // name alone gives the major.

@@ -29,7 +29,7 @@ pub fn closed_source(name: &str) -> bool {
 
 /// The row that says which GPUs a library's callers load it on, by path or file name.
 pub fn dispatched(path: &str) -> Option<&'static Row<Library>> {
-    matching(path).find(|l| l.dispatch.is_some())
+    matching(path).find(|l| l.dispatch.is_some() || !l.later.is_empty())
 }
 
 /// A library its callers load only on some GPUs (a `dispatch` row), by path or file name.
@@ -39,8 +39,16 @@ pub fn optional(path: &str) -> bool {
 
 /// A shared CUDA runtime's name (`libcudart.so.12`; a `cuda_runtime` row).
 pub fn is_cuda_runtime(name: &str) -> bool {
-    matching(name)
-        .any(|l| l.cuda_runtime && name.strip_prefix(l.prefix.as_str()).is_some_and(|r| r.starts_with(".so.")))
+    cuda_runtime_version(name).is_some_and(|v| !v.is_empty())
+}
+
+/// The version a shared CUDA runtime's file name or SONAME carries (`libcudart.so.12.9.79` ->
+/// `12.9.79`, `libcudart.so` -> ``); None for other names.
+pub fn cuda_runtime_version(name: &str) -> Option<&str> {
+    matching(name).filter(|l| l.cuda_runtime).find_map(|l| {
+        let rest = name.strip_prefix(l.prefix.as_str())?.strip_prefix(".so")?;
+        if rest.is_empty() { Some(rest) } else { rest.strip_prefix('.') }
+    })
 }
 
 /// The driver version a host driver library's file name carries (`libcuda.so.570.133.20` ->

@@ -234,7 +234,7 @@ fn inspect_fatbin(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Resu
 /// later) or major.minor (9.x, 10.x, one SONAME per minor).
 pub fn cudart_from_name(path: &str) -> Option<CudartVersion> {
     let name = path.rsplit(['/', ':']).next()?;
-    let ver = name.strip_prefix("libcudart.so.")?;
+    let ver = libraries::cuda_runtime_version(name).filter(|v| !v.is_empty())?;
     let parts: Vec<&str> = ver.split('.').collect();
     if parts.is_empty() || parts.iter().any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit())) {
         return None;

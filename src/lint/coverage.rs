@@ -117,7 +117,7 @@ documented! {
         /// for arch-gated binaries: the GPUs its code is for (`H100, H200, GH200`), or those its callers load it on
         pub gated_for: String,
         /// for binaries its callers load only on some GPUs: who decides, and the knowledge row that says so
-        /// (`vLLM's FlashAttention 2 (...) (knowledge: libraries.toml:230)`); empty otherwise
+        /// (`vLLM's FlashAttention 2 (...) (knowledge: libraries.toml:LINE)`); empty otherwise
         pub gated_by: String,
         /// for a version-selected sibling not loaded here: the sibling that is
         pub selected_sibling: String,
@@ -294,7 +294,7 @@ pub fn loaded_on(d: &crate::knowledge::Dispatch, cc: Cc) -> bool {
 /// except 8.6, 8.9`.
 pub fn dispatch_words(d: &crate::knowledge::Dispatch) -> String {
     let mut s = match (d.min.is_empty(), Cc::parse(&d.below)) {
-        (false, Some(b)) if b.minor == 0 => format!("compute capability {} to {}.x", d.min, b.major - 1),
+        (false, Some(b)) if b.minor == 0 => format!("compute capability {} to {}.x", d.min, b.major.saturating_sub(1)),
         (false, Some(b)) => format!("compute capability {} up to {b}", d.min),
         (false, None) => format!("compute capability {} and newer", d.min),
         (true, Some(b)) => format!("compute capability below {b}"),

@@ -115,7 +115,7 @@ documented! {
         pub sibling_missing: String,
         /// what the package does then: `falls back to libbitsandbytes_cpu.so: its GPU functions are unavailable`
         pub sibling_effect: String,
-        /// whose loader, and the knowledge row that says how it picks: `bitsandbytes 0.45.5 (knowledge: stack.toml:17)`
+        /// whose loader, and the knowledge row that says how it picks: `bitsandbytes 0.45.5 (knowledge: stack.toml:LINE)`
         pub sibling_loader: String,
         /// what it goes by: `torch's CUDA 12.8`, `BNB_CUDA_VERSION=128`
         pub sibling_why: String,

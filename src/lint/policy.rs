@@ -213,7 +213,18 @@ impl Policy {
         let mut knowledge = raw.as_ref().map(|r| r.knowledge_files()).unwrap_or_default();
         knowledge.extend(spec.knowledge.iter().cloned());
         crate::knowledge::install(&knowledge).map_err(|e| ConfigError::at(e.file, e.line, e.message))?;
-        crate::cuda::toolchains::load().map_err(|e| ConfigError::at("--knowledge", None, e))?;
+        crate::cuda::toolchains::load().map_err(|e| ConfigError::at("knowledge", None, e))?;
+        for c in &crate::knowledge::get().compiler_files {
+            if c.kind.parse::<crate::inspect::toolchain::CompilerKind>().is_err() {
+                let kinds =
+                    crate::inspect::toolchain::CompilerKind::ALL.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+                return Err(ConfigError::at(
+                    &c.at,
+                    None,
+                    format!("compiler_file {:?}: kind {:?} is not one of {}", c.key, c.kind, kinds.join(", ")),
+                ));
+            }
+        }
         let config = match raw {
             Some(r) => r.resolve(&rules)?,
             None => Config::default(),

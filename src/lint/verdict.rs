@@ -270,15 +270,20 @@ pub fn deploy(report: &ImageReport, binaries: &[Binary], floor: &Floor, t: &Targ
 
 /// `libbitsandbytes_cuda124.so` -> (`libbitsandbytes_{}.so` key, 12.4).
 fn versioned_sibling(name: &str) -> Option<(String, CudaVersion)> {
-    let i = name.find("_cuda")?;
-    let rest = &name[i + 5..];
+    // A known loader's prefix (`[[sibling]]` rows), else the common `_cuda<digits>` form.
+    let known = crate::knowledge::get().siblings.iter().find(|r| name.starts_with(&r.prefix)).map(|r| r.prefix.len());
+    let (i, tag) = match known {
+        Some(at) => (at, 0),
+        None => (name.find("_cuda")?, 5),
+    };
+    let rest = &name[i + tag..];
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     if !(digits.len() == 3 || digits.len() == 4) || !name.contains(".so") {
         return None;
     }
     let (maj, min) = digits.split_at(digits.len() - 1);
     let v = CudaVersion::new(maj.parse().ok()?, min.parse().ok()?);
-    Some((format!("{}_cuda{{}}{}", &name[..i], &rest[digits.len()..]), v))
+    Some((format!("{}{{}}{}", &name[..i + tag], &rest[digits.len()..]), v))
 }
 
 /// What a version-selecting loader goes by: an exact CUDA version, or only a major.
@@ -291,25 +296,23 @@ enum Selector {
 /// The CUDA version a version-selecting loader picks: its row's variable (`BNB_CUDA_VERSION`),
 /// else the CUDA a framework's version names (torch's `+cu128`), else the image's other CUDA
 /// evidence (binaries that are not siblings): a shared runtime, `-cuNN` pypi packages, a static
-/// runtime or a CUDA `DT_NEEDED`. None: nothing selects. The bool: chosen by the variable.
+/// runtime or a CUDA `DT_NEEDED`. None: nothing selects.
 fn selector(
     report: &ImageReport,
     binaries: &[Binary],
     siblings: &BTreeSet<usize>,
     row: Option<&Sibling>,
-) -> Option<(Selector, bool)> {
-    if let Some(v) = row
-        .filter(|r| !r.env.is_empty())
-        .and_then(|r| report.image.env.get(&r.env))
-        .and_then(|v| versioned_sibling(&format!("x_cuda{v}.so")))
+) -> Option<(Selector, Origin)> {
+    if let Some(v) =
+        row.filter(|r| !r.env.is_empty()).and_then(|r| report.image.env.get(&r.env)).and_then(|v| digits_version(v))
     {
-        return Some((Selector::Exact(v.1), true));
+        return Some((Selector::Exact(v), Origin::Variable));
     }
     let pypi = || report.cuda_packages.iter().filter(|p| matches!(p.manager, crate::packages::PackageManager::Pypi));
     if let Some((_, (maj, min))) =
         crate::knowledge::get().framework_cuda(pypi().map(|p| (p.name.as_str(), p.version.as_str())))
     {
-        return Some((Selector::Exact(CudaVersion::new(maj, min)), false));
+        return Some((Selector::Exact(CudaVersion::new(maj, min)), Origin::Framework));
     }
     // Strongest first: a shared CUDA runtime the image carries, then the `-cuNN` pypi packages,
     // then what other binaries link (a static runtime's version, a `DT_NEEDED` major).
@@ -324,10 +327,10 @@ fn selector(
             .max()
     };
     if let Some(v) = runtime(true) {
-        return Some((Selector::Exact(v), false));
+        return Some((Selector::Exact(v), Origin::Image));
     }
     if let Some(m) = pypi().filter_map(|p| crate::knowledge::get().cuda_major_of_name(&p.name)).max() {
-        return Some((Selector::Major(m), false));
+        return Some((Selector::Major(m), Origin::Image));
     }
     let needed = others.iter().flat_map(|b| b.facts.cuda_needed.iter().filter_map(|n| cuda_major_of_soname(n))).max();
     let s = match (runtime(false), needed) {
@@ -336,7 +339,25 @@ fn selector(
         (None, Some(m)) => Selector::Major(m),
         (None, None) => return None,
     };
-    Some((s, false))
+    Some((s, Origin::Image))
+}
+
+/// Where a loader's CUDA version came from: its variable, a framework's version (what the
+/// package's loader itself reads), or the image's other evidence (cudalint's estimate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Variable,
+    Framework,
+    Image,
+}
+
+/// `128` -> 12.8, `130` -> 13.0 (a loader variable's digits).
+fn digits_version(v: &str) -> Option<CudaVersion> {
+    if !(3..=4).contains(&v.len()) || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (maj, min) = v.split_at(v.len() - 1);
+    Some(CudaVersion::new(maj.parse().ok()?, min.parse().ok()?))
 }
 
 /// A sibling the loader looks for and the image lacks.
@@ -346,7 +367,7 @@ pub struct MissingSibling {
     pub wanted: String,
     /// What happens then: `falls back to libbitsandbytes_cpu.so: its GPU functions are unavailable`.
     pub effect: String,
-    /// Whose loader, and the knowledge row: `bitsandbytes 0.45.5 (knowledge: stack.toml:17)`.
+    /// Whose loader, and the knowledge row: `bitsandbytes 0.45.5 (knowledge: stack.toml:LINE)`.
     pub loader: String,
     /// Why that one: `torch's CUDA 12.8`, `BNB_CUDA_VERSION=128`.
     pub why: String,
@@ -392,11 +413,23 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> Sibling
         let newest_of = |major: u16, upto: Option<CudaVersion>| {
             members.iter().filter(|(_, v)| v.major == major && upto.is_none_or(|u| *v <= u)).max_by_key(|(_, v)| *v)
         };
-        let pkg = row
-            .and_then(|r| report.cuda_packages.iter().find(|p| p.name == r.package).map(|p| (r, p.version.as_str())));
+        // The release of the package that installed this group (another directory may hold
+        // another release), else the image's only one of that name.
+        let pkg = row.and_then(|r| {
+            let own = members
+                .iter()
+                .map(|(i, _)| &binaries[*i].facts)
+                .find(|f| f.package == r.package && !f.package_version.is_empty())
+                .map(|f| f.package_version.as_str());
+            own.or_else(|| report.cuda_packages.iter().find(|p| p.name == r.package).map(|p| p.version.as_str()))
+                .map(|v| (r, v))
+        });
         let loader = pkg.and_then(|(r, v)| r.loader(v).map(|l| (r, v, l)));
         let chosen = match (sel, loader) {
-            (Some((Selector::Exact(rt), by_env)), Some((_, _, l))) => {
+            // The loader's own inputs (its variable, the framework's CUDA) decide exactly; the
+            // image's other evidence is only cudalint's estimate, and never makes a file missing.
+            (Some((Selector::Exact(rt), origin)), Some((_, _, l))) if origin != Origin::Image => {
+                let by_env = origin == Origin::Variable;
                 let exact = members.iter().find(|(_, v)| *v == rt);
                 match l.pick {
                     _ if by_env => exact,
@@ -408,7 +441,7 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> Sibling
                 .map(Ok)
                 .unwrap_or(Err((rt, by_env)))
             }
-            (Some((Selector::Exact(rt), _)), None) => {
+            (Some((Selector::Exact(rt), _)), _) => {
                 Ok(members.iter().find(|(_, v)| *v == rt).or_else(|| newest_of(rt.major, Some(rt))).unwrap_or(oldest))
             }
             (Some((Selector::Major(m), _)), _) => Ok(newest_of(m, None).unwrap_or(oldest)),

@@ -51,7 +51,7 @@ fn expect<T: PartialEq + std::fmt::Debug>(what: &str, want: Option<T>, got: T) -
 pub fn check(rules: &[Rule], kind: &str, at: &str, c: &Case) -> Result<(), String> {
     let k = knowledge::get();
     let mut checked = 0;
-    if let Some(file) = c.file.as_deref().filter(|f| *f != "x") {
+    if let Some(file) = c.file.as_deref() {
         if kind == "library" && !libraries::matching(file).any(|r| r.at == at) {
             return Err(format!("{file} does not match the row at {at}"));
         }
@@ -95,6 +95,9 @@ pub fn check(rules: &[Rule], kind: &str, at: &str, c: &Case) -> Result<(), Strin
         checked += 1;
     }
     if let Some(g) = &c.gpu {
+        if kind == "gpu_class" && !k.gpu_classes.iter().any(|r| r.at == at && r.gpus.iter().any(|x| x == g)) {
+            return Err(format!("{g} is not listed in the row at {at}"));
+        }
         expect("forward compatibility", c.forward_compat, drivers::forward_compat_supported(g))?;
         checked += 1;
     }

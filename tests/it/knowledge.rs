@@ -104,6 +104,35 @@ fn a_users_rows_gate_their_library_and_judge_their_compiler_citing_the_row() {
     assert_eq!(findings(&r, "CL020").len(), 1, "{r}");
 }
 
+/// A row with the key of a built-in one replaces it: vLLM's FlashAttention 2 build without its
+/// dispatch row is judged by its code alone on a T4 (an 'a'-only extension of a package that runs).
+#[test]
+fn a_row_with_a_built_in_key_replaces_it() {
+    let d = tempfile::tempdir().unwrap();
+    let ents = vec![
+        Ent::File(
+            "usr/local/lib/python3.11/site-packages/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so",
+            read_fixture("libsm90a.so"),
+        ),
+        Ent::File("usr/local/lib/python3.11/site-packages/vllm/_C.abi3.so", read_fixture("libmulti.so")),
+    ];
+    let img = Image::new(vec![(tar(&ents), Comp::Gzip)]);
+    oci_layout(&d.path().join("img"), &[&img]);
+    let spec = format!("oci:{}", d.path().join("img").display());
+    let (code, r, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "T4"]);
+    assert_eq!(code, Some(0), "{err}\n{r}");
+    assert!(findings(&r, "CL016")[0]["message"].as_str().unwrap().contains("_is_fa2_supported"), "{r}");
+    std::fs::write(
+        d.path().join("no-dispatch.toml"),
+        "[[library]]\nprefix = \"_vllm_fa2_C\"\nnamed = \"no\"\nsource = \"us\"\n",
+    )
+    .unwrap();
+    let (code, r, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "T4", "--knowledge", "no-dispatch.toml"]);
+    assert_eq!(code, Some(0), "{err}\n{r}");
+    let m = findings(&r, "CL016")[0]["message"].as_str().unwrap().to_string();
+    assert!(m.starts_with("carries only code for") && !m.contains("_is_fa2_supported"), "{m}");
+}
+
 #[test]
 fn a_bad_knowledge_file_stops_the_run_at_its_line() {
     let d = tempfile::tempdir().unwrap();
@@ -121,6 +150,31 @@ fn a_bad_knowledge_file_stops_the_run_at_its_line() {
     let (code, _, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "L4", "--knowledge", "cc.toml"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cc.toml") && err.contains("\"Hopper\" is not a compute capability"), "{err}");
+    // Rows that would match everything, or load a library nowhere, are refused before they decide.
+    for (name, text, says) in [
+        ("empty.toml", "[[library]]\nprefix = \"\"\ndriver = \"libcuda\"\nsource = \"s\"\n", "empty library prefix"),
+        (
+            "zero.toml",
+            "[[library]]\nprefix = \"x\"\nsource = \"s\"\ndispatch = { below = \"0.0\", by = \"us\" }\n",
+            "loads it nowhere",
+        ),
+        (
+            "order.toml",
+            "[[library]]\nprefix = \"x\"\nsource = \"s\"\ndispatch = { min = \"9.0\", below = \"8.0\", by = \"us\" }\n",
+            "is not below",
+        ),
+        ("env.toml", "[[env]]\nprefixes = [\"\"]\nsource = \"s\"\n", "empty prefix"),
+        (
+            "kind.toml",
+            "[[compiler_file]]\nkey = \"k\"\nnames = [\"ourcc\"]\nkind = \"ptxass\"\nsource = \"s\"\n",
+            "is not one of",
+        ),
+    ] {
+        std::fs::write(d.path().join(name), text).unwrap();
+        let (code, _, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "L4", "--knowledge", name]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+    }
     let (code, _, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "L4", "--knowledge", "missing.toml"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--knowledge missing.toml"), "{err}");
