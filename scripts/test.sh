@@ -27,6 +27,13 @@ if ! "$kv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "1.37.0"; the
   python3 -m venv "$kv"
   "$kv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==1.37.0"
 fi
+# Lockfiles the real lockers write (tests/it/lock.rs): uv and pip, pinned, in their own venv.
+lk=.tools/lockers
+if ! { "$lk/bin/uv" --version 2>/dev/null | grep -q "^uv 0.13.9" && "$lk/bin/pip" --version 2>/dev/null | grep -q "^pip 26.3 "; }; then
+  rm -rf "$lk"
+  python3 -m venv "$lk"
+  "$lk/bin/pip" install --quiet --disable-pip-version-check "uv==0.13.9" "pip==26.3"
+fi
 # Every tier: the slow one (registries, Chromium, maturin, the real stacks) is behind a feature
 # so that a plain `cargo test` stays quick.
 cargo test --locked --all-targets --features slow-tests "$@"

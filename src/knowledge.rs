@@ -315,6 +315,19 @@ pub struct CompilerFile {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct SourceBuild {
+    pub package: String,
+    /// The variable that says which architectures to build.
+    pub variable: String,
+    /// What the build does without it.
+    pub default: String,
+    pub source: String,
+    #[serde(default)]
+    pub cases: Vec<Case>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GpuClass {
     pub class: String,
     pub forward_compat: bool,
@@ -361,6 +374,8 @@ struct File {
     gpu_class: Vec<Spanned<GpuClass>>,
     #[serde(default)]
     compiler_file: Vec<Spanned<CompilerFile>>,
+    #[serde(default)]
+    source_build: Vec<Spanned<SourceBuild>>,
     /// Run-time compiler consumers (rules/compilers/runtime-compilers.toml's `[[consumer]]`), read
     /// by `cuda::toolchains`, which knows their shape.
     #[serde(default)]
@@ -380,6 +395,7 @@ pub struct Knowledge {
     pub runtime: Vec<Row<Runtime>>,
     pub gpu_classes: Vec<Row<GpuClass>>,
     pub compiler_files: Vec<Row<CompilerFile>>,
+    pub source_builds: Vec<Row<SourceBuild>>,
     /// `[[consumer]]` rows of added files, as read: `cuda::toolchains` merges them into its table.
     pub consumers: Vec<Row<toml::Table>>,
     /// The files added to the built-in ones (for `--version`-like reports and the cache key).
@@ -431,6 +447,7 @@ impl Knowledge {
         merge(&mut self.runtime, f.runtime, name, text, |r| r.prefixes.join(" "));
         merge(&mut self.gpu_classes, f.gpu_class, name, text, |r| r.class.clone());
         merge(&mut self.compiler_files, f.compiler_file, name, text, |r| r.key.clone());
+        merge(&mut self.source_builds, f.source_build, name, text, |r| r.package.clone());
         let key = |t: &toml::Table| format!("{:?} {:?}", t.get("package"), t.get("compiler"));
         merge(&mut self.consumers, f.consumer, name, text, key);
         Ok(())
@@ -642,6 +659,11 @@ impl Knowledge {
     pub fn env_kept(&self, var: &str) -> bool {
         self.env.iter().flat_map(|e| &e.prefixes).any(|p| var.starts_with(p.as_str()))
             || self.siblings.iter().any(|s| !s.env.is_empty() && s.env == var)
+    }
+
+    /// How a package's build from source picks its CUDA architectures, if it compiles any.
+    pub fn source_build(&self, package: &str) -> Option<&Row<SourceBuild>> {
+        self.source_builds.iter().find(|s| s.package == package)
     }
 
     /// The run-time compiler kind (a `CompilerKind` word) a file name says, if any.

@@ -266,8 +266,13 @@ impl From<VerifyArg> for crate::image::Verify {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ReadArgs {
     /// Platform to scan from a multi-platform image (os/arch[/variant]); default: this host's.
+    /// For a lockfile, the platform whose wheels are installed (default linux/amd64).
     #[arg(long)]
     pub platform: Option<String>,
+    /// For a lockfile (pylock.toml, uv.lock, requirements.txt with hashes, pip's --report): the
+    /// Python whose wheels are installed and whose markers hold (default 3.12).
+    #[arg(long, value_name = "X.Y")]
+    pub python: Option<String>,
     /// Which layer digests to check.
     #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
     pub verify: VerifyArg,
@@ -467,6 +472,7 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs, config_memory: Option<u64>
     if let Some(p) = &r.platform {
         opts.platform = Some(crate::image::Platform::parse(p)?);
     }
+    opts.python = r.python.clone();
     opts.verify = r.verify.into();
     if let Some(j) = r.jobs {
         opts.jobs = j.max(1);

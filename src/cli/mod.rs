@@ -42,7 +42,8 @@ pub enum Command {
     /// one streaming pass, reports findings with fixes, exits 1 when a finding reaches --fail-on
     /// and 2 when the scan could not finish. IMAGE: a docker-archive (`docker save` output), `-`
     /// for standard input, an OCI layout directory, an oci-archive, a root filesystem directory, a
-    /// single file, a Python wheel, or a registry reference (`nvcr.io/nvidia/pytorch:25.01-py3`,
+    /// single file, a Python wheel, a lockfile (pylock.toml, uv.lock, hashed requirements, pip's
+    /// report), or a registry reference (`nvcr.io/nvidia/pytorch:25.01-py3`,
     /// `docker://...`); prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force
     /// the kind.
     Scan(Box<scan::ScanArgs>),

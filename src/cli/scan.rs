@@ -11,8 +11,10 @@ use crate::report::{self, Format, RenderConfig, Subject, count};
 #[derive(clap::Args, Debug)]
 pub struct ScanArgs {
     /// The image: a docker-archive (`docker save` output), `-` for standard input, an OCI layout
-    /// directory, an oci-archive, a root filesystem directory, a single file, a Python wheel, or a
-    /// registry reference (`registry/repo:tag`, `repo@sha256:...`, `docker://...`). Prefixes
+    /// directory, an oci-archive, a root filesystem directory, a single file, a Python wheel, a
+    /// lockfile (pylock.toml, uv.lock, requirements*.txt with --hash, pip's --report JSON: judged
+    /// as the image its wheels make for --platform and --python), or a registry reference
+    /// (`registry/repo:tag`, `repo@sha256:...`, `docker://...`). Prefixes
     /// `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind. Archives may be
     /// gzip- or zstd-compressed; pick one image of several with `docker-archive:PATH:TAG` or
     /// `docker-archive:PATH:@N`.

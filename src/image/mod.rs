@@ -8,6 +8,7 @@ pub mod analysis_store;
 mod archive;
 pub mod attest;
 mod layout;
+pub mod lock;
 pub mod oci;
 pub mod pipeline;
 pub mod progress;
@@ -111,6 +112,8 @@ pub struct ScanOptions {
     /// The scan's memory budget (`--memory`): every decoder window and each layer's buffers are
     /// held from it (`layer::budget`). Shared by every layer of a scan, and by `serve`'s workers.
     pub memory: Arc<crate::layer::budget::MemoryBudget>,
+    /// The Python a lockfile is judged for (`--python 3.11`; default [`lock::DEFAULT_PYTHON`]).
+    pub python: Option<String>,
 }
 
 /// Layers pulled from registries and analysed (read and walked, any source) by the scans that
@@ -139,6 +142,7 @@ impl Default for ScanOptions {
             trust: sign::Trust::Nothing,
             counts: Arc::default(),
             memory: Arc::default(),
+            python: None,
         }
     }
 }
@@ -157,6 +161,8 @@ pub enum Source {
     Dir(PathBuf),
     File(PathBuf),
     Wheel(PathBuf),
+    /// A lockfile: the image its wheels would make (`image/lock.rs`).
+    Lock(PathBuf, lock::LockKind),
     /// An image in a registry (`registry/repo:tag`, `docker://...`).
     Registry(String),
 }
@@ -248,6 +254,9 @@ impl Source {
         if head.starts_with(b"PK\x03\x04") && spec.ends_with(".whl") {
             return Ok(Source::Wheel(p));
         }
+        if let Some(kind) = lock::kind_of(&p, &head) {
+            return Ok(Source::Lock(p, kind));
+        }
         // Compressed `docker save` output is read through its decompressor.
         if crate::layer::decode::sniff(&head) != crate::layer::decode::Compression::None
             || crate::layer::tar::looks_like_tar(&head)
@@ -310,13 +319,14 @@ crate::schema::words! {
         Dir = "dir",
         File = "file",
         Wheel = "wheel",
+        Lock = "lock",
     }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ImageInfo {
     pub name: Option<String>,
-    /// docker-archive, oci-archive, oci, registry, dir, file, wheel.
+    /// docker-archive, oci-archive, oci, registry, dir, file, wheel, lock.
     pub source: SourceKind,
     pub manifest_digest: Option<String>,
     pub config_digest: Option<String>,
@@ -324,6 +334,10 @@ pub struct ImageInfo {
     /// Environment of the image config that concerns CUDA (NVIDIA_*, CUDA_*, NV_*, ...).
     pub env: BTreeMap<String, String>,
     pub layers: Vec<LayerInfo>,
+    /// A lockfile's packages with no wheel for the platform and Python judged: pip builds them
+    /// from their sdist at install time (`flash-attn 2.8.3`), so nothing of them was judged.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub unbuilt: Vec<String>,
     /// `--from-attestation`: the statement the layer analyses came from, and whether a
     /// `--verify-key` verified its signature (else it was believed under `--trust-unsigned`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -462,6 +476,7 @@ pub fn assemble(
             platform: resolved.map(|r| r.platform().to_string()),
             env: resolved.map(|r| cuda_env(&r.config)).unwrap_or_default(),
             layers: infos,
+            unbuilt: Vec::new(),
             attestation: None,
         },
         files,
@@ -576,6 +591,7 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         Source::Dir(p) => rootfs::scan_dir(&p, opts),
         Source::File(p) => rootfs::scan_file(&p, opts),
         Source::Wheel(p) => wheel::scan(&p, opts),
+        Source::Lock(p, kind) => lock::scan(&p, kind, opts),
         Source::Registry(r) => remote::scan(&r, opts),
     }
 }

@@ -285,6 +285,56 @@ fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Res
 }
 
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    let size = std::fs::metadata(path).map_err(|e| ScanError::io(path, e))?.len();
+    let summary = walk(path, opts, |name: &str| name.to_string())?;
+    let mut report = single_layer(SourceKind::Wheel, path.display().to_string(), size, summary);
+    report.image.platform = platform_of(&path.file_name().unwrap_or_default().to_string_lossy());
+    Ok(report)
+}
+
+/// pip's install scheme under `/usr/local`: a wheel member's path in the image.
+pub fn installed_path(member: &str, data_dir: Option<&str>, python: (u32, u32)) -> String {
+    let site = format!("usr/local/lib/python{}.{}/site-packages", python.0, python.1);
+    if let Some(data) = data_dir
+        && let Some(rest) = member.strip_prefix(data).and_then(|r| r.strip_prefix('/'))
+    {
+        let (kind, rest) = rest.split_once('/').unwrap_or((rest, ""));
+        return match kind {
+            "purelib" | "platlib" => format!("{site}/{rest}"),
+            "scripts" => format!("usr/local/bin/{rest}"),
+            "headers" => {
+                let dist = data.trim_end_matches(".data").split('-').next().unwrap_or_default();
+                format!("usr/local/include/python{}.{}/{dist}/{rest}", python.0, python.1)
+            }
+            _ => format!("usr/local/{rest}"),
+        };
+    }
+    format!("{site}/{member}")
+}
+
+/// A wheel as pip installs it for Python `python` under `/usr/local` (`installed_path`:
+/// site-packages, and `.data/` by pip's scheme): one layer of a lockfile's image.
+pub fn analyze_installed(
+    path: &Path,
+    opts: &ScanOptions,
+    python: (u32, u32),
+) -> Result<crate::layer::analyze::LayerSummary, ScanError> {
+    // The `<name>-<version>.data` directory: its first path component (one per wheel).
+    let data = {
+        let f = File::open(path).map_err(|e| ScanError::io(path, e))?;
+        let zip = zip::ZipArchive::new(f).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
+        zip.file_names().filter_map(|n| n.split('/').next()).find(|top| top.ends_with(".data")).map(str::to_string)
+    };
+    walk(path, opts, |name: &str| format!("/{}", installed_path(name.trim_start_matches('/'), data.as_deref(), python)))
+}
+
+/// Every member streamed through the per-file analysis, named by `place` (its path in the
+/// image, from its name in the wheel).
+fn walk(
+    path: &Path,
+    opts: &ScanOptions,
+    place: impl Fn(&str) -> String,
+) -> Result<crate::layer::analyze::LayerSummary, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
     let mut zip = zip::ZipArchive::new(file.try_clone().map_err(|e| ScanError::io(path, e))?)
@@ -300,6 +350,7 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             continue;
         }
         let Ok((name, _)) = normalize(member.name().as_bytes()) else { continue };
+        let name = place(&name);
         let len = member.size();
         let want = v.wants(&name, len);
         // The wheel's own records (`*.dist-info/RECORD`) are not counted among its files.
@@ -319,9 +370,7 @@ pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
             return Err(bad(std::io::Error::other("member is longer than its recorded size")));
         }
     }
-    let mut report = single_layer(SourceKind::Wheel, path.display().to_string(), size, v.finish());
-    report.image.platform = platform_of(&path.file_name().unwrap_or_default().to_string_lossy());
-    Ok(report)
+    Ok(v.finish())
 }
 
 /// The platform a wheel's file name says it is for (`...-manylinux_2_28_x86_64.whl` ->

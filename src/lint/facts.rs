@@ -158,8 +158,14 @@ documented! {
     pub struct ImageFacts {
         /// the image reference or file it was read from, empty if none
         pub name: String,
-        /// how it was read: docker-archive, oci-archive, oci, dir, file, wheel
+        /// how it was read: docker-archive, oci-archive, oci, dir, file, wheel, lock
         pub source: String,
+        /// a lockfile's packages with no wheel for the platform and Python (pip builds them at install time) whose
+        /// build compiles no CUDA code cudalint knows of: `antlr4-python3-runtime 4.9.3`
+        pub unbuilt: Vec<String>,
+        /// those whose build compiles CUDA code (the knowledge base's `[[source_build]]`), each with the variable
+        /// that sets its architectures: `flash-attn 2.8.3 (FLASH_ATTN_CUDA_ARCHS; without it: 80;90;100;120 ...)`
+        pub unbuilt_cuda: Vec<String>,
         /// `linux/amd64`, empty if unknown
         pub platform: String,
         /// map of the config's CUDA-related environment variables
@@ -621,9 +627,20 @@ pub fn image(r: &ImageReport, binaries: &[Binary]) -> ImageFacts {
     let require_cuda = env.get("NVIDIA_REQUIRE_CUDA").cloned().unwrap_or_default();
     let req = Requirements::from_env(&env);
     let jit = JitEnv::from_env(&env);
+    let known = crate::knowledge::get();
+    let (cuda_src, plain_src): (Vec<&String>, Vec<&String>) =
+        r.image.unbuilt.iter().partition(|u| known.source_build(u.split(' ').next().unwrap_or_default()).is_some());
     ImageFacts {
         name: r.image.name.clone().unwrap_or_default(),
         source: r.image.source.to_string(),
+        unbuilt: plain_src.into_iter().cloned().collect(),
+        unbuilt_cuda: cuda_src
+            .into_iter()
+            .map(|u| {
+                let s = known.source_build(u.split(' ').next().unwrap_or_default()).expect("partitioned");
+                format!("{u} ({}; without it: {})", s.variable, s.default)
+            })
+            .collect(),
         platform: r.image.platform.clone().unwrap_or_default(),
         env,
         cuda_runtime_majors: majors.into_iter().collect(),

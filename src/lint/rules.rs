@@ -141,6 +141,10 @@ pub struct RuleTest {
     /// Small text files in the image (package records: a wheel's `RECORD`, dpkg's `*.list`).
     #[serde(default)]
     pub text: BTreeMap<String, String>,
+    /// Instead of an image, a `pylock.toml` judged as one (`WHEEL` and `WHEEL_SHA256` in it stand
+    /// for fixtures/lock's demo-kernels 1.0.0 wheel and its sha256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
 }
 
 /// A GPU's answer, for rule tests that cannot have one: every module loaded on a device of

@@ -29,6 +29,7 @@ pub fn rows() -> Vec<(&'static str, String, String, Vec<Case>)> {
     kind!("env", k.env, |r: &knowledge::Env| r.prefixes.join(" "));
     kind!("gpu_class", k.gpu_classes, |r: &knowledge::GpuClass| r.class.clone());
     kind!("compiler_file", k.compiler_files, |r: &knowledge::CompilerFile| r.key.clone());
+    kind!("source_build", k.source_builds, |r: &knowledge::SourceBuild| r.package.clone());
     for (i, c) in cudalint::cuda::toolchains::table().consumer.iter().enumerate() {
         out.push((
             "consumer",
@@ -75,6 +76,14 @@ pub fn check(rules: &[Rule], kind: &str, at: &str, c: &Case) -> Result<(), Strin
         expect("vendor", c.vendor, k.vendor_package(p))?;
         expect("runtime", c.runtime, k.runtime_package(p))?;
         expect("CUDA major of the name", c.cuda_major, k.cuda_major_of_name(p).unwrap_or(0))?;
+        if kind == "source_build"
+            && let Some(says) = &c.says
+        {
+            let v = k.source_build(p).map(|s| s.variable.clone()).unwrap_or_default();
+            if !v.contains(says.as_str()) {
+                return Err(format!("{p} builds with {v:?}, not {says:?}"));
+            }
+        }
         if let (Some(major), Some(says)) = (c.major, &c.says) {
             let b = k.older_build(p, major);
             if !b.contains(says.as_str()) {

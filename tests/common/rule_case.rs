@@ -12,6 +12,17 @@ use crate::images::{Comp, Ent, Image, oci_layout, tar};
 use crate::util::read_fixture;
 
 pub fn image_for(case: &RuleTest, dir: &std::path::Path) -> ImageReport {
+    if let Some(lock) = &case.lock {
+        use sha2::Digest;
+        let wheel =
+            crate::util::root().join("fixtures/lock/wheels/demo_kernels-1.0.0-py3-none-manylinux_2_28_x86_64.whl");
+        let sha = hex::encode(sha2::Sha256::digest(std::fs::read(&wheel).unwrap()));
+        let text = lock.replace("WHEEL_SHA256", &sha).replace("WHEEL", &wheel.display().to_string());
+        let p = dir.join("pylock.toml");
+        std::fs::write(&p, text).unwrap();
+        let opts = ScanOptions { progress: false, ..ScanOptions::default() };
+        return scan(&p.display().to_string(), &opts).unwrap();
+    }
     let entries: Vec<Ent> = case
         .files
         .iter()

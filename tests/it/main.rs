@@ -28,6 +28,7 @@ mod kubernetes;
 mod layer_compression;
 mod layer_tar;
 mod layering;
+mod lock;
 #[cfg(feature = "slow-tests")]
 mod registry;
 #[cfg(feature = "slow-tests")]

@@ -62,6 +62,8 @@ fn rule_codes_are_unique_and_stable() {
         ("CL023", "variant-declares-unsupported", "error"),
         ("CL024", "image-platform-not-on-host", "error"),
         ("CL025", "sibling-library-missing", "error"),
+        ("CL026", "package-built-at-install", "warning"),
+        ("CL027", "cuda-package-built-at-install", "error"),
     ];
     let want: Vec<(String, String, String)> =
         want.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect();

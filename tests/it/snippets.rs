@@ -26,6 +26,10 @@ const NOT_RUN: &[(&str, &str)] = &[
     ("cudalint serve", "runs until stopped; tests/it/serve.rs runs it behind a loopback registry's notifications"),
     ("syft ", "needs Syft; fixtures/sbom holds an SBOM it wrote, which the --enrich example reads"),
     ("dir:.venv", "needs a venv with NVIDIA wheels; tests/it/cyclonedx.rs enriches cyclonedx-py's SBOM of one"),
+    (
+        "$RUNNER_TEMP/base/uv.lock",
+        "needs a checkout's base branch; tests/it/lock.rs diffs two uv.lock files the real uv writes",
+    ),
 ];
 
 /// A fenced block: its info string, first line number and text.

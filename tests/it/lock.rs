@@ -1,0 +1,457 @@
+//! Lockfiles as images (src/image/lock.rs): a PEP 751 `pylock.toml`, a hashed requirements file,
+//! `uv.lock` and pip's `--report`, each judged as the image its wheels make. Wheels come from the
+//! lock's paths or from a PEP 503 index served on loopback by `python3 -m http.server` (a static
+//! directory, as the simplest real index is), checked against the lock's sha256 before they are
+//! read, and cached by hash. fixtures/lock is built by scripts/build-lock-fixtures.py from real
+//! nvcc-built libraries; the slow tier also runs lockfiles the real uv and pip write, and the stock
+//! torch closure against its built image.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command as Std, Stdio};
+
+use assert_cmd::Command;
+
+use crate::util::root;
+
+/// A PEP 503 index of `wheels` under `dir`, served on a loopback port until dropped.
+pub struct Index {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Index {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn normalize(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars().map(|c| c.to_ascii_lowercase()) {
+        if matches!(c, '-' | '_' | '.') {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn sha256(p: &Path) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()))
+}
+
+impl Index {
+    pub fn serve(dir: &Path, wheels: &[PathBuf]) -> Index {
+        std::fs::create_dir_all(dir.join("files")).unwrap();
+        for w in wheels {
+            let file = w.file_name().unwrap().to_string_lossy().into_owned();
+            let project = normalize(file.split('-').next().unwrap());
+            let page = dir.join("simple").join(&project);
+            std::fs::create_dir_all(&page).unwrap();
+            std::os::unix::fs::symlink(w, dir.join("files").join(&file)).unwrap();
+            let link = format!("<a href=\"../../files/{file}#sha256={}\">{file}</a>\n", sha256(w));
+            let index = page.join("index.html");
+            let mut html = std::fs::read_to_string(&index).unwrap_or_default();
+            html.push_str(&link);
+            std::fs::write(index, html).unwrap();
+        }
+        let mut child = Std::new("python3")
+            .args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory"])
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3 runs a loopback index (python3 -m http.server)");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        // "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..."
+        let port = line.split(" port ").nth(1).and_then(|r| r.split_whitespace().next()).expect(&line).to_string();
+        Index { child, url: format!("http://127.0.0.1:{port}/simple") }
+    }
+}
+
+fn cudalint(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::cargo_bin("cudalint").unwrap().current_dir(dir).args(args).output().unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+fn headlines(r: &serde_json::Value) -> Vec<String> {
+    r["headlines"].as_array().unwrap().iter().map(|h| h["text"].as_str().unwrap().to_string()).collect()
+}
+
+/// fixtures/lock copied into a scratch directory (lockfiles name their wheels relative to it).
+fn fixtures() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let src = root().join("fixtures/lock");
+    for e in walk(&src) {
+        let rel = e.strip_prefix(&src).unwrap();
+        std::fs::create_dir_all(d.path().join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&e, d.path().join(rel)).unwrap();
+    }
+    d
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+    }
+    out
+}
+
+fn wheel(d: &Path, version: &str) -> PathBuf {
+    d.join(format!("wheels/demo_kernels-{version}-py3-none-manylinux_2_28_x86_64.whl"))
+}
+
+#[test]
+fn a_pylock_and_a_hashed_requirements_file_are_judged_as_their_installed_wheels() {
+    let d = fixtures();
+    let gpus = ["--gpu", "H100,L4,B200", "--quiet", "--no-cache", "--format", "json", "--python", "3.11"];
+    let (code, out, err) = cudalint(d.path(), &[&["scan", "pylock.toml"][..], &gpus].concat());
+    assert_eq!(code, Some(0), "{err}");
+    let r = json(&out);
+    assert_eq!(r["image"]["source"], "lock");
+    assert_eq!(r["image"]["platform"], "linux/amd64");
+    assert_eq!(
+        headlines(&r),
+        ["H100: runs (native)", "L4: runs (native)", "B200: runs (PTX JIT for 1 binary, 2.4 KiB: milliseconds)"]
+    );
+    // Laid out as pip installs it for the Python asked for.
+    assert_eq!(r["matrix"][0]["path"], "/usr/local/lib/python3.11/site-packages/demo_kernels/libmulti.so");
+    let (code, out2, err) = cudalint(d.path(), &[&["scan", "requirements.txt"][..], &gpus].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(headlines(&json(&out2)), headlines(&r));
+    // The layer is the wheel: its digest is the wheel's sha256, its step the locked package.
+    let (_, inv, _) = cudalint(d.path(), &["scan", "pylock.toml", "--format", "inventory", "--no-cache", "--quiet"]);
+    let inv = json(&inv);
+    let layer = &inv["image"]["layers"][0];
+    assert_eq!(layer["digest"], format!("sha256:{}", sha256(&wheel(d.path(), "1.0.0"))));
+    assert_eq!(layer["step"], "demo-kernels==1.0.0 (demo_kernels-1.0.0-py3-none-manylinux_2_28_x86_64.whl)");
+    assert_eq!(inv["files"][0]["path"], "/usr/local/lib/python3.12/site-packages/demo_kernels/libmulti.so");
+}
+
+/// The pull-request check: a bump that drops GPUs fails `diff OLD NEW`.
+#[test]
+fn a_lock_bump_that_drops_gpus_fails_the_diff() {
+    let d = fixtures();
+    let (code, out, err) = cudalint(d.path(), &["diff", "pylock.toml", "pylock.next.toml", "--no-cache"]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let lost = out.lines().find(|l| l.starts_with("lost: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(lost.contains("L4") && lost.contains("H100") && !lost.contains("B200"), "{lost}");
+    let (code, _, err) = cudalint(d.path(), &["diff", "pylock.toml", "pylock.toml", "--no-cache"]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn a_wheel_that_is_not_what_the_lock_says_is_refused_unread() {
+    let d = fixtures();
+    let lock = std::fs::read_to_string(d.path().join("pylock.toml")).unwrap();
+    let sha = sha256(&wheel(d.path(), "1.0.0"));
+    let wrong: String = sha.chars().rev().collect();
+    std::fs::write(d.path().join("pylock.toml"), lock.replace(&sha, &wrong)).unwrap();
+    let (code, _, err) = cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("demo-kernels 1.0.0: demo_kernels-1.0.0-py3-none-manylinux_2_28_x86_64.whl has sha256")
+            && err.contains("not read as a wheel"),
+        "{err}"
+    );
+    let size = std::fs::metadata(wheel(d.path(), "1.0.0")).unwrap().len();
+    std::fs::write(d.path().join("pylock.toml"), lock.replace(&format!("size = {size}"), "size = 12")).unwrap();
+    let (code, _, err) = cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("is {size} bytes, the lock says 12")), "{err}");
+}
+
+#[test]
+fn requirements_from_a_loopback_index_are_fetched_once_and_judged_offline_from_the_cache() {
+    let d = fixtures();
+    let index = Index::serve(&d.path().join("index"), &[wheel(d.path(), "1.0.0")]);
+    let sha = sha256(&wheel(d.path(), "1.0.0"));
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url {}\ndemo-kernels==1.0.0 --hash=sha256:{sha}\n", index.url),
+    )
+    .unwrap();
+    let cache = d.path().join("cache");
+    let c = cache.to_str().unwrap();
+    let run = |format: &str| {
+        let (code, out, err) = cudalint(
+            d.path(),
+            &["scan", "requirements.lock.txt", "--gpu", "T4", "--cache-dir", c, "--quiet", "--format", format],
+        );
+        assert!(code == Some(0), "{code:?} {err}");
+        json(&out)
+    };
+    let size = std::fs::metadata(wheel(d.path(), "1.0.0")).unwrap().len();
+    assert_eq!(run("inventory")["stats"]["downloaded_bytes"], size);
+    assert!(cache.join(format!("wheels/{sha}.whl")).is_file());
+    let first = headlines(&run("json"));
+    drop(index);
+    // The index is gone: the line's hash finds the cached wheel, nothing is downloaded.
+    assert!(run("inventory")["stats"]["downloaded_bytes"].is_null());
+    assert_eq!(headlines(&run("json")), first);
+    assert_eq!(first, ["T4: runs (native)"]);
+    // Without the cache, the stopped index is an error naming it.
+    let (code, _, err) = cudalint(d.path(), &["scan", "requirements.lock.txt", "--gpu", "T4", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/simple/demo-kernels/"), "{err}");
+}
+
+#[test]
+fn markers_pick_what_installs_and_sdists_are_named_not_passed_over() {
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let (sha, size) = (sha256(&w), std::fs::metadata(&w).unwrap().len());
+    let lock = format!(
+        r#"lock-version = "1.0"
+created-by = "test"
+
+[[packages]]
+name = "demo-kernels"
+version = "1.0.0"
+wheels = [{{ path = "wheels/{}", size = {size}, hashes = {{ sha256 = "{sha}" }} }}]
+
+[[packages]]
+name = "winonly"
+version = "1.0"
+marker = "sys_platform == 'win32'"
+wheels = [{{ path = "wheels/absent-1.0-py3-none-win_amd64.whl", hashes = {{ sha256 = "{sha}" }} }}]
+
+[[packages]]
+name = "antlr4-python3-runtime"
+version = "4.9.3"
+sdist = {{ path = "sdists/antlr4-python3-runtime-4.9.3.tar.gz", hashes = {{ sha256 = "{sha}" }} }}
+"#,
+        w.file_name().unwrap().to_string_lossy()
+    );
+    std::fs::write(d.path().join("pylock.toml"), &lock).unwrap();
+    let (code, out, err) =
+        cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache", "--format", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let r = json(&out);
+    let f: Vec<&serde_json::Value> = r["findings"].as_array().unwrap().iter().collect();
+    assert_eq!(f.len(), 1, "{r}");
+    assert_eq!(f[0]["rule"], "CL026");
+    assert!(f[0]["message"].as_str().unwrap().contains("antlr4-python3-runtime 4.9.3"), "{r}");
+    // A package whose build compiles CUDA code, with no wheel here: an error naming its variable.
+    let lock = lock.replace("antlr4-python3-runtime", "flash-attn").replace("4.9.3", "2.8.3");
+    std::fs::write(d.path().join("pylock.toml"), lock).unwrap();
+    let (code, out, err) =
+        cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache", "--format", "json"]);
+    assert_eq!(code, Some(1), "{err}");
+    let r = json(&out);
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "CL027").expect("CL027");
+    assert!(f["message"].as_str().unwrap().contains("flash-attn 2.8.3 (FLASH_ATTN_CUDA_ARCHS"), "{f}");
+}
+
+#[test]
+fn locks_that_cannot_be_verified_or_installed_stop_the_scan_naming_the_package() {
+    let d = fixtures();
+    for (name, text, says) in [
+        ("requirements-a.txt", "--no-index\ndemo-kernels==1.0.0\n", "demo-kernels has no --hash=sha256"),
+        ("requirements-b.txt", "--no-index\ndemo-kernels>=1.0 --hash=sha256:00\n", "is not pinned with =="),
+        (
+            "requirements-c.txt",
+            "--index-url http://127.0.0.1:9/simple\ndemo-kernels==1.0.0 --hash=sha256:0000000000000000000000000000000000000000000000000000000000000000\n",
+            "http://127.0.0.1:9/simple/demo-kernels/",
+        ),
+    ] {
+        std::fs::write(d.path().join(name), text).unwrap();
+        let (code, _, err) = cudalint(d.path(), &["scan", name, "--gpu", "L4", "--no-cache"]);
+        assert_eq!(code, Some(2), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+    }
+    // Only a wheel for another machine, and no sdist: nothing pip could install here.
+    let lock = std::fs::read_to_string(d.path().join("pylock.toml")).unwrap();
+    std::fs::write(d.path().join("pylock.arm.toml"), lock).unwrap();
+    let (code, _, err) =
+        cudalint(d.path(), &["scan", "pylock.arm.toml", "--gpu", "GH200", "--platform", "linux/arm64", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("package demo-kernels 1.0.0: none of its 1 wheels installs on linux/arm64"), "{err}");
+}
+
+/// Lockfiles the real uv and pip write (pinned in .tools/lockers by scripts/test.sh), against a
+/// loopback index: `uv lock`, `uv export --format pylock.toml`, `uv pip compile --format
+/// pylock.toml` and `pip install --dry-run --report`.
+#[cfg(feature = "slow-tests")]
+mod real_lockers {
+    use super::*;
+    use crate::stock_stack::{cache, torch_image};
+
+    fn uv() -> PathBuf {
+        crate::util::venv_tool("CUDALINT_TEST_UV", "lockers", "uv", "uv==0.13.9")
+    }
+
+    fn pip() -> PathBuf {
+        crate::util::venv_tool("CUDALINT_TEST_PIP", "lockers", "pip", "pip==26.3")
+    }
+
+    fn run(cmd: &mut Std) {
+        let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+
+    #[test]
+    fn uv_and_pip_lockfiles_give_the_verdict_of_the_lock_they_describe() {
+        let d = fixtures();
+        let index = Index::serve(&d.path().join("index"), &[wheel(d.path(), "1.0.0"), wheel(d.path(), "1.1.0")]);
+        let app = d.path().join("app");
+        std::fs::create_dir(&app).unwrap();
+        std::fs::write(
+            app.join("pyproject.toml"),
+            "[project]\nname = \"app\"\nversion = \"0.1.0\"\nrequires-python = \">=3.11\"\ndependencies = [\"demo-kernels==1.0.0\"]\n\n[tool.uv]\npackage = false\n",
+        )
+        .unwrap();
+        let uv_env = |c: &mut Std| {
+            c.current_dir(&app).env("UV_NO_CACHE", "1").env("UV_PYTHON_DOWNLOADS", "never");
+        };
+        let mut c = Std::new(uv());
+        c.args(["lock", "--quiet", "--index-url", &index.url]);
+        uv_env(&mut c);
+        run(&mut c);
+        let mut c = Std::new(uv());
+        c.args(["export", "--quiet", "--format", "pylock.toml", "-o", "pylock.toml", "--index-url", &index.url]);
+        uv_env(&mut c);
+        run(&mut c);
+        run(Std::new(pip()).current_dir(&app).args([
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--dry-run",
+            "--report",
+            "report.json",
+            "--index-url",
+            &index.url,
+            "--only-binary",
+            ":all:",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--python-version",
+            "3.11",
+            "--target",
+            app.join("target").to_str().unwrap(),
+            "demo-kernels==1.0.0",
+        ]));
+        let want = ["L4: runs (native)", "B200: runs (PTX JIT for 1 binary, 2.4 KiB: milliseconds)"];
+        for lock in ["uv.lock", "pylock.toml", "report.json"] {
+            let (code, out, err) = cudalint(
+                &app,
+                &["scan", lock, "--gpu", "L4,B200", "--python", "3.11", "--no-cache", "--quiet", "--format", "json"],
+            );
+            assert_eq!(code, Some(0), "{lock}: {err}");
+            assert_eq!(headlines(&json(&out)), want, "{lock}");
+        }
+        // uv's lock of the bump, diffed against the first: the PR check.
+        std::fs::copy(app.join("uv.lock"), d.path().join("uv.old.lock")).unwrap();
+        let pyproject = std::fs::read_to_string(app.join("pyproject.toml")).unwrap();
+        std::fs::write(app.join("pyproject.toml"), pyproject.replace("==1.0.0", "==1.1.0")).unwrap();
+        let mut c = Std::new(uv());
+        c.args(["lock", "--quiet", "--index-url", &index.url]);
+        uv_env(&mut c);
+        run(&mut c);
+        std::fs::create_dir(d.path().join("old")).unwrap();
+        std::fs::rename(d.path().join("uv.old.lock"), d.path().join("old/uv.lock")).unwrap();
+        let (code, out, err) =
+            cudalint(d.path(), &["diff", "old/uv.lock", "app/uv.lock", "--python", "3.11", "--no-cache"]);
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(out.lines().any(|l| l.starts_with("lost: ") && l.contains("L4")), "{out}");
+    }
+
+    /// The stock `torch==2.8.0` closure locked by uv against a loopback index of its wheels: the
+    /// same headlines and findings as the image built from those wheels, a second run with the
+    /// index stopped answers from the cache, and a wrong hash is refused naming the wheel.
+    #[test]
+    fn the_torch_closure_lock_is_judged_as_its_built_image() {
+        let image = torch_image();
+        let reqs: Vec<(String, String)> = std::fs::read_to_string(root().join("tests/stacks/torch-2.8.0-cu128.txt"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| {
+                let (n, v) = l.split_whitespace().next().unwrap().split_once("==").unwrap();
+                (n.to_string(), v.to_string())
+            })
+            .collect();
+        let wheels_dir = cache().join("wheels");
+        let files: Vec<String> = std::fs::read_dir(&wheels_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        let wheels: Vec<PathBuf> = reqs
+            .iter()
+            .map(|(n, v)| {
+                let stem = format!("{}-{v}-", n.replace('-', "_").to_lowercase());
+                let f = files.iter().find(|f| f.to_lowercase().starts_with(&stem) && f.ends_with(".whl"));
+                wheels_dir.join(f.unwrap_or_else(|| panic!("{n}=={v} is not in {}", wheels_dir.display())))
+            })
+            .collect();
+        let d = tempfile::tempdir_in(cache()).unwrap();
+        let index = Index::serve(&d.path().join("index"), &wheels);
+        std::fs::write(d.path().join("req.in"), "torch==2.8.0\n").unwrap();
+        run(Std::new(uv()).current_dir(d.path()).env("UV_NO_CACHE", "1").args([
+            "pip",
+            "compile",
+            "--quiet",
+            "req.in",
+            "--index-url",
+            &index.url,
+            "--python-version",
+            "3.11",
+            "--python-platform",
+            "x86_64-manylinux_2_28",
+            "--format",
+            "pylock.toml",
+            "-o",
+            "pylock.toml",
+        ]));
+        let lock = std::fs::read_to_string(d.path().join("pylock.toml")).unwrap();
+        assert_eq!(lock.matches("[[packages]]").count(), reqs.len(), "{lock}");
+        let gpus = "H100,GTX 1080 Ti,B300";
+        let c = d.path().join("cache");
+        let scan = |spec: &str, extra: &[&str]| {
+            let mut a = vec!["scan", spec, "--gpu", gpus, "--quiet", "--format", "json"];
+            a.extend(extra);
+            let (code, out, err) = cudalint(d.path(), &a);
+            assert_eq!(code, Some(1), "{spec}: {err}");
+            json(&out)
+        };
+        let key = |r: &serde_json::Value| -> Vec<String> {
+            let mut f: Vec<String> = r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| format!("{} {} {} {} {}", f["rule"], f["path"], f["target"], f["message"], f["fix"]))
+                .collect();
+            f.sort();
+            f
+        };
+        let built = scan(image, &["--no-cache"]);
+        let cached = ["--python", "3.11", "--cache-dir", c.to_str().unwrap()];
+        let from_lock = scan("pylock.toml", &cached);
+        assert_eq!(headlines(&from_lock), headlines(&built));
+        assert_eq!(key(&from_lock), key(&built));
+        assert_eq!(headlines(&built).len(), 3);
+        // A wrong hash, on a wheel the cache does not hold under it: fetched, refused, named.
+        let sha =
+            lock.split("jinja2-3.1.6-py3-none-any.whl\", hashes = { sha256 = \"").nth(1).unwrap()[..64].to_string();
+        let wrong: String = sha.chars().rev().collect();
+        std::fs::write(d.path().join("pylock.bad.toml"), lock.replace(&sha, &wrong)).unwrap();
+        let (code, _, err) = cudalint(d.path(), &[&["scan", "pylock.bad.toml", "--gpu", "H100"][..], &cached].concat());
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("jinja2 3.1.6: jinja2-3.1.6-py3-none-any.whl has sha256"), "{err}");
+        drop(index);
+        let again = scan("pylock.toml", &cached);
+        assert_eq!((headlines(&again), key(&again)), (headlines(&built), key(&built)));
+    }
+}
