@@ -795,21 +795,44 @@ impl Fetcher {
         })
     }
 
-    /// The wheel on disk, checked: from the cache, a local path, or downloaded (into the cache,
-    /// renamed into place only once its size and sha256 match).
-    fn wheel(&self, p: &Pick) -> Result<PathBuf, String> {
+    /// The wheel on disk without a download, checked: from the cache or a local path; None when
+    /// it must be fetched.
+    fn local(&self, p: &Pick) -> Result<Option<PathBuf>, String> {
         let w = &p.wheel;
         let cached = self.dir.join(format!("{}.whl", w.sha256));
         if cached.is_file() && sha256_file(&cached).is_ok_and(|(h, _)| h == w.sha256) {
-            return Ok(cached);
+            return Ok(Some(cached));
         }
         if let Some(path) = &w.path {
             check(p, &sha256_file(path).map_err(|e| format!("{}: {e}", path.display()))?)?;
-            return Ok(path.clone());
+            return Ok(Some(path.clone()));
         }
+        Ok(None)
+    }
+
+    /// Every wheel on disk, checked, in the plan's order: the ones not cached or local are
+    /// downloaded `jobs` at a time.
+    fn wheels(&self, picks: &[Pick], jobs: usize) -> Result<Vec<PathBuf>, String> {
+        use futures_util::StreamExt;
+        let local: Vec<Option<PathBuf>> = picks.iter().map(|p| self.local(p)).collect::<Result<_, _>>()?;
+        let missing: Vec<&Pick> = picks.iter().zip(&local).filter(|(_, l)| l.is_none()).map(|(p, _)| p).collect();
+        let fetched: Vec<Result<PathBuf, String>> = self.rt.block_on(
+            futures_util::stream::iter(missing.into_iter().map(|p| self.download(p)))
+                .buffered(jobs.max(1))
+                .collect(),
+        );
+        let mut fetched = fetched.into_iter();
+        local.into_iter().map(|l| l.map_or_else(|| fetched.next().expect("one per missing wheel"), Ok)).collect()
+    }
+
+    /// Downloads one wheel into the cache, renamed into place only once its size and sha256
+    /// match.
+    async fn download(&self, p: &Pick) -> Result<PathBuf, String> {
+        let w = &p.wheel;
+        let cached = self.dir.join(format!("{}.whl", w.sha256));
         let url = w.url.as_deref().ok_or_else(|| format!("{} {}: {} has no URL", p.name, p.version, w.file))?;
         let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
-        let got = self.rt.block_on(async {
+        let got = async {
             let mut r = self.http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
             if !r.status().is_success() {
                 return Err(format!("{url}: HTTP {}", r.status()));
@@ -825,7 +848,8 @@ impl Fetcher {
                 tmp.write_all(&chunk).map_err(|e| format!("{}: {e}", self.dir.display()))?;
             }
             Ok((hex::encode(h.finalize()), n))
-        })?;
+        }
+        .await?;
         check(p, &got)?;
         self.fetched.fetch_add(got.1, std::sync::atomic::Ordering::Relaxed);
         tmp.persist(&cached).map_err(|e| format!("{}: {e}", cached.display()))?;
@@ -1004,16 +1028,39 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
     .map_err(bad)?;
     let mut layers = Vec::new();
     let progress = super::progress::Progress::new(opts.progress, None, plan.picks.len());
-    for (i, p) in plan.picks.iter().enumerate() {
-        progress.message(format!("wheel {}/{}: {}", i + 1, plan.picks.len(), p.wheel.file));
-        let file = fetcher.wheel(p).map_err(bad)?;
-        let summary = super::wheel::analyze_installed(&file, opts, t.python)
-            .map_err(|e| ScanError::input(path, format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file)))?;
+    progress.message(format!("fetching {} wheels", plan.picks.len()));
+    let files = fetcher.wheels(&plan.picks, opts.jobs).map_err(bad)?;
+    // Each wheel is inflated whole (its CRCs are checked only at a member's end): `jobs` wheels
+    // at a time, each with a deflate window only, so the budget's layer windows do not apply.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<crate::layer::analyze::LayerSummary, ScanError>>> =
+        (0..plan.picks.len()).map(|_| None).collect();
+    let slots: Vec<std::sync::Mutex<&mut Option<_>>> = results.iter_mut().map(std::sync::Mutex::new).collect();
+    std::thread::scope(|s| {
+        for _ in 0..opts.jobs.clamp(1, plan.picks.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let (Some(p), Some(file)) = (plan.picks.get(i), files.get(i)) else { break };
+                    let r = super::wheel::analyze_installed(file, opts, t.python).map_err(|e| {
+                        ScanError::input(path, format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file))
+                    });
+                    **slots[i].lock().expect("one writer per slot") = Some(r);
+                    let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                    progress.message(format!("wheels analysed: {n}/{}", plan.picks.len()));
+                }
+            });
+        }
+    });
+    drop(slots);
+    for ((p, file), r) in plan.picks.iter().zip(&files).zip(results) {
+        let summary = r.expect("every wheel analysed")?;
         layers.push(super::AnalyzedLayer {
             info: super::LayerInfo {
                 digest: format!("sha256:{}", p.wheel.sha256),
                 diff_id: None,
-                size: std::fs::metadata(&file).map(|m| m.len()).unwrap_or_default(),
+                size: std::fs::metadata(file).map(|m| m.len()).unwrap_or_default(),
                 compression: crate::layer::decode::Compression::None,
                 verified: true,
                 step: Some(format!("{}=={} ({})", p.name, p.version, p.wheel.file)),
