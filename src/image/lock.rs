@@ -817,9 +817,7 @@ impl Fetcher {
         let local: Vec<Option<PathBuf>> = picks.iter().map(|p| self.local(p)).collect::<Result<_, _>>()?;
         let missing: Vec<&Pick> = picks.iter().zip(&local).filter(|(_, l)| l.is_none()).map(|(p, _)| p).collect();
         let fetched: Vec<Result<PathBuf, String>> = self.rt.block_on(
-            futures_util::stream::iter(missing.into_iter().map(|p| self.download(p)))
-                .buffered(jobs.max(1))
-                .collect(),
+            futures_util::stream::iter(missing.into_iter().map(|p| self.download(p))).buffered(jobs.max(1)).collect(),
         );
         let mut fetched = fetched.into_iter();
         local.into_iter().map(|l| l.map_or_else(|| fetched.next().expect("one per missing wheel"), Ok)).collect()

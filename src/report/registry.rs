@@ -13,35 +13,18 @@ use crate::lint::coverage::Class;
 use crate::lint::rules::Severity;
 use crate::lint::{HeadlineVerdict, LintReport};
 
-/// How one image of a registry run ended.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum ImageStatus {
-    /// Judged, no finding at or above --fail-on.
-    Pass,
-    /// Judged, findings at or above --fail-on.
-    Fail,
-    /// The scan or the judgement failed (the run exits 2).
-    Error,
-    /// Not an image (a Helm chart, a signature, an SBOM, an analysis-store entry): listed,
-    /// never scanned, never an error; `reason` says what it is.
-    Skipped,
-}
-
-impl ImageStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ImageStatus::Pass => "pass",
-            ImageStatus::Fail => "fail",
-            ImageStatus::Error => "error",
-            ImageStatus::Skipped => "skipped",
-        }
-    }
-}
-
-impl std::fmt::Display for ImageStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.pad(self.as_str())
+crate::schema::words! {
+    /// How one image of a registry run ended.
+    pub enum ImageStatus {
+        /// Judged, no finding at or above --fail-on.
+        Pass = "pass",
+        /// Judged, findings at or above --fail-on.
+        Fail = "fail",
+        /// The scan or the judgement failed (the run exits 2).
+        Error = "error",
+        /// Not an image (a Helm chart, a signature, an SBOM, an analysis-store entry): listed,
+        /// never scanned, never an error; `reason` says what it is.
+        Skipped = "skipped",
     }
 }
 
@@ -81,19 +64,19 @@ pub struct ImageResult {
     pub change: Option<Change>,
 }
 
-/// How a result of a `--since` run relates to the previous summary's.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Change {
-    /// A tag the previous summary does not have.
-    New,
-    /// Its manifest digest differs from the previous summary's: judged again.
-    Changed,
-    /// The same digest, judged again: the targets, rules or policy changed, the previous
-    /// result was an error, or its report is gone.
-    Rejudged,
-    /// The same digest and policy: the previous result (and its report) carried over.
-    Carried,
+crate::schema::words! {
+    /// How a result of a `--since` run relates to the previous summary's.
+    pub enum Change {
+        /// A tag the previous summary does not have.
+        New = "new",
+        /// Its manifest digest differs from the previous summary's: judged again.
+        Changed = "changed",
+        /// The same digest, judged again: the targets, rules or policy changed, the previous
+        /// result was an error, or its report is gone.
+        Rejudged = "rejudged",
+        /// The same digest and policy: the previous result (and its report) carried over.
+        Carried = "carried",
+    }
 }
 
 /// One line of at most this many characters in the table: a reason is a table cell there, the

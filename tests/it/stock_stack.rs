@@ -222,6 +222,22 @@ fn cupti_data_problems_are_detail_not_errors() {
     let (code, r) = scan("H100", "580.65.06");
     assert_eq!(code, 0);
     assert!(!brief(&r).iter().any(|f| f.contains("libcupti")), "{:#?}", brief(&r));
+    // H100 is native everywhere but in cuFile 1.13.1.3, which carries no sm_9x SASS, only
+    // compute_80 PTX above its cubins: the one JIT the headline counts.
+    // Libraries that load their own kernel sets (CUPTI, cuFFT) are not judged.
+    let h = r["headlines"][0]["text"].as_str().unwrap();
+    assert!(h.ends_with(": runs (PTX JIT for 1 binary, 9.8 KiB: milliseconds)"), "{h}");
+    for m in r["matrix"].as_array().unwrap() {
+        let (path, c) = (m["path"].as_str().unwrap(), &m["cells"][0]);
+        let want = if path.ends_with("/nvidia/cufile/lib/libcufile.so.0") {
+            "jit"
+        } else if c["text"].as_str().unwrap().starts_with("lib-managed") {
+            "n/a"
+        } else {
+            "native"
+        };
+        assert_eq!(c["class"], want, "{path}: {c}");
+    }
 }
 
 /// Code compiled at run time: torch 2.8.0's Triton (ptxas 12.8.93) and NVRTC (12.8.93) know no
