@@ -190,7 +190,7 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
 /// the additions, into the enriched SBOM: bounded so that both stay well within memory.
 const MAX_SBOM: u64 = 64 << 20;
 
-fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
+fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::enrich::Sbom> {
     use std::io::Read;
     let shown = || format!("--enrich {}", p.display());
     let f = std::fs::File::open(p).with_context(shown)?;
@@ -205,5 +205,5 @@ fn read_sbom(p: &std::path::Path) -> anyhow::Result<report::cyclonedx::Sbom> {
         anyhow::bail!("{}: an SBOM larger than {} MiB is refused", shown(), MAX_SBOM >> 20);
     }
     let text = String::from_utf8(buf).map_err(|e| anyhow::anyhow!("{}: not UTF-8 text: {e}", shown()))?;
-    report::cyclonedx::Sbom::new(text, shown()).with_context(shown)
+    report::enrich::Sbom::new(text, shown()).with_context(shown)
 }

@@ -49,3 +49,14 @@ pub enum ReportError {
     #[error("{origin}: summary of {found}, not {expected}")]
     OtherRegistry { origin: String, found: String, expected: String },
 }
+
+/// The span scanner's refusals, as the SBOM's: the same texts.
+impl From<crate::bounded::json_spans::SpanError> for ReportError {
+    fn from(e: crate::bounded::json_spans::SpanError) -> Self {
+        use crate::bounded::json_spans::SpanError;
+        match e {
+            SpanError::Shape(why) => ReportError::SbomShape(why),
+            SpanError::Json(e) => ReportError::SbomJson(e),
+        }
+    }
+}

@@ -11,6 +11,7 @@ use crate::lint::LintReport;
 use crate::lint::rules::Rule;
 
 pub mod cyclonedx;
+pub mod enrich;
 mod error;
 pub mod html;
 pub mod inspect;
@@ -69,7 +70,7 @@ pub struct RenderConfig<'a> {
     /// The rules the report was judged with (SARIF lists the ones its findings use).
     pub rules: &'a [Rule],
     /// An SBOM to enrich instead of writing cudalint's own (CycloneDX).
-    pub sbom: Option<&'a cyclonedx::Sbom>,
+    pub sbom: Option<&'a enrich::Sbom>,
     /// Text: list folded findings and detail problems too (`scan -v`).
     pub verbose: bool,
     /// Text: the terminal's width, to wrap findings and fit the grid to; `None` (files, pipes)
@@ -99,7 +100,11 @@ pub fn render(format: Format, s: &Subject, cfg: &RenderConfig) -> Result<Rendere
         Format::Junit => junit::render(s.report, cfg)?.into(),
         Format::Markdown => markdown::render(s.report, cfg)?.into(),
         Format::Html => html::render(s.report, cfg)?.into(),
-        Format::Cyclonedx => cyclonedx::render(s.report, s.inventory, cfg)?,
+        Format::Cyclonedx => match cfg.sbom {
+            // `--enrich`: that SBOM, enriched, instead of cudalint's own.
+            Some(sbom) => enrich::render(sbom, s.report, s.inventory)?,
+            None => cyclonedx::render(s.report, s.inventory).into(),
+        },
         Format::Inventory => scan::json(s.inventory).into(),
         Format::Listing => scan::text(s.inventory).into(),
     })

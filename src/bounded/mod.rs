@@ -18,6 +18,9 @@
 //!   quadratic in that depth), merge keys (`<<`) applied as Kubernetes' YAML reader applies
 //!   them. Any input: a key given twice in a map that is kept is refused (readers disagree on
 //!   which one counts).
+//!
+//! [`json_spans`]: the span scanner `--enrich` edits another tool's SBOM with, within bounds of
+//! its own.
 
 /// Largest manifest or nodes file read (a `kubectl get all -A -o json` of a big cluster is tens
 /// of MiB; beyond this the input is refused rather than held in memory). YAML has a lower bound
@@ -29,6 +32,8 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+
+pub mod json_spans;
 
 /// The most the kept values of one input may take in memory, as costed below: JSON, read
 /// as it streams by; YAML, whose documents' events are held besides.
