@@ -143,7 +143,7 @@ pub struct VariantDecl {
 pub struct Record {
     /// Names the kind in the layer cache key.
     pub kind: &'static str,
-    /// Folded into the layer cache key (`cache.rs`): bump it when `read` would take something
+    /// Folded into the layer cache key (`cache/codec.rs`): bump it when `read` would take something
     /// else from the same bytes, and only analyses made with the old parser are dropped.
     pub version: u32,
     /// A file larger than this is no record of the kind: it is not read (a note says so).

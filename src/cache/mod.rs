@@ -32,28 +32,29 @@
 //! of `analyzer NUL digest NUL variant`, where analyzer is `<crate version>+<ANALYSIS_VERSION>+<each
 //! package record kind with its version>+k<the knowledge base's digest>` and variant the analysis options (`variant()`). The entry
 //! proper (without the MAC) is also what an analysis store and an attestation carry.
+//!
+//! Files: `codec.rs` (the entry proper: [`encode`], [`decode`], [`decode_within`]) and
+//! `safe_fs.rs` (descriptor-relative, `O_NOFOLLOW` file operations, [`write_new_file`]); this
+//! file is the cache itself and its key.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::inspect::InspectOptions;
 use crate::layer::AnalyzedLayer;
 
-/// Bumped whenever the analysis of a layer would come out differently for the same bytes
-/// (2: package records per layer; sparse entries and non-UTF-8 names read exactly; 3: tar
-/// headers read by Go's archive/tar rules, hard links kept for the merge). A package
-/// record parser has its own version instead (`packages::RECORDS`), folded into the key too.
-const ANALYSIS_VERSION: u32 = 3;
-/// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
-/// memory (it is dropped instead).
-const MAX_ENTRY: u64 = 512 << 20;
+mod codec;
+mod safe_fs;
+
+pub use codec::{Decoded, decode, decode_within, encode};
+pub use safe_fs::write_new_file;
+
 /// The most an entry file may be on disk (compressed entries are far smaller than `MAX_ENTRY`):
 /// it is read whole to check its MAC before anything of it is decoded.
 const MAX_FILE: u64 = 64 << 20;
@@ -89,25 +90,6 @@ pub struct CacheStats {
     /// process, an older cudalint, or someone forging a verdict), or because they were not
     /// regular files (a symlink, a FIFO); the layer was analysed again.
     pub untrusted: AtomicU64,
-}
-
-#[derive(Serialize, Deserialize, PartialEq, Debug)]
-struct Header {
-    schema: String,
-    digest: String,
-    analyzer: String,
-    variant: String,
-    /// sha256 (hex) of the body that follows the header line.
-    sha256: String,
-}
-
-/// What made an analysis: the crate, the analysis and record formats, and the knowledge base
-/// (which files the inspector keeps and which requirements a record lists depend on it: a row
-/// added by `--knowledge` must not reuse analyses made without it).
-fn analyzer() -> String {
-    let k = &crate::knowledge::get().digest;
-    let k = k.strip_prefix("sha256:").unwrap_or(k).get(..12).unwrap_or_default();
-    format!("{}+{ANALYSIS_VERSION}+{}+k{k}", env!("CARGO_PKG_VERSION"), crate::packages::record_versions())
 }
 
 /// The part of the key naming the analysis options: every field of `InspectOptions` (its Debug
@@ -185,7 +167,7 @@ impl LayerCache {
 
     /// `variant` names the analysis options that change the result (lean, every cubin).
     fn key(digest: &str, variant: &str) -> String {
-        hex::encode(Sha256::digest(format!("{}\0{digest}\0{variant}", analyzer())))
+        hex::encode(Sha256::digest(format!("{}\0{digest}\0{variant}", codec::analyzer())))
     }
 
     fn entry_name(k: &LayerKey) -> String {
@@ -213,11 +195,11 @@ impl LayerCache {
     }
 
     /// `layers/`, opened without following a link; created if `create`.
-    fn layers(&self, create: bool) -> io::Result<safe::DirFd> {
+    fn layers(&self, create: bool) -> io::Result<safe_fs::DirFd> {
         if create {
             std::fs::create_dir_all(&self.dir)?;
         }
-        safe::DirFd::open(&self.dir)?.subdir("layers", create)
+        safe_fs::DirFd::open(&self.dir)?.subdir("layers", create)
     }
 
     pub fn get(&self, k: &LayerKey) -> Option<AnalyzedLayer> {
@@ -332,77 +314,9 @@ fn try_lock(_: &File) -> io::Result<bool> {
     Ok(true)
 }
 
-/// The entry's bytes (the file format above), or None for a layer whose digest was not verified
-/// (never stored, here or in a registry).
-pub fn encode(digest: &str, variant: &str, layer: &AnalyzedLayer) -> io::Result<Option<Vec<u8>>> {
-    if !layer.info.verified || layer.info.digest != digest {
-        return Ok(None);
-    }
-    let body = serde_json::to_vec(layer).map_err(io::Error::other)?;
-    let header = Header {
-        schema: crate::schema::LAYER_CACHE.into(),
-        digest: digest.into(),
-        analyzer: analyzer(),
-        variant: variant.into(),
-        sha256: hex::encode(Sha256::digest(&body)),
-    };
-    let mut plain = serde_json::to_vec(&header).map_err(io::Error::other)?;
-    plain.push(b'\n');
-    plain.extend_from_slice(&body);
-    Ok(Some(zstd::encode_all(&plain[..], 3)?))
-}
-
 /// The hex key of a layer's analysis (`analyzer NUL digest NUL variant`, hashed).
 pub fn key(digest: &str, variant: &str) -> String {
     LayerCache::key(digest, variant)
-}
-
-/// The entry's layer if it decompresses within bounds, its header names exactly this key and
-/// its body hashes to what the header says.
-pub fn decode(entry: impl Read, digest: &str, variant: &str) -> Option<AnalyzedLayer> {
-    decode_bounded(entry, digest, variant, MAX_ENTRY)
-}
-
-fn decode_bounded(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<AnalyzedLayer> {
-    decode_within(entry, digest, variant, max).map(|d| d.layer)
-}
-
-/// An entry read by [`decode_within`].
-pub struct Decoded {
-    pub layer: AnalyzedLayer,
-    /// Decompressed bytes it took.
-    pub size: u64,
-    /// Its body's SHA-256 (hex), as its header records it: equal bodies, equal analyses.
-    pub sha256: String,
-}
-
-/// [`decode`] within `max` decompressed bytes (a caller's budget over several entries, as an
-/// attestation's).
-pub fn decode_within(entry: impl Read, digest: &str, variant: &str, max: u64) -> Option<Decoded> {
-    let mut plain = Vec::new();
-    zstd::stream::read::Decoder::new(entry).ok()?.take(max + 1).read_to_end(&mut plain).ok()?;
-    if plain.len() as u64 > max {
-        return None;
-    }
-    let nl = plain.iter().position(|&b| b == b'\n')?;
-    let header: Header = serde_json::from_slice(&plain[..nl]).ok()?;
-    let body = &plain[nl + 1..];
-    let want = Header {
-        schema: crate::schema::LAYER_CACHE.into(),
-        digest: digest.into(),
-        analyzer: analyzer(),
-        variant: variant.into(),
-        sha256: hex::encode(Sha256::digest(body)),
-    };
-    if header != want {
-        return None;
-    }
-    let layer: AnalyzedLayer = serde_json::from_slice(body).ok()?;
-    (layer.info.digest == digest && layer.info.verified).then_some(Decoded {
-        layer,
-        size: plain.len() as u64,
-        sha256: header.sha256,
-    })
 }
 
 /// The secret that authenticates cache entries: whoever holds it can write entries this
@@ -435,11 +349,11 @@ impl CacheKey {
         let p =
             key_path().ok_or_else(|| format!("no key (set {KEY_ENV}, or XDG_CONFIG_HOME or HOME for a key file)"))?;
         let shown = || crate::escape::text(&p.display().to_string());
-        match safe::read_key_file(&p) {
+        match safe_fs::read_key_file(&p) {
             Ok(secret) => CacheKey::from_secret(trim_secret(&secret)).map_err(|e| format!("{}: {e}", shown())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                safe::create_key_file(&p).map_err(|e| format!("{}: cannot create the cache key: {e}", shown()))?;
-                let secret = safe::read_key_file(&p).map_err(|e| format!("{}: {e}", shown()))?;
+                safe_fs::create_key_file(&p).map_err(|e| format!("{}: cannot create the cache key: {e}", shown()))?;
+                let secret = safe_fs::read_key_file(&p).map_err(|e| format!("{}: {e}", shown()))?;
                 CacheKey::from_secret(trim_secret(&secret)).map_err(|e| format!("{}: {e}", shown()))
             }
             Err(e) => Err(format!("{}: {e}", shown())),
@@ -501,257 +415,14 @@ fn hmac_sha256(key: &[u8; 32], parts: &[&[u8]]) -> [u8; 32] {
     outer.finalize().into()
 }
 
-/// Writes `bytes` to `dir/name` (one plain file name) without following anything planted there:
-/// the bytes go to a new temporary file (created exclusively, `O_NOFOLLOW`) in `dir`, which is
-/// then renamed over `name`, replacing whatever was there (a symlink is replaced, not followed;
-/// a directory is an error). For directories others may write to (a shared `--output-dir`).
-/// `dir` itself is the caller's to choose, and is followed if a link.
-pub fn write_new_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    safe::DirFd::open(dir)?.replace(name, bytes, 0o666, false)
-}
-
-/// File operations relative to a directory descriptor, never following a link at the last
-/// step and never blocking on a FIFO.
-mod safe {
-    use std::ffi::OsString;
-    use std::fs::File;
-    use std::io::{self, Read, Write};
-    use std::os::fd::OwnedFd;
-    use std::os::unix::ffi::OsStringExt;
-    use std::path::Path;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-
-    pub struct DirFd(OwnedFd);
-
-    fn plain_name(name: &str) -> io::Result<&str> {
-        if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{name:?} is not a plain file name")));
-        }
-        Ok(name)
-    }
-
-    fn refused(what: &str) -> io::Error {
-        io::Error::new(io::ErrorKind::InvalidData, what.to_string())
-    }
-
-    /// Why an open with `O_NOFOLLOW` failed, in words (ELOOP: the name is a symlink).
-    fn explain(e: rustix::io::Errno) -> io::Error {
-        if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
-            refused("a symbolic link or not a directory: refused, not followed")
-        } else {
-            e.into()
-        }
-    }
-
-    fn kind_of(fd: &OwnedFd) -> io::Result<FileType> {
-        Ok(FileType::from_raw_mode(rustix::fs::fstat(fd)?.st_mode))
-    }
-
-    fn what(t: FileType) -> &'static str {
-        match t {
-            FileType::Fifo => "a FIFO",
-            FileType::Socket => "a socket",
-            FileType::CharacterDevice | FileType::BlockDevice => "a device",
-            FileType::Directory => "a directory",
-            FileType::Symlink => "a symbolic link",
-            _ => "not a regular file",
-        }
-    }
-
-    impl DirFd {
-        /// `path` as a directory (followed: the caller named it).
-        pub fn open(path: &Path) -> io::Result<DirFd> {
-            let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-            Ok(DirFd(fd))
-        }
-
-        /// The subdirectory `name`, never through a link; made (0700) if `create`.
-        pub fn subdir(&self, name: &str, create: bool) -> io::Result<DirFd> {
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            match rustix::fs::openat(&self.0, plain_name(name)?, flags, Mode::empty()) {
-                Ok(fd) => Ok(DirFd(fd)),
-                Err(rustix::io::Errno::NOENT) if create => {
-                    match rustix::fs::mkdirat(&self.0, name, Mode::from_raw_mode(0o700)) {
-                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                    rustix::fs::openat(&self.0, name, flags, Mode::empty()).map(DirFd).map_err(explain)
-                }
-                Err(e) => Err(explain(e)),
-            }
-        }
-
-        /// The whole of the regular file `name`, at most `limit` bytes (a larger one is an
-        /// error); a link, FIFO, device or directory is refused without blocking.
-        pub fn read_regular(&self, name: &str, limit: u64) -> io::Result<Vec<u8>> {
-            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-            let fd = rustix::fs::openat(&self.0, plain_name(name)?, flags, Mode::empty()).map_err(explain)?;
-            let t = kind_of(&fd)?;
-            if t != FileType::RegularFile {
-                return Err(refused(what(t)));
-            }
-            let mut buf = Vec::new();
-            File::from(fd).take(limit + 1).read_to_end(&mut buf)?;
-            if buf.len() as u64 > limit {
-                return Err(refused("larger than an entry may be"));
-            }
-            Ok(buf)
-        }
-
-        /// A lock file `name`, opened or made, a regular file only.
-        pub fn open_lock(&self, name: &str) -> io::Result<File> {
-            let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-            let fd =
-                rustix::fs::openat(&self.0, plain_name(name)?, flags, Mode::from_raw_mode(0o600)).map_err(explain)?;
-            let t = kind_of(&fd)?;
-            if t != FileType::RegularFile {
-                return Err(refused(what(t)));
-            }
-            Ok(File::from(fd))
-        }
-
-        /// Writes `name` anew: a temporary file made exclusively beside it (mode `mode`, less
-        /// the umask), synced if `sync`, renamed over `name`.
-        pub fn replace(&self, name: &str, bytes: &[u8], mode: u32, sync: bool) -> io::Result<()> {
-            let name = plain_name(name)?;
-            static SEQ: AtomicU64 = AtomicU64::new(0);
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let (tmp, fd) = loop {
-                let nanos =
-                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-                let tmp = format!(".tmp-{}-{}-{nanos:x}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-                match rustix::fs::openat(&self.0, tmp.as_str(), flags, Mode::from_raw_mode(mode)) {
-                    Ok(fd) => break (tmp, fd),
-                    Err(rustix::io::Errno::EXIST) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            };
-            let mut f = File::from(fd);
-            let written = f.write_all(bytes).and_then(|_| if sync { f.sync_all() } else { Ok(()) });
-            let renamed = written.and_then(|_| Ok(rustix::fs::renameat(&self.0, tmp.as_str(), &self.0, name)?));
-            if renamed.is_err() {
-                let _ = self.remove(&tmp);
-            }
-            renamed
-        }
-
-        /// Removes the name `name` (a link is removed as a link).
-        pub fn remove(&self, name: &str) -> io::Result<()> {
-            Ok(rustix::fs::unlinkat(&self.0, plain_name(name)?, AtFlags::empty())?)
-        }
-
-        /// The names in the directory (not `.` and `..`; names that are not UTF-8 are left out:
-        /// cudalint never makes one).
-        pub fn names(&self) -> io::Result<Vec<String>> {
-            let mut out = Vec::new();
-            for e in rustix::fs::Dir::read_from(&self.0)? {
-                let e = e?;
-                let name = OsString::from_vec(e.file_name().to_bytes().to_vec());
-                if let Ok(n) = name.into_string()
-                    && n != "."
-                    && n != ".."
-                {
-                    out.push(n);
-                }
-            }
-            Ok(out)
-        }
-    }
-
-    /// The key file's bytes (at most 4 KiB). It may be a link (a Kubernetes Secret mount is
-    /// one); it must be a regular file that neither group nor others may write, owned by this
-    /// user or root.
-    pub fn read_key_file(p: &Path) -> io::Result<Vec<u8>> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p)?;
-        let m = f.metadata()?;
-        if !m.is_file() {
-            return Err(refused("not a regular file"));
-        }
-        if m.mode() & 0o022 != 0 {
-            return Err(refused("group or others may write it: refused (chmod 600)"));
-        }
-        // SAFETY: getuid has no preconditions and cannot fail.
-        let me = unsafe { libc::getuid() };
-        if m.uid() != me && m.uid() != 0 {
-            return Err(refused("owned by another user: refused"));
-        }
-        let mut buf = Vec::new();
-        f.take(4097).read_to_end(&mut buf)?;
-        if buf.len() > 4096 {
-            return Err(refused("larger than 4 KiB: not a key"));
-        }
-        Ok(buf)
-    }
-
-    /// Makes the key file with a fresh random secret (64 hex digits), 0600 in a 0700 directory,
-    /// atomically: written whole under a temporary name, then linked to its name, so a process
-    /// that races this one reads one whole key or the other, and both keep the first.
-    pub fn create_key_file(p: &Path) -> io::Result<()> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = p.parent().ok_or_else(|| refused("no directory"))?;
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        let mut secret = [0u8; 32];
-        File::open("/dev/urandom")?.read_exact(&mut secret)?;
-        let tmp = dir.join(format!(".cache.key.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)?;
-        let written = f.write_all(format!("{}\n", hex::encode(secret)).as_bytes()).and_then(|_| f.sync_all());
-        let linked = written.and_then(|_| match std::fs::hard_link(&tmp, p) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            r => r,
-        });
-        let _ = std::fs::remove_file(&tmp);
-        linked
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::codec::tests::{A, B, layer};
     use super::*;
-
-    /// What the inspector keeps depends on the library rows: analyses are keyed by the knowledge
-    /// in use, and a file added with `--knowledge` changes that key.
-    #[test]
-    fn the_analyzer_names_the_knowledge_in_use() {
-        let k = &crate::knowledge::get().digest;
-        assert!(analyzer().ends_with(&format!("+k{}", &k["sha256:".len()..][..12])), "{}", analyzer());
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("ours.toml");
-        std::fs::write(&f, "[[related]]\nprefix = \"ours-\"\nsource = \"us\"\n").unwrap();
-        let with = crate::knowledge::Knowledge::load(&[f]).unwrap();
-        assert_ne!(with.digest, *k);
-    }
-    use crate::layer::LayerInfo;
 
     fn k(digest: &str, variant: &str) -> LayerKey {
         LayerKey { digest: digest.into(), variant: variant.into() }
     }
-
-    fn layer(digest: &str, verified: bool) -> AnalyzedLayer {
-        AnalyzedLayer {
-            info: LayerInfo {
-                digest: digest.into(),
-                diff_id: None,
-                size: 42,
-                compression: crate::layer::decode::Compression::Gzip,
-                verified,
-                step: None,
-                stats: Default::default(),
-            },
-            summary: Default::default(),
-        }
-    }
-
-    const A: &str = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    const B: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
 
     fn key(secret: &str) -> CacheKey {
         CacheKey::from_secret(secret.as_bytes()).unwrap()
@@ -759,6 +430,11 @@ mod tests {
 
     fn cache(dir: &Path) -> LayerCache {
         LayerCache::new(dir.to_path_buf()).with_key(key("a secret of sixteen bytes or more"))
+    }
+
+    #[test]
+    fn a_short_secret_is_not_a_key() {
+        assert!(CacheKey::from_secret(b"short").is_err());
     }
 
     #[test]
@@ -771,21 +447,6 @@ mod tests {
         assert!(!c.put(&k(B, "v"), &layer(A, true)).unwrap());
         assert!(c.put(&k(A, "v"), &layer(A, true)).unwrap());
         assert_eq!(c.get(&k(A, "v")).unwrap().info.size, 42);
-    }
-
-    #[test]
-    fn an_entry_is_read_only_under_its_own_key_and_with_its_own_body() {
-        let e = encode(A, "lean", &layer(A, true)).unwrap().unwrap();
-        assert!(decode(&e[..], A, "lean").is_some());
-        assert!(decode(&e[..], B, "lean").is_none(), "another digest");
-        assert!(decode(&e[..], A, "deep").is_none(), "other analysis options");
-        let plain = zstd::decode_all(&e[..]).unwrap();
-        let changed = String::from_utf8(plain).unwrap().replace("\"size\":42", "\"size\":43");
-        assert!(decode(&zstd::encode_all(changed.as_bytes(), 3).unwrap()[..], A, "lean").is_none(), "body hash");
-        // An entry that decodes past the bound is dropped, not read into memory whole.
-        let n = zstd::decode_all(&e[..]).unwrap().len() as u64;
-        assert!(decode_bounded(&e[..], A, "lean", n).is_some());
-        assert!(decode_bounded(&e[..], A, "lean", n - 1).is_none());
     }
 
     #[test]
@@ -920,50 +581,5 @@ mod tests {
         assert_eq!(c.clean().unwrap(), 3);
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         assert_eq!(std::fs::read_dir(dir.path().join("layers")).unwrap().count(), 0);
-    }
-
-    #[test]
-    fn write_new_file_replaces_a_planted_link_instead_of_following_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let target = outside.path().join("victim");
-        std::fs::write(&target, b"keep").unwrap();
-        std::os::unix::fs::symlink(&target, dir.path().join("report.json")).unwrap();
-        write_new_file(dir.path(), "report.json", b"{}").unwrap();
-        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
-        assert_eq!(std::fs::read(dir.path().join("report.json")).unwrap(), b"{}");
-        // Written again: replaced whole, no temporary file left behind.
-        write_new_file(dir.path(), "report.json", b"[]").unwrap();
-        assert_eq!(std::fs::read(dir.path().join("report.json")).unwrap(), b"[]");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        for bad in ["", ".", "..", "a/b", "../x"] {
-            let e = write_new_file(dir.path(), bad, b"x").unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
-        }
-        std::fs::create_dir(dir.path().join("sub")).unwrap();
-        assert!(write_new_file(dir.path(), "sub", b"x").is_err(), "a directory is not replaced");
-    }
-
-    #[test]
-    fn the_key_file_is_made_private_once_and_refused_if_others_may_write_it() {
-        use std::os::unix::fs::PermissionsExt;
-        let home = tempfile::tempdir().unwrap();
-        let p = home.path().join("cudalint/cache.key");
-        safe::create_key_file(&p).unwrap();
-        let first = safe::read_key_file(&p).unwrap();
-        assert_eq!(first.trim_ascii().len(), 64);
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::metadata(p.parent().unwrap()).unwrap().permissions().mode() & 0o777, 0o700);
-        // Made again (a racing process): the first key stays.
-        safe::create_key_file(&p).unwrap();
-        assert_eq!(safe::read_key_file(&p).unwrap(), first);
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o620)).unwrap();
-        assert!(safe::read_key_file(&p).unwrap_err().to_string().contains("may write"));
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        // A Secret mount is a link: followed.
-        let link = home.path().join("mounted.key");
-        std::os::unix::fs::symlink(&p, &link).unwrap();
-        assert_eq!(safe::read_key_file(&link).unwrap(), first);
-        assert!(CacheKey::from_secret(b"short").is_err());
     }
 }
