@@ -2,8 +2,10 @@
 """Benchmark: `cudalint inspect` vs `cuobjdump --list-elf --list-ptx` on a large real library.
 
 Fetches the nvidia-cublas wheel (libcublasLt.so, ~520 MB, thousands of fatbin containers plus
-hundreds hidden in .cask_resource) into bench-work/, builds cudalint in release mode, and prints
-wall time (median of 3, warm page cache) and peak RSS of both tools.
+hundreds hidden in .cask_resource) into bench-work/, builds cudalint in release mode (or measures
+$CUDALINT_BIN), and prints wall time (paired runs: each tool once per round, 7 rounds after a
+warm-up round; the median) and peak RSS of both tools. Exits 1 when inspect is less than 20x
+faster than cuobjdump (the goal of issue 34).
 
 usage: scripts/bench-inspect.py [LIBRARY]
 """
@@ -14,7 +16,7 @@ import sys
 import zipfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from benchlib import best_of, mib  # noqa: E402
+from benchlib import cudalint_binary, mib, paired  # noqa: E402
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 work = os.path.join(root, "bench-work")
@@ -34,8 +36,7 @@ else:
         with zipfile.ZipFile(whl) as z:
             z.extract("nvidia/cu13/lib/libcublasLt.so.13", os.path.join(work, "cublas"))
 
-subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-cudalint = os.path.join(root, "target/release/cudalint")
+cudalint = cudalint_binary(root)
 
 size = os.path.getsize(lib)
 print(f"library: {lib} ({mib(size)})")
@@ -45,10 +46,11 @@ rows = [
     ("cuobjdump --list-elf --list-ptx", [cuobjdump, "--list-elf", "--list-ptx", lib]),
 ]
 results = {}
-for name, cmd in rows:
-    wall, rss = best_of(3, cmd)
+for (name, _), (wall, rss) in zip(rows, paired(7, [cmd for _, cmd in rows])):
     results[name] = (wall, rss)
     print(f"{name:34} {wall:8.3f} s   peak RSS {mib(rss)}")
 base = results["cuobjdump --list-elf --list-ptx"][0]
 for name in ("cudalint inspect", "cudalint inspect --cubins"):
     print(f"speed-up of {name}: {base / results[name][0]:.1f}x")
+if base / results["cudalint inspect"][0] < 20:
+    sys.exit("goal missed: inspect is less than 20x cuobjdump")

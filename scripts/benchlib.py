@@ -34,6 +34,22 @@ def best_of(n, cmd, **kw):
     return walls[len(walls) // 2], max(r for _, r in runs)
 
 
+def paired(n, cmds, **kw):
+    """Runs each of `cmds` once per round, n rounds after one warm-up round (so a slow moment of
+    the machine falls on every command alike): per command, the median wall time and max RSS."""
+    for c in cmds:
+        run(c, **kw)
+    runs = [[] for _ in cmds]
+    for _ in range(n):
+        for i, c in enumerate(cmds):
+            runs[i].append(run(c, **kw))
+    out = []
+    for r in runs:
+        walls = sorted(w for w, _ in r)
+        out.append((walls[len(walls) // 2], max(x for _, x in r)))
+    return out
+
+
 def mib(n):
     return f"{n / (1 << 20):.1f} MiB"
 
