@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-test-deps.sh" skopeo docker-registry openssl xmllint:libxml2-utils chromium \
   groff:groff-base setpriv:util-linux mkfifo:coreutils tar flock:util-linux \
   gcc ld.bfd:binutils ld.gold:binutils objcopy:binutils ld.lld:lld patchelf llvm-objcopy:llvm \
-  zstd xz:xz-utils readelf:binutils
+  zstd xz:xz-utils readelf:binutils rpmbuild:rpm
 # The wheel test (tests/it/install.rs) builds with maturin and installs into a venv.
 python3 -c 'import ensurepip' 2>/dev/null || "$(dirname "$0")/install-test-deps.sh" python3-venv:python3-venv
 command -v maturin >/dev/null || python3 -m pip install --quiet "maturin==1.16.0"

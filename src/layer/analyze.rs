@@ -14,7 +14,7 @@ use super::tar::{Kind, TarEntry, TarError, TarWalker};
 use crate::input::{Input, SubInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, InspectOptions, Sniffed, inspect_sniffed, sniff};
-use crate::packages::Record;
+use crate::packages::{Reader, Record, RecordData};
 
 /// Smaller files cannot hold an ELF header or a fatbin container.
 const MIN_CANDIDATE: u64 = 16;
@@ -115,10 +115,25 @@ impl<'o> FileVisitor<'o> {
     pub fn take(&mut self, path: &str, want: Want, input: &mut dyn Input) -> io::Result<Option<usize>> {
         match want {
             Want::Skip => Ok(None),
+            Want::Record(Record { kind, read: Reader::Unread(why), .. }) => {
+                self.summary.notes.push(format!("{path}: {kind} record: {why}"));
+                Ok(None)
+            }
             Want::Record(record) if input.len() <= record.max => {
-                let mut buf = vec![0u8; input.len() as usize];
-                let n = read_full(input, &mut buf)?;
-                self.summary.packages.read(record, path, &String::from_utf8_lossy(&buf[..n]));
+                let read = match record.read {
+                    Reader::File(_) => {
+                        let file = spill(input)?;
+                        self.summary.packages.read(record, path, RecordData::File(file.path()))
+                    }
+                    _ => {
+                        let mut buf = vec![0u8; input.len() as usize];
+                        let n = read_full(input, &mut buf)?;
+                        self.summary.packages.read(record, path, RecordData::Bytes(&buf[..n]))
+                    }
+                };
+                if let Err(e) = read {
+                    self.summary.notes.push(format!("{path}: {} record not read: {e}", record.kind));
+                }
                 Ok(None)
             }
             Want::Record(record) => {
@@ -165,6 +180,23 @@ impl<'o> FileVisitor<'o> {
             FileReport::new(path.to_string(), input.len(), FileFormat::Other)
         })
     }
+}
+
+/// Copies a record to a private temporary file, in bounded chunks, for readers that open it by
+/// path (sqlite); the file is removed when dropped.
+fn spill(input: &mut dyn Input) -> io::Result<tempfile::NamedTempFile> {
+    use std::io::Write;
+    let mut file = tempfile::NamedTempFile::new()?;
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = input.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        file.write_all(&buf[..n])?;
+    }
+    file.flush()?;
+    Ok(file)
 }
 
 /// Walks a layer's tar and hands each regular file to a [`FileVisitor`].

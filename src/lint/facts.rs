@@ -60,10 +60,12 @@ documented! {
         pub library_managed_modules: u64,
         /// the package that installed the file, empty if none known
         pub package: String,
-        /// its manager (`pypi`, `deb`, `conda`)
+        /// its manager (`pypi`, `deb`, `conda`, `rpm`)
         pub package_manager: String,
         /// its version
         pub package_version: String,
+        /// its package URL (`pkg:rpm/rhel/cuda-cudart-12-9@12.9.79-1?arch=x86_64&distro=rhel-9.4`)
+        pub package_purl: String,
         /// what the binary is judged together with: its package, else its Python top-level directory
         /// (`site-packages/vllm`), else its directory
         pub group: String,
@@ -417,6 +419,7 @@ pub fn binary(f: &ImageFile) -> Binary {
         package: pkg.map(|p| p.name.clone()).unwrap_or_default(),
         package_manager: pkg.map(|p| p.manager.to_string()).unwrap_or_default(),
         package_version: pkg.map(|p| p.version.clone()).unwrap_or_default(),
+        package_purl: pkg.map(|p| p.purl.clone()).unwrap_or_default(),
         group: pkg.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| group_dir(&r.path)),
         vendor_library: libraries::closed_source(file_name(&r.path))
             || pkg.is_some_and(|p| {

@@ -28,6 +28,9 @@ pub struct Finding {
     /// The package that installed the file: `torch 2.9.0+cu130 (pypi)`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<String>,
+    /// That package's URL (`pkg:pypi/torch@2.9.0%2Bcu130`), for joining findings to SBOMs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purl: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// Stable across runs (rule, path, target): what baselines record.

@@ -74,6 +74,7 @@ impl Gate<'_> {
                 package: b
                     .filter(|b| !b.facts.package.is_empty())
                     .map(|b| format!("{} {} ({})", b.facts.package, b.facts.package_version, b.facts.package_manager)),
+                purl: b.map(|b| b.facts.package_purl.clone()).filter(|p| !p.is_empty()),
                 path,
                 target,
                 cause: None,

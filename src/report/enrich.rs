@@ -111,7 +111,7 @@ fn percent_decode(s: &str) -> String {
 fn is_package(c: &Comp, p: &Package) -> bool {
     let same_name = |n: &str| match p.manager {
         PackageManager::Pypi => pypi_normalize(n) == p.name,
-        PackageManager::Deb | PackageManager::Conda => n == p.name,
+        PackageManager::Deb | PackageManager::Conda | PackageManager::Rpm => n == p.name,
     };
     let same_version = |v: &str| p.version.is_empty() || v == p.version;
     if c.kind == "file" {

@@ -117,6 +117,7 @@ pub fn run(r: &LintReport, rules: &[Rule]) -> sarif::Run {
                     ("layer", f.layer.clone()),
                     ("step", f.step.clone()),
                     ("package", f.package.clone()),
+                    ("purl", f.purl.clone()),
                     ("image", r.image.name.clone()),
                     ("imageDigest", image_digest.clone()),
                     ("target", f.target.clone()),

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::util::read_fixture;
 
 /// The scan's inventory (`--format inventory`: the files as scanned, with their packages).
-fn inventory(root: &Path) -> Value {
+pub fn inventory(root: &Path) -> Value {
     let out = Command::cargo_bin("cudalint")
         .unwrap()
         .args(["scan", &format!("dir:{}", root.display()), "--quiet", "--format", "inventory"])
@@ -20,7 +20,7 @@ fn inventory(root: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn file<'a>(inv: &'a Value, suffix: &str) -> &'a Value {
+pub fn file<'a>(inv: &'a Value, suffix: &str) -> &'a Value {
     inv["files"]
         .as_array()
         .unwrap()

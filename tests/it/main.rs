@@ -34,6 +34,7 @@ mod registry;
 #[cfg(feature = "slow-tests")]
 mod registry_scale;
 mod reports;
+mod rpm;
 mod rules;
 mod scan;
 #[cfg(feature = "slow-tests")]

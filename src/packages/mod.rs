@@ -1,12 +1,20 @@
 //! Which package installed a file, from the package managers' own records read while the layers
 //! stream past: Python `*.dist-info/RECORD` (pip), dpkg `info/*.list` and `status`
-//! (`status.d/*` in distroless images), conda `conda-meta/*.json`. Only the lines naming files
-//! that can carry device code are kept, so memory stays small on images with huge RECORDs.
+//! (`status.d/*` in distroless images), conda `conda-meta/*.json`, and RPM's sqlite database
+//! (`rpm.rs`; RHEL 9, UBI 9, Rocky 9, Fedora) with `os-release` for its purls' distro. Only the
+//! files that can carry device code are kept, so memory stays small on images with huge RECORDs.
+//! Records reach their readers as bytes (an rpmdb is binary), or as a temporary file for the
+//! readers that open a database by path.
 //! The verdicts use it to judge a package's binaries together and to name the package in fixes.
 //! A wheel's `*.dist-info/variant.json` (wheel variants, PEP 825 draft) is read here too: the
 //! variant properties the wheel declares, which `lint::variants` checks against its code.
 
+use std::borrow::Cow;
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
+
+mod rpm;
 
 /// Metadata files larger than this are not read (a RECORD of 200k lines is ~20 MiB).
 pub const MAX_METADATA: u64 = 32 << 20;
@@ -23,6 +31,7 @@ crate::schema::words! {
         Conda = "conda",
         Deb = "deb",
         Pypi = "pypi",
+        Rpm = "rpm",
     }
 }
 
@@ -41,7 +50,7 @@ impl Package {
     pub fn new(manager: PackageManager, name: &str, version: &str) -> Package {
         let name = match manager {
             PackageManager::Pypi => pypi_normalize(name),
-            PackageManager::Deb | PackageManager::Conda => name.to_string(),
+            PackageManager::Deb | PackageManager::Conda | PackageManager::Rpm => name.to_string(),
         };
         let purl = if version.is_empty() {
             format!("pkg:{manager}/{name}")
@@ -50,6 +59,48 @@ impl Package {
         };
         Package { manager, name, version: version.into(), purl }
     }
+
+    /// An RPM (`version` is `version-release`), with the purl spec's `rpm` qualifiers: the
+    /// distribution's `os-release` ID as namespace and `distro=<ID>-<VERSION_ID>` when the image
+    /// has one, `arch`, and `epoch` when set.
+    pub fn rpm(name: &str, version: &str, q: &RpmQualifiers, os: Option<&OsRelease>) -> Package {
+        let mut p = Package::new(PackageManager::Rpm, name, version);
+        let namespace = os.map(|o| format!("{}/", purl_escape(&o.id))).unwrap_or_default();
+        let mut purl =
+            format!("pkg:rpm/{namespace}{}@{}?arch={}", purl_escape(name), purl_escape(version), purl_escape(&q.arch));
+        if let Some(e) = q.epoch {
+            purl.push_str(&format!("&epoch={e}"));
+        }
+        if let Some(o) = os.filter(|o| !o.version_id.is_empty()) {
+            purl.push_str(&format!("&distro={}-{}", purl_escape(&o.id), purl_escape(&o.version_id)));
+        }
+        p.purl = purl;
+        p
+    }
+}
+
+/// A purl segment or qualifier value: bytes outside the unreserved set percent-encoded, so a
+/// name from an image cannot add a segment or a qualifier.
+fn purl_escape(s: &str) -> String {
+    crate::escape::uri_path(s).replace('/', "%2F")
+}
+
+/// What an RPM's purl needs beyond its name and version (the package is `packages[index]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpmQualifiers {
+    pub index: usize,
+    pub arch: String,
+    pub epoch: Option<u32>,
+}
+
+/// The distribution an image says it is (`os-release`'s `ID` and `VERSION_ID`), for RPM purls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsRelease {
+    pub id: String,
+    pub version_id: String,
+    /// Read from `/etc/os-release`, which wins over `/usr/lib/os-release` (the freedesktop
+    /// order).
+    pub etc: bool,
 }
 
 /// What one layer's package records say.
@@ -66,6 +117,15 @@ pub struct LayerPackages {
     /// Wheels' `*.dist-info/variant.json` files.
     #[serde(default)]
     pub variants: Vec<VariantDecl>,
+    /// The RPMs among `packages`, with what their purls need.
+    #[serde(default)]
+    pub rpm: Vec<RpmQualifiers>,
+    /// The layer writes an rpm database, read or not: the packages of older ones are stale.
+    #[serde(default)]
+    pub rpmdb: bool,
+    /// The layer's `os-release`, if it has one.
+    #[serde(default)]
+    pub os_release: Option<OsRelease>,
 }
 
 /// A wheel variant property (PEP 825 draft): `nvidia :: sm_arch :: 90_real`.
@@ -151,7 +211,28 @@ pub struct Record {
     /// Whether a file, by its directory and name (of an absolute path), is a record of this kind.
     is: fn(dir: &str, name: &str) -> bool,
     /// Adds what the record says to a layer's packages.
-    read: fn(&mut LayerPackages, dir: &str, name: &str, text: &str),
+    pub read: Reader,
+}
+
+/// A record as the walker hands it: its bytes, or a temporary file holding it.
+pub enum RecordData<'a> {
+    Bytes(&'a [u8]),
+    File(&'a Path),
+}
+
+/// What a reader adds, or why the record could not be read (a note in the layer's summary).
+pub type ReadResult = Result<(), String>;
+
+/// How a record reaches its reader.
+#[derive(Debug)]
+pub enum Reader {
+    /// Its bytes, read whole (it is at most `max` bytes).
+    Bytes(fn(&mut LayerPackages, dir: &str, name: &str, bytes: &[u8]) -> ReadResult),
+    /// A temporary file holding it, for readers that open a database by path (sqlite); memory
+    /// stays bounded however large the database is.
+    File(fn(&mut LayerPackages, dir: &str, name: &str, file: &Path) -> ReadResult),
+    /// Known but not read: the note says why, without a byte of it read.
+    Unread(&'static str),
 }
 
 /// Every kind of package record read, first match wins. The walkers (tar, zip, directory) hand
@@ -164,14 +245,14 @@ pub static RECORDS: &[Record] = &[
         version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
-        read: pip_record,
+        read: Reader::Bytes(pip_record),
     },
     Record {
         kind: "pip-metadata",
         version: 1,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "METADATA",
-        read: pip_metadata,
+        read: Reader::Bytes(pip_metadata),
     },
     Record {
         kind: "dpkg-list",
@@ -179,7 +260,7 @@ pub static RECORDS: &[Record] = &[
         version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list"),
-        read: dpkg_list,
+        read: Reader::Bytes(dpkg_list),
     },
     Record {
         kind: "dpkg-status",
@@ -190,24 +271,86 @@ pub static RECORDS: &[Record] = &[
             (dir.ends_with("/var/lib/dpkg") && name == "status")
                 || (dir.ends_with("/var/lib/dpkg/status.d") && !name.contains('.'))
         },
-        read: dpkg_status,
+        read: Reader::Bytes(dpkg_status),
     },
     Record {
         kind: "conda-meta",
-        // 2: run-time compilers without an extension (ptxas) are owned too.
-        version: 2,
+        // 2: run-time compilers without an extension (ptxas) are owned too. 3: metadata that is
+        // not JSON is a note, not silence.
+        version: 3,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/conda-meta") && name.ends_with(".json"),
-        read: conda_meta,
+        read: Reader::Bytes(conda_meta),
     },
     Record {
         kind: "wheel-variant",
         version: 1,
         max: MAX_VARIANT_JSON,
         is: |dir, name| dir.ends_with(".dist-info") && name == "variant.json",
-        read: wheel_variant,
+        read: Reader::Bytes(wheel_variant),
+    },
+    Record {
+        kind: "rpm-sqlite",
+        version: 1,
+        max: rpm::MAX_DB,
+        // `/usr/lib/sysimage/rpm` on Fedora 36+ and openSUSE (`/var/lib/rpm` links there).
+        is: |dir, name| name == "rpmdb.sqlite" && rpm::is_db_dir(dir),
+        read: Reader::File(rpm::sqlite),
+    },
+    Record {
+        kind: "rpm-sqlite-wal",
+        version: 1,
+        max: rpm::MAX_DB,
+        is: |dir, name| name == "rpmdb.sqlite-wal" && rpm::is_db_dir(dir),
+        read: Reader::Bytes(rpm::wal),
+    },
+    Record {
+        kind: "rpm-legacy",
+        version: 1,
+        max: u64::MAX,
+        // Berkeley DB `Packages` (RHEL and CentOS 7 and 8, Amazon Linux 2) and rpm's own ndb
+        // `Packages.db` (openSUSE, SLES 15 SP3+).
+        is: |dir, name| matches!(name, "Packages" | "Packages.db") && rpm::is_db_dir(dir),
+        read: Reader::Unread(rpm::LEGACY),
+    },
+    Record {
+        kind: "os-release",
+        version: 1,
+        max: MAX_OS_RELEASE,
+        is: |dir, name| name == "os-release" && (dir.ends_with("/etc") || dir.ends_with("/usr/lib")),
+        read: Reader::Bytes(os_release),
     },
 ];
+
+/// An `os-release` larger than this is not read (they are a few hundred bytes).
+const MAX_OS_RELEASE: u64 = 64 << 10;
+
+/// `os-release` (freedesktop.org): `ID` and `VERSION_ID`, shell-quoted or not. Only lowercase
+/// `a-z0-9._-` is kept of either, as the spec allows them, so no file can put other bytes in a purl.
+fn os_release(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
+    let field = |k: &str| {
+        text.lines().rev().find_map(|line| {
+            let v = line.trim().strip_prefix(k)?.strip_prefix('=')?.trim();
+            let v = v.strip_prefix(['"', '\'']).unwrap_or(v);
+            let v = v.strip_suffix(['"', '\'']).unwrap_or(v);
+            Some(
+                v.chars()
+                    .filter(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+                    .take(64)
+                    .collect::<String>(),
+            )
+        })
+    };
+    let Some(id) = field("ID").filter(|id| !id.is_empty()) else {
+        return Err("no `ID=` line".into());
+    };
+    let etc = dir.ends_with("/etc");
+    if l.os_release.as_ref().is_none_or(|o| etc || !o.etc) {
+        l.os_release = Some(OsRelease { id, version_id: field("VERSION_ID").unwrap_or_default(), etc });
+    }
+    Ok(())
+}
 
 /// The package record `path` is, if it is one worth reading.
 pub fn record_kind(path: &str) -> Option<&'static Record> {
@@ -272,9 +415,16 @@ fn join(base: &str, rel: &str) -> String {
     format!("/{joined}")
 }
 
+/// A text record's bytes as text; invalid UTF-8 is replaced, so a line naming a path that is not
+/// UTF-8 owns nothing (no lookup matches it) and the rest of the record still reads.
+fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
+}
+
 /// pip's `*.dist-info/RECORD`: the distribution's files, paths relative to site-packages.
-fn pip_record(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
-    let Some((n, v)) = dist_info_name(dir) else { return };
+fn pip_record(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
+    let Some((n, v)) = dist_info_name(dir) else { return Ok(()) };
     let site = dir.rsplit_once('/').map_or("", |x| x.0);
     let i = l.add(Package::new(PackageManager::Pypi, &n, &v));
     for line in text.lines() {
@@ -287,11 +437,13 @@ fn pip_record(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
             l.owned.push((join(site, file), i));
         }
     }
+    Ok(())
 }
 
 /// pip's `*.dist-info/METADATA`: its `Requires-Dist` pins of CUDA components.
-fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
-    let Some((n, _)) = dist_info_name(dir) else { return };
+fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
+    let Some((n, _)) = dist_info_name(dir) else { return Ok(()) };
     let n = pypi_normalize(&n);
     for line in text.lines() {
         if line.is_empty() {
@@ -304,10 +456,12 @@ fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
             }
         }
     }
+    Ok(())
 }
 
 /// dpkg's `info/<package>[:<arch>].list`: the package's files, one absolute path a line.
-fn dpkg_list(l: &mut LayerPackages, _dir: &str, name: &str, text: &str) {
+fn dpkg_list(l: &mut LayerPackages, _dir: &str, name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
     let pkg = name.trim_end_matches(".list");
     let pkg = pkg.split(':').next().unwrap_or(pkg);
     let i = l.add(Package::new(PackageManager::Deb, pkg, ""));
@@ -316,20 +470,24 @@ fn dpkg_list(l: &mut LayerPackages, _dir: &str, name: &str, text: &str) {
             l.owned.push((line.trim().to_string(), i));
         }
     }
+    Ok(())
 }
 
 /// dpkg's `status`: the installed versions, joined to the `.list` packages per image.
-fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, text: &str) {
+fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
     for stanza in text.split("\n\n") {
         let field = |k: &str| stanza.lines().find_map(|line| line.strip_prefix(k).map(|v| v.trim().to_string()));
         if let (Some(p), Some(v)) = (field("Package:"), field("Version:")) {
             l.dpkg_versions.push((p, v));
         }
     }
+    Ok(())
 }
 
 /// conda's `conda-meta/<package>.json`: name, version and files relative to the prefix.
-fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
+fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
     #[derive(Deserialize)]
     struct Meta {
         name: String,
@@ -337,18 +495,20 @@ fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, text: &str) {
         #[serde(default)]
         files: Vec<String>,
     }
-    let Ok(m) = serde_json::from_str::<Meta>(text) else { return };
+    let m = serde_json::from_str::<Meta>(text).map_err(|e| format!("not conda package metadata ({e})"))?;
     let prefix = dir.rsplit_once('/').map_or("", |x| x.0);
     let i = l.add(Package::new(PackageManager::Conda, &m.name, &m.version));
     for f in m.files.iter().filter(|f| interesting(f)) {
         l.owned.push((join(prefix, f), i));
     }
+    Ok(())
 }
 
 /// A wheel's `*.dist-info/variant.json` (PEP 825 draft): its one variant's properties, or why it
 /// could not be read.
-fn wheel_variant(l: &mut LayerPackages, dir: &str, name: &str, text: &str) {
-    let Some((n, v)) = dist_info_name(dir) else { return };
+fn wheel_variant(l: &mut LayerPackages, dir: &str, name: &str, bytes: &[u8]) -> ReadResult {
+    let text = &*text(bytes);
+    let Some((n, v)) = dist_info_name(dir) else { return Ok(()) };
     let mut decl = VariantDecl {
         path: format!("{dir}/{name}"),
         distribution: pypi_normalize(&n),
@@ -365,6 +525,7 @@ fn wheel_variant(l: &mut LayerPackages, dir: &str, name: &str, text: &str) {
         Err(e) => decl.error = Some(e),
     }
     l.variants.push(decl);
+    Ok(())
 }
 
 /// PEP 825's character sets: namespaces and features `^[a-z0-9_]+$`, values `^[a-z0-9_.]+$`.
@@ -427,10 +588,15 @@ impl LayerPackages {
         self.packages.len() - 1
     }
 
-    /// Reads one record (of the kind [`record_kind`] named for `path`).
-    pub fn read(&mut self, kind: &Record, path: &str, text: &str) {
+    /// Reads one record (of a kind [`record_kind`] named for `path`) from what its reader takes:
+    /// its bytes, or a file holding it.
+    pub fn read(&mut self, kind: &Record, path: &str, from: RecordData<'_>) -> ReadResult {
         let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-        (kind.read)(self, dir, name, text);
+        match (&kind.read, from) {
+            (Reader::Bytes(read), RecordData::Bytes(b)) => read(self, dir, name, b),
+            (Reader::File(read), RecordData::File(f)) => read(self, dir, name, f),
+            _ => Err(format!("{} is not read from what it was handed", kind.kind)),
+        }
     }
 }
 
@@ -455,9 +621,15 @@ impl ImagePackages {
         let layers: Vec<&LayerPackages> = layers.into_iter().collect();
         let versions: std::collections::BTreeMap<&str, &str> =
             layers.iter().flat_map(|l| l.dpkg_versions.iter().map(|(p, v)| (p.as_str(), v.as_str()))).collect();
+        // The image's distribution: the last layer's `os-release` (a layer may rewrite it).
+        let os = layers.iter().rev().find_map(|l| l.os_release.as_ref());
+        // Each rpm database is the whole installed set: the last one is the image's, and one
+        // that could not be read names no package (never one from the database it replaced).
+        let last_rpmdb = layers.iter().rposition(|l| l.rpmdb || !l.rpm.is_empty());
         let mut out = ImagePackages::default();
-        for l in layers {
-            let pkgs: Vec<Package> = l
+        for (n, l) in layers.iter().enumerate() {
+            let stale = |p: &Package| p.manager == PackageManager::Rpm && last_rpmdb.is_some_and(|last| n < last);
+            let mut pkgs: Vec<Package> = l
                 .packages
                 .iter()
                 .map(|p| match versions.get(p.name.as_str()) {
@@ -467,10 +639,17 @@ impl ImagePackages {
                     _ => p.clone(),
                 })
                 .collect();
-            for (path, i) in &l.owned {
-                out.owner.insert(path.clone(), pkgs[*i].clone());
+            for q in &l.rpm {
+                if let Some(p) = pkgs.get_mut(q.index) {
+                    *p = Package::rpm(&p.name, &p.version, q, os);
+                }
             }
-            out.all.extend(pkgs);
+            for (path, i) in &l.owned {
+                if !stale(&pkgs[*i]) {
+                    out.owner.insert(path.clone(), pkgs[*i].clone());
+                }
+            }
+            out.all.extend(pkgs.into_iter().filter(|p| !stale(p)));
             out.requires.extend(l.requires.iter().cloned());
         }
         out.requires.sort();
@@ -490,7 +669,8 @@ mod tests {
 
     /// Reads a record the way the walkers do: by the kind its path names.
     fn read(l: &mut LayerPackages, path: &str, text: &str) {
-        l.read(record_kind(path).unwrap_or_else(|| panic!("{path} is a record")), path, text);
+        let kind = record_kind(path).unwrap_or_else(|| panic!("{path} is a record"));
+        l.read(kind, path, RecordData::Bytes(text.as_bytes())).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
 
     #[test]
@@ -587,6 +767,17 @@ mod tests {
         assert_eq!(kind("/x/site-packages/a-1.dist-info/variant.json"), Some("wheel-variant"));
         assert_eq!(kind("/x/site-packages/a-1/variant.json"), None);
         assert_eq!(kind("status"), None);
+        assert_eq!(kind("/var/lib/rpm/rpmdb.sqlite"), Some("rpm-sqlite"));
+        assert_eq!(kind("/usr/lib/sysimage/rpm/rpmdb.sqlite"), Some("rpm-sqlite"));
+        assert_eq!(kind("/var/lib/rpm/rpmdb.sqlite-shm"), None);
+        assert_eq!(kind("/var/lib/rpm/rpmdb.sqlite-wal"), Some("rpm-sqlite-wal"));
+        assert_eq!(kind("/home/u/rpmdb.sqlite"), None);
+        assert_eq!(kind("/var/lib/rpm/Packages"), Some("rpm-legacy"));
+        assert_eq!(kind("/usr/lib/sysimage/rpm/Packages.db"), Some("rpm-legacy"));
+        assert_eq!(kind("/var/lib/rpm/Name"), None);
+        assert_eq!(kind("/etc/os-release"), Some("os-release"));
+        assert_eq!(kind("/usr/lib/os-release"), Some("os-release"));
+        assert_eq!(kind("/opt/os-release"), None);
         // Each kind once in the cache key, with its version.
         let versions = record_versions();
         for r in RECORDS {
@@ -596,11 +787,66 @@ mod tests {
 
     #[test]
     fn managers_serialize_to_their_purl_words_in_their_old_order() {
-        let all = [PackageManager::Conda, PackageManager::Deb, PackageManager::Pypi];
+        let all = [PackageManager::Conda, PackageManager::Deb, PackageManager::Pypi, PackageManager::Rpm];
         for m in all {
             assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
         }
         let words: Vec<&str> = all.iter().map(|m| m.as_str()).collect();
         assert!(words.is_sorted(), "{words:?}");
+    }
+
+    /// `os-release` gives RPM purls their namespace and `distro`; `/etc` wins over `/usr/lib`, a
+    /// later layer over an earlier one, and nothing outside the spec's characters reaches a purl.
+    #[test]
+    fn rpm_purls_take_the_images_distribution() {
+        let mut base = LayerPackages::default();
+        read(&mut base, "/usr/lib/os-release", "ID=rocky\nVERSION_ID=\"9.3\"\n");
+        read(&mut base, "/etc/os-release", "NAME=\"Red Hat\"\nID=\"rhel\"\nVERSION_ID='9.4'\n");
+        read(&mut base, "/usr/lib/os-release", "ID=fedora\n");
+        assert_eq!(base.os_release.as_ref().map(|o| (o.id.as_str(), o.version_id.as_str())), Some(("rhel", "9.4")));
+        let q = RpmQualifiers { index: 0, arch: "x86_64".into(), epoch: None };
+        base.packages.push(Package::rpm("cuda-cudart-12-9", "12.9.79-1", &q, None));
+        base.rpm.push(q.clone());
+        base.owned.push(("/usr/local/cuda/lib64/libcudart.so.12".into(), 0));
+        let img = ImagePackages::from_layers([&base]);
+        let p = img.owner_of(["/usr/local/cuda/lib64/libcudart.so.12"]).unwrap();
+        assert_eq!(p.purl, "pkg:rpm/rhel/cuda-cudart-12-9@12.9.79-1?arch=x86_64&distro=rhel-9.4");
+        assert_eq!((p.manager, p.version.as_str()), (PackageManager::Rpm, "12.9.79-1"));
+        let mut top = LayerPackages::default();
+        read(&mut top, "/etc/os-release", "ID=\"almalinux\u{1b}[2J/x?y\"\n");
+        let img = ImagePackages::from_layers([&base, &top]);
+        assert_eq!(img.all.iter().next().unwrap().purl, "pkg:rpm/almalinux2xy/cuda-cudart-12-9@12.9.79-1?arch=x86_64");
+        let odd = RpmQualifiers { index: 0, arch: "x86_64&distro=evil".into(), epoch: Some(3) };
+        let p = Package::rpm("a/b?c", "1-1#x", &odd, None);
+        assert_eq!(p.purl, "pkg:rpm/a%2Fb%3Fc@1-1%23x?arch=x86_64%26distro%3Devil&epoch=3");
+        let mut bad = LayerPackages::default();
+        let kind = record_kind("/etc/os-release").unwrap();
+        assert_eq!(bad.read(kind, "/etc/os-release", RecordData::Bytes(b"NAME=x\n")), Err("no `ID=` line".into()));
+    }
+
+    /// The packages of an image are its last rpm database's: one a later layer rewrote drops the
+    /// packages an earlier one removed.
+    #[test]
+    fn the_last_rpm_database_wins() {
+        let layer = |names: &[&str]| {
+            let mut l = LayerPackages::default();
+            for (i, n) in names.iter().enumerate() {
+                let q = RpmQualifiers { index: i, arch: "x86_64".into(), epoch: None };
+                l.packages.push(Package::rpm(n, "1-1", &q, None));
+                l.owned.push((format!("/usr/lib64/lib{n}.so"), i));
+                l.rpm.push(q);
+            }
+            l
+        };
+        let (old, new) = (layer(&["a", "b"]), layer(&["b"]));
+        let img = ImagePackages::from_layers([&old, &new]);
+        let names: Vec<&str> = img.all.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        assert!(img.owner_of(["/usr/lib64/liba.so"]).is_none());
+        assert!(img.owner_of(["/usr/lib64/libb.so"]).is_some());
+        // A later database that could not be read: no package from the one it replaced.
+        let unread = LayerPackages { rpmdb: true, ..LayerPackages::default() };
+        let img = ImagePackages::from_layers([&old, &new, &unread]);
+        assert!(img.all.is_empty() && img.owner.is_empty(), "{img:?}");
     }
 }

@@ -1,0 +1,325 @@
+//! RPM-based images (UBI, Rocky, Fedora) name their CUDA packages from RPM's own sqlite database:
+//! real RPMs built by `rpmbuild` around real CUDA libraries, installed by `rpm --root` into a root
+//! that becomes an image layer, scanned, and named as `pkg:rpm/...` in JSON, SARIF and CycloneDX.
+
+use std::path::Path;
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+use crate::dir_packages::{file, inventory};
+use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::scan::which;
+use crate::util::fixture;
+
+const CUDART: &str = "/usr/local/cuda-12.9/targets/x86_64-linux/lib/libcudart.so.12.9.79";
+const HOPPER: &str = "/opt/llm/lib/libsm90a.so";
+const CUDART_PURL: &str = "pkg:rpm/rhel/cuda-cudart-12-9@12.9.79-1?arch=x86_64&distro=rhel-9.4";
+const HOPPER_PURL: &str = "pkg:rpm/rhel/llm-hopper-kernels@2.0-3.el9?arch=x86_64&epoch=2&distro=rhel-9.4";
+
+fn run(cmd: &mut Std) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds one binary RPM holding `src` at `dest`, exactly as given: no strip, no build-id links,
+/// no dependency generation, so the library in the package is the fixture byte for byte.
+fn rpmbuild(
+    top: &Path,
+    name: &str,
+    epoch: Option<u32>,
+    version: &str,
+    release: &str,
+    src: &Path,
+    dest: &str,
+) -> std::path::PathBuf {
+    let epoch = epoch.map(|e| format!("Epoch: {e}\n")).unwrap_or_default();
+    let dir = Path::new(dest).parent().unwrap().display().to_string();
+    let spec = format!(
+        "Name: {name}\n{epoch}Version: {version}\nRelease: {release}\nSummary: {name}\nLicense: NVIDIA\n\
+         AutoReqProv: no\n%global debug_package %{{nil}}\n%global __os_install_post %{{nil}}\n\
+         %description\n{name}\n%install\nmkdir -p %{{buildroot}}{dir}\ncp {} %{{buildroot}}{dest}\n\
+         %files\n{dest}\n",
+        src.display()
+    );
+    std::fs::create_dir_all(top).unwrap();
+    let spec_path = top.join(format!("{name}.spec"));
+    std::fs::write(&spec_path, spec).unwrap();
+    run(Std::new(which("rpmbuild"))
+        .args(["-bb", "--quiet", "--target", "x86_64"])
+        .arg("--define")
+        .arg(format!("_topdir {}", top.display()))
+        .args(["--define", "_build_id_links none"])
+        .arg(&spec_path));
+    top.join(format!("RPMS/x86_64/{name}-{version}-{release}.x86_64.rpm"))
+}
+
+/// A root with both RPMs installed by `rpm` itself (its sqlite database at `/var/lib/rpm`) and
+/// RHEL 9.4's `os-release`.
+fn rpm_root(dir: &Path) -> std::path::PathBuf {
+    let top = dir.join("rpmbuild");
+    let cudart = rpmbuild(&top, "cuda-cudart-12-9", None, "12.9.79", "1", &fixture("libcudart.so.12.9.79"), CUDART);
+    let hopper = rpmbuild(&top, "llm-hopper-kernels", Some(2), "2.0", "3.el9", &fixture("libsm90a.so"), HOPPER);
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    run(Std::new(which("rpm"))
+        .arg("--root")
+        .arg(&root)
+        .args(["--dbpath", "/var/lib/rpm", "-i", "--nodeps", "--noscripts", "--ignorearch", "--nosignature"])
+        .arg(&cudart)
+        .arg(&hopper));
+    std::fs::write(root.join("etc/os-release"), "NAME=\"Red Hat Enterprise Linux\"\nID=\"rhel\"\nVERSION_ID=\"9.4\"\n")
+        .unwrap();
+    assert!(root.join("var/lib/rpm/rpmdb.sqlite").is_file(), "rpm wrote no sqlite database");
+    root
+}
+
+/// The layer tar of a root's regular files (what `rpm` installed and its database).
+fn layer_of(root: &Path) -> Vec<u8> {
+    let mut files = Vec::new();
+    collect(root, root, &mut files);
+    files.sort();
+    let ents: Vec<Ent> = files
+        .into_iter()
+        .map(|rel| {
+            let data = std::fs::read(root.join(&rel)).unwrap();
+            Ent::RawFile(rel.into_bytes(), data)
+        })
+        .collect();
+    tar(&ents)
+}
+
+fn collect(root: &Path, d: &Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(d).unwrap() {
+        let p = e.unwrap().path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            collect(root, &p, out);
+        } else if meta.is_file() {
+            out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// An OCI layout of a base layer and the RPM layer.
+fn image(dir: &Path, rpm_layer: Vec<u8>) -> String {
+    let base = tar(&[Ent::File("usr/lib64/libplain.so", crate::util::read_fixture("libplain.so"))]);
+    let img = Image::new(vec![(base, Comp::Gzip), (rpm_layer, Comp::Gzip)]);
+    let layout = dir.join("oci");
+    oci_layout(&layout, &[&img]);
+    format!("oci:{}", layout.display())
+}
+
+fn scan(image: &str, format: &str) -> (Option<i32>, String, String) {
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", image, "--gpu", "L4", "--quiet", "--format", format])
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn json(image: &str) -> Value {
+    let (code, out, err) = scan(image, "json");
+    assert_eq!(code, Some(1), "the sm_90a library cannot run on L4: {err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn an_rpm_image_names_its_cuda_packages_in_json_sarif_and_cyclonedx() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = rpm_root(dir.path());
+    let img = image(dir.path(), layer_of(&root));
+
+    let r = json(&img);
+    let f = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "CL001" && f["path"] == HOPPER)
+        .unwrap_or_else(|| panic!("no CL001 on {HOPPER}: {:#}", r["findings"]));
+    assert_eq!(f["purl"], HOPPER_PURL, "{f:#}");
+    assert_eq!(f["package"], "llm-hopper-kernels 2.0-3.el9 (rpm)", "{f:#}");
+    let (_, inv, err) = scan(&img, "inventory");
+    let inv: Value = serde_json::from_str(&inv).unwrap_or_else(|e| panic!("{e}: {err}"));
+    for (path, purl) in [(CUDART, CUDART_PURL), (HOPPER, HOPPER_PURL)] {
+        let f = inv["files"].as_array().unwrap().iter().find(|f| f["path"] == path).expect(path);
+        assert_eq!(f["package"]["purl"], purl, "{f:#}");
+        assert_eq!(f["package"]["manager"], "rpm");
+    }
+    let pkgs = inv["cuda_packages"].as_array().unwrap();
+    assert!(pkgs.iter().any(|p| p["purl"] == CUDART_PURL), "a CUDA RPM ties the image to its CUDA: {pkgs:#?}");
+    assert!(
+        !r["notes"].to_string().contains("rpm"),
+        "a sqlite rpmdb that rpm wrote reads without a note: {:#}",
+        r["notes"]
+    );
+
+    let (_, sarif, err) = scan(&img, "sarif");
+    let sarif: Value = serde_json::from_str(&sarif).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let results = sarif["runs"][0]["results"].as_array().unwrap();
+    assert!(results.iter().any(|r| r["ruleId"] == "CL001" && r["properties"]["purl"] == HOPPER_PURL), "{results:#?}");
+
+    let (_, cdx, err) = scan(&img, "cyclonedx");
+    let cdx: Value = serde_json::from_str(&cdx).unwrap_or_else(|e| panic!("{e}: {err}"));
+    // A component per package that installed device code (libcudart carries none).
+    let purls: Vec<&str> = cdx["components"].as_array().unwrap().iter().filter_map(|c| c["purl"].as_str()).collect();
+    assert_eq!(purls, [HOPPER_PURL]);
+}
+
+#[test]
+fn a_rootfs_with_an_rpm_database_names_the_rpm_that_installed_a_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = rpm_root(dir.path());
+    let inv = inventory(&root);
+    let f = file(&inv, "/libcudart.so.12.9.79");
+    assert_eq!(f["path"], CUDART);
+    assert_eq!(f["package"]["name"], "cuda-cudart-12-9", "{f:#}");
+    assert_eq!(f["package"]["version"], "12.9.79-1");
+    assert_eq!(f["package"]["purl"], CUDART_PURL);
+}
+
+/// A layer that replaces the database with bytes that are not sqlite: a note naming the file, the
+/// verdict the binaries decide unchanged, the packages unnamed (never a guess from the older
+/// database).
+#[test]
+fn a_corrupt_rpm_database_is_a_note_and_changes_no_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = rpm_root(dir.path());
+    let db = std::fs::read(root.join("var/lib/rpm/rpmdb.sqlite")).unwrap();
+    let mut torn = db.clone();
+    torn.truncate(db.len() / 2);
+    for b in &mut torn[..100] {
+        *b = b'X';
+    }
+    let layout = dir.path().join("oci");
+    let img = Image::new(vec![
+        (layer_of(&root), Comp::Gzip),
+        (tar(&[Ent::File("var/lib/rpm/rpmdb.sqlite", torn)]), Comp::Gzip),
+    ]);
+    oci_layout(&layout, &[&img]);
+    let r = json(&format!("oci:{}", layout.display()));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("/var/lib/rpm/rpmdb.sqlite: rpm-sqlite record not read"), "{notes}");
+    assert!(
+        r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == HOPPER),
+        "{:#}",
+        r["findings"]
+    );
+    assert!(!r.to_string().contains("pkg:rpm/"), "no package from a database the last layer replaced: {r:#}");
+}
+
+/// Berkeley DB and ndb databases are not read (no maintained crate reads them): the scan says so
+/// instead of naming nothing in silence.
+#[test]
+fn a_berkeley_db_rpm_database_is_named_as_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = dir.path().join("oci");
+    // The first page of a Berkeley DB hash database: magic 0x00061561 at offset 12.
+    let mut bdb = vec![0u8; 4096];
+    bdb[12..16].copy_from_slice(&0x0006_1561u32.to_le_bytes());
+    let img = Image::new(vec![(
+        tar(&[
+            Ent::File("var/lib/rpm/Packages", bdb),
+            Ent::File("opt/llm/lib/libsm90a.so", crate::util::read_fixture("libsm90a.so")),
+        ]),
+        Comp::Gzip,
+    )]);
+    oci_layout(&layout, &[&img]);
+    let r = json(&format!("oci:{}", layout.display()));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("/var/lib/rpm/Packages: rpm-legacy record: rpm database in Berkeley DB"), "{notes}");
+}
+
+/// Writes an `rpmdb.sqlite` as an attacker would, with Python's sqlite3: `view` makes `Packages`
+/// a view; otherwise a `Packages` table with one header naming `name` (owning the sm_90a
+/// library) and one header whose index lies about its data's size.
+fn hostile_db(path: &Path, name: &str, view: bool) {
+    const SCRIPT: &str = r#"
+import sqlite3, struct, sys
+path, name, view = sys.argv[1], sys.argv[2].encode(), sys.argv[3] == "1"
+def header(entries):
+    # entries: (tag, type, count, bytes); int32 data 4-aligned as rpm lays it out
+    data, index = b"", b""
+    for tag, ty, count, raw in entries:
+        if ty == 4:
+            data += b"\0" * (-len(data) % 4)
+        index += struct.pack(">IIII", tag, ty, len(data), count)
+        data += raw
+    return struct.pack(">II", len(entries), len(data)) + index + data
+good = header([
+    (1000, 6, 1, name + b"\0"), (1001, 6, 1, b"1\0"), (1002, 6, 1, b"1\0"),
+    (1022, 6, 1, b"x86_64\0"), (1116, 4, 1, struct.pack(">I", 0)),
+    (1117, 8, 1, b"libsm90a.so\0"), (1118, 8, 1, b"/opt/llm/lib/\0"),
+])
+liar = bytearray(good)
+liar[4:8] = struct.pack(">I", 1 << 27)
+db = sqlite3.connect(path)
+if view:
+    db.execute("CREATE TABLE t (hnum INTEGER PRIMARY KEY, blob BLOB)")
+    db.execute("CREATE VIEW Packages AS SELECT * FROM t")
+else:
+    db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
+    db.execute("INSERT INTO Packages (blob) VALUES (?)", (good,))
+    db.execute("INSERT INTO Packages (blob) VALUES (?)", (bytes(liar),))
+db.commit()
+db.close()
+"#;
+    run(Std::new("python3").args(["-c", SCRIPT]).arg(path).arg(name).arg(if view { "1" } else { "0" }));
+}
+
+fn hostile_image(dir: &Path, db: &Path) -> String {
+    let layout = dir.join("oci");
+    let img = Image::new(vec![(
+        tar(&[
+            Ent::File("etc/os-release", b"ID=rhel\nVERSION_ID=9.4\n".to_vec()),
+            Ent::File("var/lib/rpm/rpmdb.sqlite", std::fs::read(db).unwrap()),
+            Ent::File("opt/llm/lib/libsm90a.so", crate::util::read_fixture("libsm90a.so")),
+        ]),
+        Comp::Gzip,
+    )]);
+    oci_layout(&layout, &[&img]);
+    format!("oci:{}", layout.display())
+}
+
+/// A name with terminal escapes, a slash and URL syntax stays one escaped purl segment, and never
+/// reaches the terminal raw; a header that lies about its size is counted in a note, not read.
+#[test]
+fn a_hostile_rpm_database_is_bounded_and_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpmdb.sqlite");
+    hostile_db(&db, "evil\u{1b}[2J/../x?arch=y#z", false);
+    let img = hostile_image(dir.path(), &db);
+    let r = json(&img);
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["path"] == HOPPER).expect("the library is judged");
+    let purl = f["purl"].as_str().unwrap_or_else(|| panic!("{f:#}"));
+    assert!(purl.starts_with("pkg:rpm/rhel/evil%1B"), "{purl}");
+    assert_eq!(purl.matches('/').count(), 2, "the name is one segment: {purl}");
+    assert_eq!(purl.matches('?').count(), 1, "{purl}");
+    assert!(purl.ends_with("@1-1?arch=x86_64&distro=rhel-9.4"), "{purl}");
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("1 package header(s) not read, first package 2:"), "{notes}");
+
+    let (code, text, _) = scan(&img, "text");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("evil"), "the text report names the package: {text}");
+    assert!(!text.contains('\u{1b}'), "{text:?}");
+}
+
+/// A `Packages` that is a view (which could make a query cost anything) is refused.
+#[test]
+fn an_rpm_database_whose_packages_is_a_view_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpmdb.sqlite");
+    hostile_db(&db, "x", true);
+    let r = json(&hostile_image(dir.path(), &db));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("rpm-sqlite record not read: not an rpm sqlite database (no `Packages` table)"), "{notes}");
+    assert!(!r.to_string().contains("pkg:rpm/"), "{r:#}");
+}
