@@ -127,215 +127,215 @@ impl<'a> TarWalker<'a> {
         if self.done {
             return Ok(None);
         }
-        let mut long_name: Option<Vec<u8>> = None;
-        let mut long_link: Option<Vec<u8>> = None;
-        let mut pax: Option<Vec<u8>> = None;
+        let mut pending = Pending::default();
         let mut first = self.next;
         loop {
             let at = self.next;
-            let pending = at != first;
+            let waiting = at != first;
             let Some(block) = self.read_block(at)? else {
                 // A stream ending on a block boundary without the end marker: tolerated (some
                 // producers omit it; Go's readHeader takes a clean EOF as the end), unless an
                 // extended header was waiting for its entry.
-                if pending {
+                if waiting {
                     return Err(corrupt(at, "archive ends after an extended header"));
                 }
                 self.done = true;
                 return Ok(None);
             };
             if block == [0u8; 512] {
-                if pending {
-                    return Err(corrupt(at, "archive ends after an extended header"));
-                }
-                // Go (archive/tar reader.go, readHeader) ends the archive on a zero block only
-                // if the next block is zero too or the input ends there; a zero block followed
-                // by a header is ErrHeader, and the runtime refuses the layer. So do we: what
-                // follows a lone zero block is never silently left unread.
-                match self.read_block(at + BLOCK)? {
-                    Some(b) if b != [0u8; 512] => {
-                        return Err(corrupt(
-                            at + BLOCK,
-                            "a header follows a single zero block (Go's archive/tar refuses this archive)",
-                        ));
-                    }
-                    _ => {}
-                }
-                self.done = true;
-                return Ok(None);
+                return self.end_marker(at, waiting);
             }
             let format = verify_checksum(&block, at)?;
-            let typeflag = block[156];
-            let h = Header::from_byte_slice(&block);
             // Go's parseNumeric, not the tar crate's (which reads base-256 sizes from their last
             // 8 bytes and trims any whitespace from octal ones).
             let size =
                 go_numeric(&block[124..136]).filter(|&s| s >= 0).ok_or_else(|| corrupt(at, "bad size field"))? as u64;
-            let data = at + BLOCK;
-            match typeflag {
-                b'L' | b'K' => {
-                    let v = self.read_metadata(at, size)?;
-                    // Go reads the name as a C string (reader.go, parseString): up to the first
-                    // NUL, whatever follows it.
-                    let v = cstr(&v).to_vec();
-                    if typeflag == b'L' {
-                        long_name = Some(v)
-                    } else {
-                        long_link = Some(v)
-                    }
-                    self.next = end_of(data, size, at)?;
-                    self.check_len(at, b"(extended header)")?;
-                    continue;
-                }
-                b'x' => {
-                    let v = self.read_metadata(at, size)?;
-                    // Go's parsePAX fails the whole header on a bad record (ErrHeader): so do
-                    // we, rather than reading the records around it.
-                    if let Some(e) = PaxRecords(&v).find_map(Result::err) {
-                        return Err(corrupt(at, &format!("PAX header: {e}")));
-                    }
-                    pax = Some(v);
-                    self.next = end_of(data, size, at)?;
-                    self.check_len(at, b"(extended header)")?;
-                    continue;
-                }
-                b'g' => {
-                    // Go's Next returns a global header as an entry of its own, which moby
-                    // (pkg/archive createTarFile) and containerd (archive/tar.go) ignore: any
-                    // long name or PAX header before it is dropped by Go and carried over by
-                    // GNU tar and Python. Only a hostile producer writes that: refused.
-                    if pending {
-                        return Err(corrupt(
-                            at,
-                            "PAX global header between an extended header and its entry (readers disagree on it)",
-                        ));
-                    }
-                    let v = self.read_metadata(at, size)?;
-                    if let Some(e) = PaxRecords(&v).find_map(Result::err) {
-                        return Err(corrupt(at, &format!("PAX global header: {e}")));
-                    }
-                    self.next = end_of(data, size, at)?;
-                    self.check_len(at, b"(PAX global header)")?;
-                    first = self.next;
-                    continue;
-                }
-                _ => {}
+            match self.extended(block[156], at, size, waiting, &mut pending)? {
+                Extended::No => return self.entry(&block, format, at, first, size, pending).map(Some),
+                Extended::ForNext => {}
+                // A global header stands alone: the next entry starts after it.
+                Extended::Global => first = self.next,
             }
-            let pax_rec = |key: &str| pax.as_deref().and_then(|p| pax_get(p, key));
-            // Go's mergePAX: a PAX `size` replaces the header's (an empty value keeps it).
-            let size = match pax_rec("size") {
-                Some(s) => match go_parse_int(s) {
-                    Some(n) if n >= 0 => n as u64,
-                    Some(_) if header_only(typeflag) => 0,
-                    _ => return Err(corrupt(at, "bad PAX size")),
-                },
-                None => size,
-            };
-            // The name as Go reads it: the header's (prefix per format), then a non-empty PAX
-            // `path` (mergePAX), then a non-empty GNU long name (Reader.next applies it after
-            // mergePAX, so it wins). Where both are given and differ, other readers (Python
-            // tarfile, GNU tar) pick differently: refused.
-            let long_name = long_name.take().filter(|v| !v.is_empty());
-            let long_link = long_link.take().filter(|v| !v.is_empty());
-            let pax_path = pax_rec("path");
-            let pax_link = pax_rec("linkpath");
-            if let (Some(l), Some(p)) = (&long_name, pax_path)
-                && l.as_slice() != p
-            {
-                return Err(corrupt(
-                    first,
-                    &format!("GNU long name {:?} and PAX path {:?} disagree", escape(l), escape(p)),
-                ));
-            }
-            if let (Some(l), Some(p)) = (&long_link, pax_link)
-                && l.as_slice() != p
-            {
-                return Err(corrupt(
-                    first,
-                    &format!("GNU long link {:?} and PAX linkpath {:?} disagree", escape(l), escape(p)),
-                ));
-            }
-            let mut path = match long_name {
-                Some(l) => l,
-                None => match pax_path {
-                    Some(p) => p.to_vec(),
-                    None => go_name(&block, format),
-                },
-            };
-            let link = match long_link {
-                Some(l) => Some(l),
-                None => Some(pax_link.unwrap_or_else(|| cstr(&block[157..257])).to_vec()).filter(|l| !l.is_empty()),
-            };
-            // Go (Reader.next): TypeRegA ('\0') is a directory if the name ends in '/', else a
-            // regular file; TypeReg ('0') stays a regular file whatever its name (moby and
-            // containerd then Clean the name: `lib/x.so/` is written as the file `lib/x.so`).
-            let typeflag = match typeflag {
-                0 if path.ends_with(b"/") => b'5',
-                0 => b'0',
-                t => t,
-            };
-            // Go (handleRegularFile, isHeaderOnlyType): links, devices, directories and FIFOs
-            // have no data whatever their size field says; the next header follows at once.
-            let stored = if header_only(typeflag) { 0 } else { size };
-            self.next = end_of(data, stored, at)?;
-            self.check_len(at, &path)?;
-            let mut kind = match typeflag {
-                b'0' | b'7' => Kind::File,
-                b'5' => Kind::Dir,
-                b'2' => Kind::Symlink,
-                b'1' => Kind::Hardlink,
-                b'S' => Kind::Sparse,
-                _ => Kind::Other,
-            };
-            let mut size = stored;
-            let mut data = data;
-            let mut sparse = None;
-            let pax_sparse = pax
-                .as_deref()
-                .is_some_and(|p| PaxRecords(p).filter_map(Result::ok).any(|(k, _)| k.starts_with(b"GNU.sparse.")));
-            if kind == Kind::Sparse || pax_sparse {
-                if let Some(name) = pax_rec("GNU.sparse.name").filter(|n| !n.is_empty()) {
-                    path = name.to_vec();
-                }
-                let shown = String::from_utf8_lossy(&path).into_owned();
-                let bad = |message: String| TarError::Corrupt { offset: first, message: format!("{shown}: {message}") };
-                if !matches!(kind, Kind::File | Kind::Sparse) {
-                    return Err(bad("sparse file records on an entry that is not a regular file".into()));
-                }
-                let (map, real, skip) = if kind == Kind::Sparse {
-                    self.gnu_sparse_map(&block, data).map_err(|e| bad(e.to_string()))?
-                } else {
-                    let p = pax.as_deref().unwrap_or_default();
-                    self.pax_sparse_map(p, data, size).map_err(|e| bad(e.to_string()))?
-                };
-                data += skip;
-                let stored = if kind == Kind::Sparse {
-                    // Old GNU extension blocks come before the data and outside its size.
-                    self.next = self.next.checked_add(skip).ok_or_else(|| bad("sparse map overflows".into()))?;
-                    if self.next > self.input.len() {
-                        return Err(bad("cut off: the archive ends inside its data".into()));
-                    }
-                    size
-                } else {
-                    // A PAX 1.0 map is part of the entry's data.
-                    size.checked_sub(skip).ok_or_else(|| bad("sparse map larger than the entry".into()))?
-                };
-                check_map(&map, stored, real).map_err(bad)?;
-                kind = Kind::Sparse;
-                size = real;
-                sparse = Some(map);
-            }
-            return Ok(Some(TarEntry {
-                path,
-                kind,
-                size,
-                mode: h.mode().unwrap_or(0o644),
-                link,
-                data_offset: data,
-                header_offset: first,
-                sparse,
-            }));
         }
+    }
+
+    /// A zero block at `at`: the end of the archive, as Go (archive/tar reader.go, readHeader)
+    /// reads it, only if the next block is zero too or the input ends there; a zero block
+    /// followed by a header is ErrHeader, and the runtime refuses the layer. So do we: what
+    /// follows a lone zero block is never silently left unread.
+    fn end_marker(&mut self, at: u64, waiting: bool) -> Result<Option<TarEntry>, TarError> {
+        if waiting {
+            return Err(corrupt(at, "archive ends after an extended header"));
+        }
+        if let Some(b) = self.read_block(at + BLOCK)?
+            && b != [0u8; 512]
+        {
+            return Err(corrupt(
+                at + BLOCK,
+                "a header follows a single zero block (Go's archive/tar refuses this archive)",
+            ));
+        }
+        self.done = true;
+        Ok(None)
+    }
+
+    /// Reads a GNU long name or link (`L`, `K`), a PAX header (`x`) into `p` for the entry that
+    /// follows, or checks and passes over a PAX global header (`g`).
+    fn extended(
+        &mut self,
+        typeflag: u8,
+        at: u64,
+        size: u64,
+        waiting: bool,
+        p: &mut Pending,
+    ) -> Result<Extended, TarError> {
+        let data = at + BLOCK;
+        let what = match typeflag {
+            b'L' | b'K' => {
+                let v = self.read_metadata(at, size)?;
+                // Go reads the name as a C string (reader.go, parseString): up to the first NUL,
+                // whatever follows it.
+                let v = cstr(&v).to_vec();
+                if typeflag == b'L' {
+                    p.long_name = Some(v)
+                } else {
+                    p.long_link = Some(v)
+                }
+                Extended::ForNext
+            }
+            b'x' => {
+                let v = self.read_metadata(at, size)?;
+                // Go's parsePAX fails the whole header on a bad record (ErrHeader): so do we,
+                // rather than reading the records around it.
+                if let Some(e) = PaxRecords(&v).find_map(Result::err) {
+                    return Err(corrupt(at, &format!("PAX header: {e}")));
+                }
+                p.pax = Some(v);
+                Extended::ForNext
+            }
+            b'g' => {
+                // Go's Next returns a global header as an entry of its own, which moby
+                // (pkg/archive createTarFile) and containerd (archive/tar.go) ignore: any long
+                // name or PAX header before it is dropped by Go and carried over by GNU tar and
+                // Python. Only a hostile producer writes that: refused.
+                if waiting {
+                    return Err(corrupt(
+                        at,
+                        "PAX global header between an extended header and its entry (readers disagree on it)",
+                    ));
+                }
+                let v = self.read_metadata(at, size)?;
+                if let Some(e) = PaxRecords(&v).find_map(Result::err) {
+                    return Err(corrupt(at, &format!("PAX global header: {e}")));
+                }
+                Extended::Global
+            }
+            _ => return Ok(Extended::No),
+        };
+        self.next = end_of(data, size, at)?;
+        let shown: &[u8] = if typeflag == b'g' { b"(PAX global header)" } else { b"(extended header)" };
+        self.check_len(at, shown)?;
+        Ok(what)
+    }
+
+    /// The entry whose header is `block` at `at` (its extended headers from `first`), as Go
+    /// reads it with what `p` carries applied: size, names, type, sparse map.
+    fn entry(
+        &mut self,
+        block: &[u8; 512],
+        format: Format,
+        at: u64,
+        first: u64,
+        size: u64,
+        p: Pending,
+    ) -> Result<TarEntry, TarError> {
+        let typeflag = block[156];
+        let pax = p.pax.as_deref();
+        let pax_rec = |key: &str| pax.and_then(|p| pax_get(p, key));
+        // Go's mergePAX: a PAX `size` replaces the header's (an empty value keeps it).
+        let size = match pax_rec("size") {
+            Some(s) => match go_parse_int(s) {
+                Some(n) if n >= 0 => n as u64,
+                Some(_) if header_only(typeflag) => 0,
+                _ => return Err(corrupt(at, "bad PAX size")),
+            },
+            None => size,
+        };
+        let (path, link) = names(block, format, first, p.long_name, p.long_link, pax)?;
+        // Go (Reader.next): TypeRegA ('\0') is a directory if the name ends in '/', else a
+        // regular file; TypeReg ('0') stays a regular file whatever its name (moby and
+        // containerd then Clean the name: `lib/x.so/` is written as the file `lib/x.so`).
+        let typeflag = match typeflag {
+            0 if path.ends_with(b"/") => b'5',
+            0 => b'0',
+            t => t,
+        };
+        // Go (handleRegularFile, isHeaderOnlyType): links, devices, directories and FIFOs have
+        // no data whatever their size field says; the next header follows at once.
+        let stored = if header_only(typeflag) { 0 } else { size };
+        let data = at + BLOCK;
+        self.next = end_of(data, stored, at)?;
+        self.check_len(at, &path)?;
+        let kind = match typeflag {
+            b'0' | b'7' => Kind::File,
+            b'5' => Kind::Dir,
+            b'2' => Kind::Symlink,
+            b'1' => Kind::Hardlink,
+            b'S' => Kind::Sparse,
+            _ => Kind::Other,
+        };
+        let mut e = TarEntry {
+            path,
+            kind,
+            size: stored,
+            mode: Header::from_byte_slice(block).mode().unwrap_or(0o644),
+            link,
+            data_offset: data,
+            header_offset: first,
+            sparse: None,
+        };
+        let pax_sparse =
+            pax.is_some_and(|p| PaxRecords(p).filter_map(Result::ok).any(|(k, _)| k.starts_with(b"GNU.sparse.")));
+        if kind == Kind::Sparse || pax_sparse {
+            self.sparse(&mut e, block, pax)?;
+        }
+        Ok(e)
+    }
+
+    /// Turns `e` into the sparse file its old GNU header (`S`) or PAX records describe: its
+    /// real name, expanded size and data map, or refuses it.
+    fn sparse(&mut self, e: &mut TarEntry, block: &[u8; 512], pax: Option<&[u8]>) -> Result<(), TarError> {
+        if let Some(name) = pax.and_then(|p| pax_get(p, "GNU.sparse.name")).filter(|n| !n.is_empty()) {
+            e.path = name.to_vec();
+        }
+        let shown = String::from_utf8_lossy(&e.path).into_owned();
+        let first = e.header_offset;
+        let bad = |message: String| TarError::Corrupt { offset: first, message: format!("{shown}: {message}") };
+        if !matches!(e.kind, Kind::File | Kind::Sparse) {
+            return Err(bad("sparse file records on an entry that is not a regular file".into()));
+        }
+        let (map, real, skip) = if e.kind == Kind::Sparse {
+            self.gnu_sparse_map(block, e.data_offset).map_err(|x| bad(x.to_string()))?
+        } else {
+            self.pax_sparse_map(pax.unwrap_or_default(), e.data_offset, e.size).map_err(|x| bad(x.to_string()))?
+        };
+        e.data_offset += skip;
+        let stored = if e.kind == Kind::Sparse {
+            // Old GNU extension blocks come before the data and outside its size.
+            self.next = self.next.checked_add(skip).ok_or_else(|| bad("sparse map overflows".into()))?;
+            if self.next > self.input.len() {
+                return Err(bad("cut off: the archive ends inside its data".into()));
+            }
+            e.size
+        } else {
+            // A PAX 1.0 map is part of the entry's data.
+            e.size.checked_sub(skip).ok_or_else(|| bad("sparse map larger than the entry".into()))?
+        };
+        check_map(&map, stored, real).map_err(bad)?;
+        e.kind = Kind::Sparse;
+        e.size = real;
+        e.sparse = Some(map);
+        Ok(())
     }
 
     /// An old GNU sparse entry (`S`): up to 4 regions in the header, more in extension blocks
@@ -455,6 +455,67 @@ impl<'a> TarWalker<'a> {
             }
         }
     }
+}
+
+/// Extended headers read so far, for the entry that follows them.
+#[derive(Default)]
+struct Pending {
+    long_name: Option<Vec<u8>>,
+    long_link: Option<Vec<u8>>,
+    pax: Option<Vec<u8>>,
+}
+
+/// What a header block was, when not an entry of its own.
+enum Extended {
+    /// An entry: what [`Pending`] holds applies to it.
+    No,
+    /// A GNU long name or link, or a PAX header: for the next entry.
+    ForNext,
+    /// A PAX global header, passed over.
+    Global,
+}
+
+/// An entry's path and link target as Go reads them: the header's (prefix per format), then a
+/// non-empty PAX `path` (mergePAX), then a non-empty GNU long name (Reader.next applies it after
+/// mergePAX, so it wins). Where both are given and differ, other readers (Python tarfile, GNU
+/// tar) pick differently: refused.
+fn names(
+    block: &[u8; 512],
+    format: Format,
+    first: u64,
+    long_name: Option<Vec<u8>>,
+    long_link: Option<Vec<u8>>,
+    pax: Option<&[u8]>,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), TarError> {
+    let long_name = long_name.filter(|v| !v.is_empty());
+    let long_link = long_link.filter(|v| !v.is_empty());
+    let pax_path = pax.and_then(|p| pax_get(p, "path"));
+    let pax_link = pax.and_then(|p| pax_get(p, "linkpath"));
+    if let (Some(l), Some(p)) = (&long_name, pax_path)
+        && l.as_slice() != p
+    {
+        return Err(corrupt(first, &format!("GNU long name {:?} and PAX path {:?} disagree", escape(l), escape(p))));
+    }
+    if let (Some(l), Some(p)) = (&long_link, pax_link)
+        && l.as_slice() != p
+    {
+        return Err(corrupt(
+            first,
+            &format!("GNU long link {:?} and PAX linkpath {:?} disagree", escape(l), escape(p)),
+        ));
+    }
+    let path = match long_name {
+        Some(l) => l,
+        None => match pax_path {
+            Some(p) => p.to_vec(),
+            None => go_name(block, format),
+        },
+    };
+    let link = match long_link {
+        Some(l) => Some(l),
+        None => Some(pax_link.unwrap_or_else(|| cstr(&block[157..257])).to_vec()).filter(|l| !l.is_empty()),
+    };
+    Ok((path, link))
 }
 
 fn push_regions(map: &mut Vec<Region>, headers: &[GnuSparseHeader]) -> Result<(), TarError> {
