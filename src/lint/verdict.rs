@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::compilers::CompilerFacts;
 use super::coverage::{Class, Coverage};
 use super::facts::{Binary, DriverLibrary};
 pub use super::report::Floor;
@@ -634,73 +635,25 @@ fn has(b: &Binary, c: &Coverage, t: &Target) -> String {
 /// are the error findings left for this target (its own and image-wide ones) after ignores and
 /// the baseline, `suppressed` how many were taken away. `H100 · driver 580.65.06: runs
 /// (native)`; a target with an error never reads "runs", and one whose failures were all
-/// suppressed reads "accepted".
+/// suppressed reads "accepted". Built in steps: the causes that fail it (platform, binaries,
+/// run-time compilers, other errors), then what runs (JIT, gated code, lazy compilers).
 pub fn headline(
     t: &Target,
     d: &Deploy,
     judged: &[(&Binary, &Coverage)],
     errors: &[&Finding],
     suppressed: usize,
-    compiled: &[&super::compilers::CompilerFacts],
+    compiled: &[&CompilerFacts],
     warned: &[&Finding],
 ) -> Headline {
-    // A run-time compiler that cannot serve the target, where a finding still says so.
-    let said = |c: &super::compilers::CompilerFacts, among: &[&Finding]| {
-        among.iter().any(|f| {
-            f.path.as_deref() == Some(c.path.as_str())
-                && f.package.as_deref().is_some_and(|p| p.starts_with(&format!("{} ", c.consumer)))
-        })
-    };
-    let compile_fail = |c: &super::compilers::CompilerFacts| {
-        if !c.driver_problem.is_empty() {
-            format!("{} fail ({})", c.what, c.driver_problem)
-        } else {
-            format!("{} fail ({})", c.what, c.why)
-        }
-    };
-    // A pool named by its driver is called by its GPU here: the driver follows.
-    let who = match (&t.driver, t.driver_cuda) {
-        (Some(drv), _) => format!("{} · driver {drv}", t.called()),
-        (None, Some(c)) => format!("{} · CUDA {c} driver", t.called()),
-        _ => t.name.clone(),
-    };
-    let name = |b: &Binary| file_name(&b.facts.path).to_string();
-    let list = |v: Vec<String>| shown(&v, 2);
-    let flagged = |b: &Binary| errors.iter().any(|f| f.path.as_deref() == Some(b.facts.path.as_str()));
-    let mut causes: Vec<String> = Vec::new();
-    if !d.wrong_host.is_empty() {
-        causes.push(d.wrong_host.clone());
-    } else if !d.cannot_drive.is_empty() {
-        causes.push(format!("the driver cannot drive this GPU: {}", d.cannot_drive));
-    } else if !d.floor_ok {
-        let first = d.why.split("; ").next().unwrap_or_default();
-        causes.push(format!("the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda));
-    }
     let mut detail = HeadlineDetail {
         blocked: d.blocked,
         unbuildable_major: d.unbuildable_major,
         unbuildable_packages: d.unbuildable_packages.clone(),
         ..Default::default()
     };
-    let none: Vec<String> = judged
-        .iter()
-        .filter(|(b, c)| c.class == Class::None && (errors.is_empty() || flagged(b)))
-        .map(|(b, c)| {
-            detail.failing.push(b.facts.path.clone());
-            format!("{} {}", name(b), has(b, c, t))
-        })
-        .collect();
-    if !none.is_empty() {
-        let arch = if d.unbuildable_major > 0 && d.unbuildable_count as usize == none.len() {
-            let root = format!(
-                "CUDA {} builds cannot target {} ({} binaries: {})",
-                d.unbuildable_major, d.unbuildable_architecture, d.unbuildable_count, d.unbuildable_packages
-            );
-            detail.root_cause = Some(root.clone());
-            root
-        } else {
-            list(none)
-        };
+    let mut causes: Vec<String> = platform_cause(d).into_iter().collect();
+    if let Some(arch) = binaries_cause(t, d, judged, errors, &mut detail) {
         causes.push(match (causes.is_empty(), d.wrong_host.is_empty() || d.blocked) {
             (true, _) => arch,
             // Only the platform stands before it: the binaries' own verdict, for an arm64 build.
@@ -708,42 +661,151 @@ pub fn headline(
             (false, true) => format!("even with a newer driver: {arch}"),
         });
     }
-    let failing_compilers: Vec<&&super::compilers::CompilerFacts> =
-        compiled.iter().filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, errors)).collect();
+    let failing_compilers: Vec<&CompilerFacts> =
+        compiled.iter().copied().filter(|c| cannot_serve(c) && said(c, errors)).collect();
     causes.extend(failing_compilers.iter().map(|c| compile_fail(c)));
     detail.compilers.extend(failing_compilers.iter().map(|c| c.what.clone()));
-    // Errors no coverage verdict explains (a shipped driver library, an analysis that did not
-    // finish): named by rule and file.
-    let explained = |f: &Finding| {
-        f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == Class::None && b.facts.path == *p))
-            || (f.path.is_none() && f.target.is_some() && !causes.is_empty())
-            || failing_compilers.iter().any(|c| f.path.as_deref() == Some(c.path.as_str()))
-    };
-    let other: Vec<String> = errors
-        .iter()
-        .filter(|f| !explained(f))
-        .map(|f| match &f.path {
-            Some(p) => format!("{} ({})", f.name, file_name(p)),
-            None => f.name.clone(),
-        })
-        .fold(Vec::new(), |mut v, s| {
-            if !v.contains(&s) {
-                v.push(s);
-            }
-            v
-        });
+    let other = unexplained(errors, judged, !causes.is_empty(), &failing_compilers);
     detail.other_errors = other.clone();
     causes.extend(other);
+    let (verdict, text) = if !errors.is_empty() {
+        let causes = if causes.is_empty() { vec![format!("{} error(s)", errors.len())] } else { causes };
+        (HeadlineVerdict::Fails, format!("fails — {}", shown(&causes, 2)))
+    } else if !causes.is_empty() {
+        // The evaluation says it fails, and every finding that says so was ignored, baselined,
+        // disabled or lowered below error: the gate accepts it, the headline says both.
+        let n = if suppressed > 0 { format!(", {suppressed} finding(s) suppressed") } else { String::new() };
+        (HeadlineVerdict::Accepted, format!("accepted{n} — would fail: {}", shown(&causes, 2)))
+    } else if !judged.iter().any(|(_, c)| c.class != Class::NotApplicable) {
+        (HeadlineVerdict::Runs, "no device code for this target to judge".to_string())
+    } else {
+        runs(judged, compiled, warned, &mut detail)
+    };
+    detail.body = text.clone();
+    Headline { target: t.name.clone(), verdict, text: format!("{}: {text}", who(t)), detail }
+}
+
+/// The target as the headline names it: a pool named by its driver is called by its GPU, the
+/// driver following.
+fn who(t: &Target) -> String {
+    match (&t.driver, t.driver_cuda) {
+        (Some(drv), _) => format!("{} · driver {drv}", t.called()),
+        (None, Some(c)) => format!("{} · CUDA {c} driver", t.called()),
+        _ => t.name.clone(),
+    }
+}
+
+/// What fails the target before any binary: the host platform, a driver that cannot drive the
+/// GPU, or one below the image's floor (the first in that order).
+fn platform_cause(d: &Deploy) -> Option<String> {
+    if !d.wrong_host.is_empty() {
+        Some(d.wrong_host.clone())
+    } else if !d.cannot_drive.is_empty() {
+        Some(format!("the driver cannot drive this GPU: {}", d.cannot_drive))
+    } else if !d.floor_ok {
+        let first = d.why.split("; ").next().unwrap_or_default();
+        Some(format!("the image needs driver ≥ {} (CUDA {}): {first}", d.needs_driver, d.needs_cuda))
+    } else {
+        None
+    }
+}
+
+/// The binaries with no code that runs here that an error still names (all of them when every
+/// such error was suppressed): one root cause when a CUDA major that cannot target the GPU
+/// explains them all, else the first of them by name.
+fn binaries_cause(
+    t: &Target,
+    d: &Deploy,
+    judged: &[(&Binary, &Coverage)],
+    errors: &[&Finding],
+    detail: &mut HeadlineDetail,
+) -> Option<String> {
+    let flagged = |b: &Binary| errors.iter().any(|f| f.path.as_deref() == Some(b.facts.path.as_str()));
+    let none: Vec<String> = judged
+        .iter()
+        .filter(|(b, c)| c.class == Class::None && (errors.is_empty() || flagged(b)))
+        .map(|(b, c)| {
+            detail.failing.push(b.facts.path.clone());
+            format!("{} {}", file_name(&b.facts.path), has(b, c, t))
+        })
+        .collect();
+    if none.is_empty() {
+        return None;
+    }
+    if d.unbuildable_major > 0 && d.unbuildable_count as usize == none.len() {
+        let root = format!(
+            "CUDA {} builds cannot target {} ({} binaries: {})",
+            d.unbuildable_major, d.unbuildable_architecture, d.unbuildable_count, d.unbuildable_packages
+        );
+        detail.root_cause = Some(root.clone());
+        return Some(root);
+    }
+    Some(shown(&none, 2))
+}
+
+/// A run-time compiler that cannot serve the target (it does not know the GPU, or the driver
+/// cannot load what it makes).
+fn cannot_serve(c: &CompilerFacts) -> bool {
+    !c.knows_target || !c.driver_problem.is_empty()
+}
+
+/// A finding among `among` still says so of this compiler (its path, its consumer's package).
+fn said(c: &CompilerFacts, among: &[&Finding]) -> bool {
+    among.iter().any(|f| {
+        f.path.as_deref() == Some(c.path.as_str())
+            && f.package.as_deref().is_some_and(|p| p.starts_with(&format!("{} ", c.consumer)))
+    })
+}
+
+fn compile_fail(c: &CompilerFacts) -> String {
+    let why = if c.driver_problem.is_empty() { &c.why } else { &c.driver_problem };
+    format!("{} fail ({why})", c.what)
+}
+
+/// Errors no coverage verdict, platform cause or compiler explains (a shipped driver library, an
+/// analysis that did not finish): named by rule and file, once each.
+fn unexplained(
+    errors: &[&Finding],
+    judged: &[(&Binary, &Coverage)],
+    any_cause: bool,
+    failing_compilers: &[&CompilerFacts],
+) -> Vec<String> {
+    let explained = |f: &Finding| {
+        f.path.as_ref().is_some_and(|p| judged.iter().any(|(b, c)| c.class == Class::None && b.facts.path == *p))
+            || (f.path.is_none() && f.target.is_some() && any_cause)
+            || failing_compilers.iter().any(|c| f.path.as_deref() == Some(c.path.as_str()))
+    };
+    let mut out: Vec<String> = Vec::new();
+    for f in errors.iter().filter(|f| !explained(f)) {
+        let s = match &f.path {
+            Some(p) => format!("{} ({})", f.name, file_name(p)),
+            None => f.name.clone(),
+        };
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The verdict of a target nothing fails: native or PTX JIT (and how much: under 1 MiB, a
+/// 10 KiB module, it takes milliseconds, said in the text but no `runs-jit`), code gated to
+/// other chips, and optional paths that compile at run time and cannot here (torch.compile on a
+/// B300).
+fn runs(
+    judged: &[(&Binary, &Coverage)],
+    compiled: &[&CompilerFacts],
+    warned: &[&Finding],
+    detail: &mut HeadlineDetail,
+) -> (HeadlineVerdict, String) {
     let gated: Vec<String> = judged
         .iter()
         .filter(|(_, c)| c.class == Class::ArchGated)
         .map(|(b, c)| {
             detail.gated.push((b.facts.path.clone(), c.gated_for.clone()));
-            format!("{} (for {}) unavailable", name(b), c.gated_for)
+            format!("{} (for {}) unavailable", file_name(&b.facts.path), c.gated_for)
         })
         .collect();
-    // Binaries that JIT here, and how much PTX: under 1 MiB (a 10 KiB module) it takes
-    // milliseconds, said in the text but no `runs-jit` (no cold start worth a warning).
     let jitting: Vec<u64> = judged
         .iter()
         .filter(|(_, c)| c.class == Class::Jit || (c.class == Class::Native && c.jit > 0))
@@ -754,57 +816,30 @@ pub fn headline(
         .collect();
     detail.jit_binaries = jitting.len() as u64;
     detail.jit_bytes = jitting.iter().sum();
-    let jit = jitting.len();
-    let jit_bytes: u64 = jitting.iter().sum();
     let noticeable = jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES);
-    let runs = judged.iter().any(|(_, c)| c.class != Class::NotApplicable);
-    let (verdict, text) = if !errors.is_empty() {
-        let causes = if causes.is_empty() { vec![format!("{} error(s)", errors.len())] } else { causes };
-        (HeadlineVerdict::Fails, format!("fails — {}", list(causes)))
-    } else if !causes.is_empty() {
-        // The evaluation says it fails, and every finding that says so was ignored, baselined,
-        // disabled or lowered below error: the gate accepts it, the headline says both.
-        let n = if suppressed > 0 { format!(", {suppressed} finding(s) suppressed") } else { String::new() };
-        (HeadlineVerdict::Accepted, format!("accepted{n} — would fail: {}", list(causes)))
-    } else if !runs {
-        (HeadlineVerdict::Runs, "no device code for this target to judge".to_string())
-    } else {
-        let size = super::facts::human_size(jit_bytes);
-        let cost = if noticeable { String::new() } else { ": milliseconds".to_string() };
-        let mut s = match jit {
-            0 => "runs (native)".to_string(),
-            1 => format!("runs (PTX JIT for 1 binary, {size}{cost})"),
-            n => format!("runs (PTX JIT for {n} binaries, {size}{cost})"),
-        };
-        if !gated.is_empty() {
-            s.push_str(&format!("; {}", list(gated)));
-        }
-        // Optional paths that compile at run time and cannot here (torch.compile on a B300).
-        let lazy: Vec<String> = compiled
-            .iter()
-            .filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, warned))
-            .map(|c| compile_fail(c))
-            .collect();
-        detail.compilers.extend(
-            compiled
-                .iter()
-                .filter(|c| (!c.knows_target || !c.driver_problem.is_empty()) && said(c, warned))
-                .map(|c| c.what.clone()),
-        );
-        if !lazy.is_empty() {
-            // What still runs when a path that compiles at run time cannot (torch's eager ops
-            // without torch.compile): the consumer row's words, the narrowest (the table's last
-            // such row) where several fail.
-            let still =
-                compiled.iter().rfind(|c| !c.still_runs.is_empty() && said(c, warned)).map(|c| c.still_runs.as_str());
-            let head = match still {
-                Some(w) => s.replacen("runs", w, 1).replacen(&format!("{w} (native)"), w, 1),
-                None => s,
-            };
-            s = format!("{head}; {}", lazy.join("; "));
-        }
-        (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
+    let size = super::facts::human_size(detail.jit_bytes);
+    let cost = if noticeable { "" } else { ": milliseconds" };
+    let mut s = match jitting.len() {
+        0 => "runs (native)".to_string(),
+        1 => format!("runs (PTX JIT for 1 binary, {size}{cost})"),
+        n => format!("runs (PTX JIT for {n} binaries, {size}{cost})"),
     };
-    detail.body = text.clone();
-    Headline { target: t.name.clone(), verdict, text: format!("{who}: {text}"), detail }
+    if !gated.is_empty() {
+        s.push_str(&format!("; {}", shown(&gated, 2)));
+    }
+    let lazy: Vec<&CompilerFacts> = compiled.iter().copied().filter(|c| cannot_serve(c) && said(c, warned)).collect();
+    detail.compilers.extend(lazy.iter().map(|c| c.what.clone()));
+    if !lazy.is_empty() {
+        // What still runs when a path that compiles at run time cannot (torch's eager ops
+        // without torch.compile): the consumer row's words, the narrowest (the table's last
+        // such row) where several fail.
+        let still =
+            compiled.iter().rfind(|c| !c.still_runs.is_empty() && said(c, warned)).map(|c| c.still_runs.as_str());
+        let head = match still {
+            Some(w) => s.replacen("runs", w, 1).replacen(&format!("{w} (native)"), w, 1),
+            None => s,
+        };
+        s = format!("{head}; {}", lazy.iter().map(|c| compile_fail(c)).collect::<Vec<_>>().join("; "));
+    }
+    (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
 }
