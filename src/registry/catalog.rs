@@ -5,7 +5,6 @@ use std::cmp::Ordering;
 use std::time::Instant;
 
 use oci_client::Reference;
-use sha2::{Digest, Sha256};
 
 use super::RegistryError;
 use super::{RegistryOptions, Remote};
@@ -50,14 +49,6 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
         }
     }
     ca.len().cmp(&cb.len()).then_with(|| a.cmp(b))
-}
-
-/// The shard (0..n) an image belongs to: a hash of its `repo:tag`, so adding images never moves
-/// others, and the split does not depend on the address the registry is reached by (a mirror, a
-/// port-forward, a loopback port).
-pub fn shard_of(repo_tag: &str, n: u64) -> u64 {
-    let h = Sha256::digest(repo_tag.as_bytes());
-    u64::from_be_bytes(h[..8].try_into().expect("8 bytes")) % n.max(1)
 }
 
 /// An RFC 3339 time (`created` of an image config: `2024-05-01T12:34:56.123456789Z`, or with
@@ -172,7 +163,7 @@ pub fn list(
             tags = newest(tags, &times, n);
         }
         if let Some((k, n)) = sel.shard {
-            tags.retain(|t| shard_of(&format!("{repo}:{t}"), n) == k);
+            tags.retain(|t| super::shard::of(&format!("{repo}:{t}"), n) == k);
         }
         images.extend(tags.into_iter().map(|t| format!("{registry}/{repo}:{t}")));
     }
@@ -185,13 +176,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn natural_order_and_stable_shards() {
+    fn natural_order() {
         let mut v = vec!["v1.10", "v1.9", "v1.2", "latest", "v1.10-rc1"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, ["latest", "v1.2", "v1.9", "v1.10", "v1.10-rc1"]);
-        let all: Vec<u64> = (0..100).map(|i| shard_of(&format!("r/x:{i}"), 4)).collect();
-        assert!((0..4).all(|k| all.contains(&k)));
-        assert_eq!(shard_of("r/x:1", 4), shard_of("r/x:1", 4));
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod http;
 pub mod media;
 mod options;
 mod push;
+pub mod shard;
 
 pub use auth::{Credentials, credentials};
 pub use blob::BlobReader;

@@ -21,25 +21,9 @@ pub enum ReportError {
     #[error(transparent)]
     SbomJson(serde_json::Error),
 
-    // `--shard K/N` and the shard labels of registry summaries.
-    #[error("--shard {shard:?}: expected K/N")]
-    ShardSyntax { shard: String },
-    /// `part` is `K` or `N`.
-    #[error("--shard {shard:?}: {part} is not a number")]
-    ShardNotNumber { shard: String, part: &'static str },
-    #[error("--shard index/N needs JOB_COMPLETION_INDEX (set by Kubernetes Indexed Jobs)")]
-    NoJobIndex,
-    #[error("JOB_COMPLETION_INDEX is not a number")]
-    BadJobIndex,
-    #[error("--shard {k}/{n}: K must be in 0..N")]
-    ShardOutOfRange { k: u64, n: u64 },
-    #[error("summaries of different shardings (of {n} and of {m}): merge the runs of one sharding")]
-    MixedShardings { n: u64, m: u64 },
-    /// The shards, `K/N` joined by `, `.
-    #[error("shard {0} given more than once")]
-    ShardTwice(String),
-    #[error("incomplete: shard {0} missing")]
-    ShardsMissing(String),
+    // The shard labels of registry summaries.
+    #[error(transparent)]
+    Shard(#[from] crate::registry::shard::ShardError),
 
     // A summary.json given to `merge` (`origin` names it).
     #[error("{origin}:{}: {source}", source.line())]

@@ -311,51 +311,6 @@ impl RunStats {
     }
 }
 
-/// `K/N` (0-based K), or `index/N` with K from JOB_COMPLETION_INDEX (Kubernetes Indexed Jobs):
-/// the `--shard` flag, and the shard labels a summary records.
-pub fn parse_shard(s: &str) -> Result<(u64, u64), ReportError> {
-    let (k, n) = s.split_once('/').ok_or_else(|| ReportError::ShardSyntax { shard: s.to_string() })?;
-    let n: u64 = n.parse().map_err(|_| ReportError::ShardNotNumber { shard: s.to_string(), part: "N" })?;
-    let k: u64 = if k == "index" {
-        std::env::var("JOB_COMPLETION_INDEX")
-            .map_err(|_| ReportError::NoJobIndex)?
-            .parse()
-            .map_err(|_| ReportError::BadJobIndex)?
-    } else {
-        k.parse().map_err(|_| ReportError::ShardNotNumber { shard: s.to_string(), part: "K" })?
-    };
-    if n == 0 || k >= n {
-        return Err(ReportError::ShardOutOfRange { k, n });
-    }
-    Ok((k, n))
-}
-
-/// Sharded summaries must be one complete set: the same N, every K once. A missing shard would
-/// otherwise merge into a report that looks whole.
-fn check_shards(shards: &[String]) -> Result<(), ReportError> {
-    if shards.is_empty() {
-        return Ok(());
-    }
-    let parsed = shards.iter().map(|s| parse_shard(s)).collect::<Result<Vec<_>, _>>()?;
-    let n = parsed[0].1;
-    if let Some((_, m)) = parsed.iter().find(|(_, m)| *m != n) {
-        return Err(ReportError::MixedShardings { n, m: *m });
-    }
-    let mut seen = vec![0u32; n as usize];
-    for (k, _) in &parsed {
-        seen[*k as usize] += 1;
-    }
-    let twice: Vec<String> = (0..n).filter(|k| seen[*k as usize] > 1).map(|k| format!("{k}/{n}")).collect();
-    if !twice.is_empty() {
-        return Err(ReportError::ShardTwice(twice.join(", ")));
-    }
-    let missing: Vec<String> = (0..n).filter(|k| seen[*k as usize] == 0).map(|k| format!("{k}/{n}")).collect();
-    if !missing.is_empty() {
-        return Err(ReportError::ShardsMissing(missing.join(", ")));
-    }
-    Ok(())
-}
-
 /// Longest readable part of a report's file name: with the hash and `.json` the name stays
 /// well under `NAME_MAX` (255 bytes) whatever the repository's length.
 const READABLE: usize = 160;
@@ -529,8 +484,8 @@ impl Merger {
     /// and `--since` counts summed; the fingerprint kept when every summary has the same one.
     pub fn finish(self) -> Result<Summary, ReportError> {
         let Merger { images, registry, mut shards, stats, fingerprints, since } = self;
-        check_shards(&shards)?;
-        shards.sort_by_key(|s| parse_shard(s).ok());
+        crate::registry::shard::check_complete(&shards)?;
+        shards.sort_by_key(|s| crate::registry::shard::parse(s).ok());
         let fingerprint = match fingerprints.split_first() {
             Some((first, rest)) if rest.iter().all(|f| f == first) => first.clone(),
             _ => None,
