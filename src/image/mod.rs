@@ -182,6 +182,31 @@ fn path_and_ref(rest: &str) -> (PathBuf, Option<String>) {
     (rest.into(), None)
 }
 
+/// How a prefixed IMAGE reads: given the whole spec and what follows the prefix.
+pub type ReadPrefixed = fn(&str, &str) -> Source;
+
+/// The prefixes that force an input's kind (skopeo's and syft's), and how each reads what
+/// follows it: the one list `Source::parse` goes by, which `--help` and docs/inputs.md are tested
+/// against. Without one, the input is sniffed.
+pub const PREFIXES: &[(&str, ReadPrefixed)] = &[
+    ("docker-archive:", |_, rest| {
+        let (p, r) = path_and_ref(rest);
+        Source::DockerArchive(p, r)
+    }),
+    ("oci-archive:", |_, rest| {
+        let (p, r) = path_and_ref(rest);
+        Source::OciArchive(p, r)
+    }),
+    ("oci:", |_, rest| {
+        let (p, r) = path_and_ref(rest);
+        Source::OciLayout(p, r)
+    }),
+    ("dir:", |_, rest| Source::Dir(rest.into())),
+    ("file:", |_, rest| Source::File(rest.into())),
+    // The registry client reads the whole reference, prefix and all.
+    ("docker://", |spec, _| Source::Registry(spec.to_string())),
+];
+
 /// A tar header cut short: the ustar magic is there, the 512-byte block is not whole.
 pub(crate) fn tar_magic(head: &[u8]) -> bool {
     head.get(257..262) == Some(b"ustar")
@@ -204,26 +229,10 @@ impl Source {
         if spec == "-" {
             return Ok(Source::Stdin);
         }
-        if let Some(rest) = spec.strip_prefix("docker-archive:") {
-            let (p, r) = path_and_ref(rest);
-            return Ok(Source::DockerArchive(p, r));
-        }
-        if let Some(rest) = spec.strip_prefix("oci-archive:") {
-            let (p, r) = path_and_ref(rest);
-            return Ok(Source::OciArchive(p, r));
-        }
-        if let Some(rest) = spec.strip_prefix("oci:") {
-            let (p, r) = path_and_ref(rest);
-            return Ok(Source::OciLayout(p, r));
-        }
-        if let Some(rest) = spec.strip_prefix("dir:") {
-            return Ok(Source::Dir(rest.into()));
-        }
-        if let Some(rest) = spec.strip_prefix("file:") {
-            return Ok(Source::File(rest.into()));
-        }
-        if spec.starts_with("docker://") {
-            return Ok(Source::Registry(spec.to_string()));
+        for (prefix, make) in PREFIXES {
+            if let Some(rest) = spec.strip_prefix(prefix) {
+                return Ok(make(spec, rest));
+            }
         }
         let p = PathBuf::from(spec);
         let meta = match std::fs::metadata(&p) {
@@ -593,5 +602,45 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         Source::Wheel(p) => wheel::scan(&p, opts),
         Source::Lock(p, kind) => lock::scan(&p, kind, opts),
         Source::Registry(r) => remote::scan(&r, opts),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Each prefix reads as its kind, and `scan --help` and docs/inputs.md name every one: a
+    /// prefix added to the table and not to them fails here.
+    #[test]
+    fn parse_help_and_docs_go_by_the_prefix_table() {
+        let mut cli = <crate::cli::Cli as clap::CommandFactory>::command();
+        let help = cli.find_subcommand_mut("scan").unwrap().render_long_help().to_string();
+        let inputs = include_str!("../../docs/inputs.md");
+        for (prefix, _) in PREFIXES {
+            let kind = match Source::parse(&format!("{prefix}/nonexistent/x")).unwrap() {
+                Source::DockerArchive(..) => "docker-archive:",
+                Source::OciArchive(..) => "oci-archive:",
+                Source::OciLayout(..) => "oci:",
+                Source::Dir(_) => "dir:",
+                Source::File(_) => "file:",
+                Source::Registry(_) => "docker://",
+                other => panic!("{prefix} read as {other:?}"),
+            };
+            assert_eq!(kind, *prefix);
+            assert!(help.contains(&format!("`{prefix}")), "`scan --help` does not name {prefix}");
+            assert!(inputs.contains(&format!("`{prefix}`")), "docs/inputs.md does not name {prefix}");
+        }
+    }
+
+    /// The schema's list of sources is every kind a report can name.
+    #[test]
+    fn the_schema_lists_every_source_kind() {
+        let schema = include_str!("../../docs/schema.md");
+        let line = schema.lines().find(|l| l.contains(r#""image": { "name", "source" ("#)).expect("the scan schema");
+        let listed: Vec<&str> = line.split(['(', ')']).nth(1).unwrap().split(" | ").collect();
+        let kinds: Vec<&str> = SourceKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed.iter().collect::<BTreeSet<_>>(), kinds.iter().collect::<BTreeSet<_>>());
     }
 }
