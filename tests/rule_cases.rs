@@ -7,7 +7,8 @@
 //! the text the case's `message` and `fix` name); their message and fix are kept as an insta
 //! snapshot, one file per case in `tests/snapshots/rule_cases/` (a failing case shows its own
 //! diff, and cases run in parallel without sharing a file). A case expecting `pass` must produce
-//! none: there is nothing to snapshot.
+//! none, and its rule must have been evaluated at least once (a case whose image gives the rule
+//! no binary or target to judge would pass whatever the rule said): there is nothing to snapshot.
 
 use std::sync::Arc;
 
@@ -80,6 +81,9 @@ fn run_case(rules: &[Rule], r: &Rule, case: &RuleTest, name: &str) -> Result<(),
     let fired: Vec<_> = report.findings.iter().filter(|f| f.rule == r.code).collect();
     let about = format!("{name} ({}): {case:?}", r.source);
     match case.expect.as_str() {
+        "pass" if report.evaluated.get(&r.code).copied().unwrap_or(0) == 0 => {
+            return Err(format!("{about}\nthe rule was never evaluated: a pass proves nothing").into());
+        }
         "pass" if fired.is_empty() => return Ok(()),
         "pass" => return Err(format!("{about}\nfired, and must not:\n{fired:#?}").into()),
         "fire" if fired.is_empty() => {

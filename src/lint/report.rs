@@ -193,6 +193,10 @@ pub struct LintReport {
     /// members, driver libraries): detail, never a finding.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub detail: Vec<Detail>,
+    /// How many times each rule (by code) was evaluated: a rule-case that expects `pass` must
+    /// show its rule was judged at all, not passed over for want of a binary or target.
+    #[serde(skip)]
+    pub evaluated: std::collections::BTreeMap<String, u64>,
     /// The image's driver floor (`support` reads it; the JSON says it in findings and headlines).
     #[serde(skip)]
     pub floor: Floor,

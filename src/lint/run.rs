@@ -50,6 +50,8 @@ fn severity(r: &Rule, cfg: &config::Config) -> Severity {
 struct Gate<'a> {
     rules: Vec<&'a Rule>,
     config: &'a config::Config,
+    /// How often each rule's `when` was evaluated (`LintReport::evaluated`).
+    evaluated: std::cell::RefCell<BTreeMap<String, u64>>,
 }
 
 impl Gate<'_> {
@@ -59,6 +61,7 @@ impl Gate<'_> {
         let ctx = vars.context();
         let mut out = Vec::new();
         for r in self.rules.iter().filter(|r| r.scope == V::SCOPE) {
+            *self.evaluated.borrow_mut().entry(r.code.clone()).or_default() += 1;
             let Some((message, fix)) = r.eval(&ctx)? else { continue };
             let path = b.map(|b| b.facts.path.clone());
             let target = t.map(|t| t.name.clone());
@@ -539,7 +542,11 @@ fn headlines(
 
 pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalError> {
     let f = gather(scan);
-    let gate = Gate { rules: opts.rules.iter().filter(|r| enabled(r, opts.config)).collect(), config: opts.config };
+    let gate = Gate {
+        rules: opts.rules.iter().filter(|r| enabled(r, opts.config)).collect(),
+        config: opts.config,
+        evaluated: Default::default(),
+    };
     let targets = &opts.targets;
     let image = value(&f.image);
     let fix = value(&facts::fix(targets, String::new()));
@@ -610,5 +617,6 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
         compat: verdict::compat_on_path(scan, &f.binaries),
         floor: f.floor,
         targets: opts.targets,
+        evaluated: gate.evaluated.into_inner(),
     })
 }
