@@ -470,6 +470,29 @@ fn explain(a: ExplainArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    /// Each prefix reads as its kind, and `scan --help` and docs/inputs.md name every one: a
+    /// prefix added to the table and not to them fails here.
+    #[test]
+    fn parse_help_and_docs_go_by_the_prefix_table() {
+        let mut cli = <super::Cli as clap::CommandFactory>::command();
+        let help = cli.find_subcommand_mut("scan").unwrap().render_long_help().to_string();
+        let inputs = include_str!("../../docs/inputs.md");
+        for (prefix, _) in crate::image::PREFIXES {
+            let kind = match crate::image::Source::parse(&format!("{prefix}/nonexistent/x")).unwrap() {
+                crate::image::Source::DockerArchive(..) => "docker-archive:",
+                crate::image::Source::OciArchive(..) => "oci-archive:",
+                crate::image::Source::OciLayout(..) => "oci:",
+                crate::image::Source::Dir(_) => "dir:",
+                crate::image::Source::File(_) => "file:",
+                crate::image::Source::Registry(_) => "docker://",
+                other => panic!("{prefix} read as {other:?}"),
+            };
+            assert_eq!(kind, *prefix);
+            assert!(help.contains(&format!("`{prefix}")), "`scan --help` does not name {prefix}");
+            assert!(inputs.contains(&format!("`{prefix}`")), "docs/inputs.md does not name {prefix}");
+        }
+    }
+
     #[test]
     fn the_last_column_wraps_under_itself() {
         let lead = format!("{:<10}", "CL001");

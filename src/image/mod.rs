@@ -187,7 +187,7 @@ pub type ReadPrefixed = fn(&str, &str) -> Source;
 
 /// The prefixes that force an input's kind (skopeo's and syft's), and how each reads what
 /// follows it: the one list `Source::parse` goes by, which `--help` and docs/inputs.md are tested
-/// against. Without one, the input is sniffed.
+/// against (`cli/mod.rs` tests). Without one, the input is sniffed.
 pub const PREFIXES: &[(&str, ReadPrefixed)] = &[
     ("docker-archive:", |_, rest| {
         let (p, r) = path_and_ref(rest);
@@ -610,29 +610,6 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-
-    /// Each prefix reads as its kind, and `scan --help` and docs/inputs.md name every one: a
-    /// prefix added to the table and not to them fails here.
-    #[test]
-    fn parse_help_and_docs_go_by_the_prefix_table() {
-        let mut cli = <crate::cli::Cli as clap::CommandFactory>::command();
-        let help = cli.find_subcommand_mut("scan").unwrap().render_long_help().to_string();
-        let inputs = include_str!("../../docs/inputs.md");
-        for (prefix, _) in PREFIXES {
-            let kind = match Source::parse(&format!("{prefix}/nonexistent/x")).unwrap() {
-                Source::DockerArchive(..) => "docker-archive:",
-                Source::OciArchive(..) => "oci-archive:",
-                Source::OciLayout(..) => "oci:",
-                Source::Dir(_) => "dir:",
-                Source::File(_) => "file:",
-                Source::Registry(_) => "docker://",
-                other => panic!("{prefix} read as {other:?}"),
-            };
-            assert_eq!(kind, *prefix);
-            assert!(help.contains(&format!("`{prefix}")), "`scan --help` does not name {prefix}");
-            assert!(inputs.contains(&format!("`{prefix}`")), "docs/inputs.md does not name {prefix}");
-        }
-    }
 
     /// The schema's list of sources is every kind a report can name.
     #[test]
