@@ -600,6 +600,32 @@ impl LayerPackages {
     }
 }
 
+/// Fuzzing entry (`fuzz/fuzz_targets/packages.rs`): `data` handed to every record reader that
+/// reads bytes, under a path of its kind, and to the rpm header parser; returns how many
+/// packages came out.
+pub fn fuzz_records(data: &[u8]) -> usize {
+    let mut l = LayerPackages::default();
+    for path in FUZZ_PATHS {
+        if let Some(kind) = record_kind(path).filter(|k| matches!(k.read, Reader::Bytes(_))) {
+            let _ = l.read(kind, path, RecordData::Bytes(data));
+        }
+    }
+    l.packages.len() + usize::from(rpm::parse_header(data).is_ok())
+}
+
+/// A path of each kind of record read from bytes (a test checks none is missing).
+const FUZZ_PATHS: &[&str] = &[
+    "/usr/lib/python3/site-packages/x-1.0.dist-info/RECORD",
+    "/usr/lib/python3/site-packages/x-1.0.dist-info/METADATA",
+    "/usr/lib/python3/site-packages/x-1.0.dist-info/variant.json",
+    "/var/lib/dpkg/info/x:amd64.list",
+    "/var/lib/dpkg/status",
+    "/var/lib/dpkg/status.d/x",
+    "/opt/conda/conda-meta/x-1.0.json",
+    "/var/lib/rpm/rpmdb.sqlite-wal",
+    "/etc/os-release",
+];
+
 /// Package names that tie an image to a CUDA version (runtime wheels, toolkit pins, CUDA debs,
 /// frameworks, and the packages that compile device code at run time, whose versions the
 /// verdicts need): the knowledge base's rows, and `also` (the run-time compiler table's packages,
@@ -826,6 +852,21 @@ mod tests {
 
     /// The packages of an image are its last rpm database's: one a later layer rewrote drops the
     /// packages an earlier one removed.
+    /// The fuzz entry reaches every reader that reads bytes, and reads what they read.
+    #[test]
+    fn the_fuzz_entry_covers_every_byte_reader() {
+        for r in RECORDS.iter().filter(|r| matches!(r.read, Reader::Bytes(_))) {
+            assert!(
+                FUZZ_PATHS.iter().any(|p| record_kind(p).is_some_and(|k| k.kind == r.kind)),
+                "no fuzz path of kind {}",
+                r.kind
+            );
+        }
+        // Paths name some packages whatever the bytes hold; conda metadata adds its own.
+        let empty = fuzz_records(b"");
+        assert!(fuzz_records(br#"{"name":"cupy","version":"13.0.0","files":["lib/libcupy.so"]}"#) > empty);
+    }
+
     #[test]
     fn the_last_rpm_database_wins() {
         let layer = |names: &[&str]| {

@@ -61,7 +61,7 @@ pub fn wal(_l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> Rea
 
 /// One installed package, as its header says.
 #[derive(Debug, Default, PartialEq)]
-struct Header {
+pub(super) struct Header {
     name: String,
     version: String,
     release: String,
@@ -134,7 +134,7 @@ fn add(l: &mut LayerPackages, h: Header) {
 }
 
 /// One header blob (as rpmdb stores it: no magic), bounded as rpm's `headerImport` bounds it.
-fn parse_header(blob: &[u8]) -> Result<Header, String> {
+pub(super) fn parse_header(blob: &[u8]) -> Result<Header, String> {
     let be = |at: usize| -> Option<u32> { Some(u32::from_be_bytes(blob.get(at..at + 4)?.try_into().ok()?)) };
     let (il, dl) = (be(0).ok_or("truncated")? as usize, be(4).ok_or("truncated")? as usize);
     if il == 0 || il > MAX_TAGS || dl > MAX_DATA {
@@ -318,6 +318,37 @@ mod tests {
         .unwrap();
         add(&mut l, h);
         assert!(l.packages.is_empty());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, .. Default::default() })]
+
+        /// A real header with bytes changed and cut anywhere: an error or a header whose file
+        /// names come from its own bytes, never a panic or an allocation beyond them.
+        #[test]
+        fn mutated_headers_never_panic(
+            edits in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..16),
+            cut in proptest::prelude::any::<usize>(),
+        ) {
+            let mut b = blob(&cudart());
+            for (at, v) in edits {
+                let i = at % b.len();
+                b[i] = v;
+            }
+            if cut % 3 == 0 {
+                b.truncate(cut % (b.len() + 1));
+            }
+            // Each name is a directory and a base name from the blob's own bytes.
+            if let Ok(h) = parse_header(&b) {
+                proptest::prop_assert!(h.files.len() <= b.len());
+                proptest::prop_assert!(h.files.iter().all(|f| f.len() <= 2 * b.len()));
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = parse_header(&b);
+        }
     }
 
     #[test]

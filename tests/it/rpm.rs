@@ -323,3 +323,36 @@ fn an_rpm_database_whose_packages_is_a_view_is_refused() {
     assert!(notes.contains("rpm-sqlite record not read: not an rpm sqlite database (no `Packages` table)"), "{notes}");
     assert!(!r.to_string().contains("pkg:rpm/"), "{r:#}");
 }
+
+/// The database `rpm` wrote, with bytes changed anywhere (pages, the Packages b-tree, header
+/// blobs inside it) and read as a scan reads it: a result or an error, never a panic, and never a
+/// package with a name that is not in the bytes.
+#[test]
+fn mutated_rpm_databases_are_read_or_refused_never_a_panic() {
+    use cudalint::packages::{LayerPackages, RecordData, record_kind};
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let dir = tempfile::tempdir().unwrap();
+    let db = std::fs::read(rpm_root(dir.path()).join("var/lib/rpm/rpmdb.sqlite")).unwrap();
+    let path = "/var/lib/rpm/rpmdb.sqlite";
+    let kind = record_kind(path).expect("an rpm record");
+    let copy = dir.path().join("mutated.sqlite");
+    let mut runner = TestRunner::new(Config { cases: 64, ..Config::default() });
+    let edits = proptest::collection::vec((any::<usize>(), any::<u8>()), 1..64);
+    runner
+        .run(&edits, |edits| {
+            let mut b = db.clone();
+            for (at, v) in edits {
+                let i = at % b.len();
+                b[i] = v;
+            }
+            std::fs::write(&copy, &b).unwrap();
+            let mut l = LayerPackages::default();
+            let _ = l.read(kind, path, RecordData::File(&copy));
+            for p in &l.packages {
+                prop_assert!(!p.name.is_empty() && b.windows(p.name.len()).any(|w| w == p.name.as_bytes()));
+            }
+            Ok(())
+        })
+        .unwrap();
+}
