@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::path::{self, escape, file_name, hash, join, normalize, parent};
 use super::sparse::SparseInput;
 use super::tar::{Kind, TarEntry, TarError, TarWalker};
-use crate::input::{Input, SubInput, read_full};
+use crate::input::{Input, InputReader, SubInput, read_full};
 use crate::inspect::elf::is_cuda_library;
 use crate::inspect::{FileFormat, FileReport, HEAD, InspectOptions, Sniffed, inspect_sniffed, sniff};
 use crate::packages::{Reader, Record, RecordData};
@@ -182,20 +182,11 @@ impl<'o> FileVisitor<'o> {
     }
 }
 
-/// Copies a record to a private temporary file, in bounded chunks, for readers that open it by
+/// Copies a record to a private temporary file, in `io::copy`'s bounded chunks, for readers that open it by
 /// path (sqlite); the file is removed when dropped.
 fn spill(input: &mut dyn Input) -> io::Result<tempfile::NamedTempFile> {
-    use std::io::Write;
     let mut file = tempfile::NamedTempFile::new()?;
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        let n = input.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        file.write_all(&buf[..n])?;
-    }
-    file.flush()?;
+    io::copy(&mut InputReader(input), &mut file)?;
     Ok(file)
 }
 

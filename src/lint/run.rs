@@ -50,8 +50,8 @@ fn severity(r: &Rule, cfg: &config::Config) -> Severity {
 struct Gate<'a> {
     rules: Vec<&'a Rule>,
     config: &'a config::Config,
-    /// How often each rule's `when` was evaluated (`LintReport::evaluated`).
-    evaluated: std::cell::RefCell<BTreeMap<String, u64>>,
+    /// How often each of `rules` had its `when` evaluated (`LintReport::evaluated`).
+    evaluated: Vec<std::cell::Cell<u64>>,
 }
 
 impl Gate<'_> {
@@ -60,8 +60,8 @@ impl Gate<'_> {
     fn fire<V: Bindings>(&self, vars: V, b: Option<&Binary>, t: Option<&Target>) -> Result<Vec<Finding>, EvalError> {
         let ctx = vars.context();
         let mut out = Vec::new();
-        for r in self.rules.iter().filter(|r| r.scope == V::SCOPE) {
-            *self.evaluated.borrow_mut().entry(r.code.clone()).or_default() += 1;
+        for (r, n) in self.rules.iter().zip(&self.evaluated).filter(|(r, _)| r.scope == V::SCOPE) {
+            n.set(n.get() + 1);
             let Some((message, fix)) = r.eval(&ctx)? else { continue };
             let path = b.map(|b| b.facts.path.clone());
             let target = t.map(|t| t.name.clone());
@@ -542,11 +542,8 @@ fn headlines(
 
 pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalError> {
     let f = gather(scan);
-    let gate = Gate {
-        rules: opts.rules.iter().filter(|r| enabled(r, opts.config)).collect(),
-        config: opts.config,
-        evaluated: Default::default(),
-    };
+    let rules: Vec<&Rule> = opts.rules.iter().filter(|r| enabled(r, opts.config)).collect();
+    let gate = Gate { evaluated: vec![Default::default(); rules.len()], rules, config: opts.config };
     let targets = &opts.targets;
     let image = value(&f.image);
     let fix = value(&facts::fix(targets, String::new()));
@@ -617,6 +614,6 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
         compat: verdict::compat_on_path(scan, &f.binaries),
         floor: f.floor,
         targets: opts.targets,
-        evaluated: gate.evaluated.into_inner(),
+        evaluated: gate.rules.iter().zip(&gate.evaluated).map(|(r, n)| (r.code.clone(), n.get())).collect(),
     })
 }
