@@ -291,7 +291,8 @@ pub static RECORDS: &[Record] = &[
     },
     Record {
         kind: "rpm-sqlite",
-        version: 1,
+        // 2: at most `rpm::MAX_PACKAGES` packages are read.
+        version: 2,
         max: rpm::MAX_DB,
         // `/usr/lib/sysimage/rpm` on Fedora 36+ and openSUSE (`/var/lib/rpm` links there).
         is: |dir, name| name == "rpmdb.sqlite" && rpm::is_db_dir(dir),
@@ -302,7 +303,7 @@ pub static RECORDS: &[Record] = &[
         version: 1,
         max: rpm::MAX_DB,
         is: |dir, name| name == "rpmdb.sqlite-wal" && rpm::is_db_dir(dir),
-        read: Reader::Bytes(rpm::wal),
+        read: Reader::File(rpm::wal),
     },
     Record {
         kind: "rpm-legacy",
@@ -622,7 +623,6 @@ const FUZZ_PATHS: &[&str] = &[
     "/var/lib/dpkg/status",
     "/var/lib/dpkg/status.d/x",
     "/opt/conda/conda-meta/x-1.0.json",
-    "/var/lib/rpm/rpmdb.sqlite-wal",
     "/etc/os-release",
 ];
 

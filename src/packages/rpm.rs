@@ -21,6 +21,9 @@ const MAX_BLOB: i64 = 64 << 20;
 const MAX_TAGS: usize = 0xffff;
 /// Data one header may have (rpm's `HEADER_DATA_MAX`).
 const MAX_DATA: usize = 256 << 20;
+/// Packages one database may list (a full Fedora workstation has ~6,000): past this, the rest is
+/// not read, so a crafted database of tiny headers cannot fill memory.
+pub const MAX_PACKAGES: usize = 100_000;
 
 /// Why Berkeley DB and ndb databases are not read, as the note says.
 pub const LEGACY: &str = "rpm database in Berkeley DB or ndb format (RHEL/CentOS 7 and 8, Amazon Linux 2, SUSE) \
@@ -48,14 +51,15 @@ pub fn is_db_dir(dir: &str) -> bool {
 }
 
 /// `rpmdb.sqlite-wal`: rpm checkpoints its log when it closes the database, so a log with
-/// content means the image was saved while rpm had it open; what the log holds is not read.
-pub fn wal(_l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
-    if bytes.is_empty() {
+/// content means the image was saved while rpm had it open; what the log holds is not read,
+/// only its length (from the spilled copy, so a large log is never held in memory).
+pub fn wal(_l: &mut LayerPackages, _dir: &str, _name: &str, file: &Path) -> ReadResult {
+    let len = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
+    if len == 0 {
         return Ok(());
     }
     Err(format!(
-        "rpm's write-ahead log holds {} bytes not yet in rpmdb.sqlite; packages recorded only there are not named",
-        bytes.len()
+        "rpm's write-ahead log holds {len} bytes not yet in rpmdb.sqlite; packages recorded only there are not named"
     ))
 }
 
@@ -96,7 +100,12 @@ pub fn sqlite(l: &mut LayerPackages, _dir: &str, _name: &str, file: &Path) -> Re
         .map_err(e)?;
     let mut rows = stmt.query([MAX_BLOB]).map_err(e)?;
     let (mut bad, mut first_bad) = (0usize, None);
+    let mut read = 0usize;
     while let Some(row) = rows.next().map_err(e)? {
+        if read == MAX_PACKAGES {
+            return Err(format!("more than {MAX_PACKAGES} packages: the rest not read"));
+        }
+        read += 1;
         let hnum: i64 = row.get(0).map_err(e)?;
         let blob: Option<Vec<u8>> = row.get(1).map_err(e)?;
         let parsed = match blob {
@@ -119,15 +128,17 @@ pub fn sqlite(l: &mut LayerPackages, _dir: &str, _name: &str, file: &Path) -> Re
     }
 }
 
-/// Adds one package (with its purl qualifiers) and the files of it worth keeping.
+/// Adds one package (with its purl qualifiers) and the files of it worth keeping. Each header is
+/// an installed package of its own (multilib pairs differ in arch), so it is pushed without the
+/// search for an equal one that `LayerPackages::add` makes: that search made a large database
+/// quadratic.
 fn add(l: &mut LayerPackages, h: Header) {
     let Some(arch) = h.arch else { return };
-    let q = RpmQualifiers { index: 0, arch, epoch: h.epoch };
+    let i = l.packages.len();
+    let q = RpmQualifiers { index: i, arch, epoch: h.epoch };
     let version = format!("{}-{}", h.version, h.release);
-    let i = l.add(Package::rpm(&h.name, &version, &q, None));
-    if !l.rpm.iter().any(|r| r.index == i) {
-        l.rpm.push(RpmQualifiers { index: i, ..q });
-    }
+    l.packages.push(Package::rpm(&h.name, &version, &q, None));
+    l.rpm.push(q);
     for f in h.files {
         l.owned.push((f, i));
     }
@@ -354,7 +365,9 @@ mod tests {
     #[test]
     fn a_log_with_content_is_a_note() {
         let mut l = LayerPackages::default();
-        assert_eq!(wal(&mut l, "/var/lib/rpm", "rpmdb.sqlite-wal", b""), Ok(()));
-        assert!(wal(&mut l, "/var/lib/rpm", "rpmdb.sqlite-wal", b"x").unwrap_err().contains("1 bytes"));
+        let f = tempfile::NamedTempFile::new().unwrap();
+        assert_eq!(wal(&mut l, "/var/lib/rpm", "rpmdb.sqlite-wal", f.path()), Ok(()));
+        std::fs::write(f.path(), b"x").unwrap();
+        assert!(wal(&mut l, "/var/lib/rpm", "rpmdb.sqlite-wal", f.path()).unwrap_err().contains("1 bytes"));
     }
 }

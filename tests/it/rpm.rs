@@ -9,7 +9,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 use crate::dir_packages::{file, inventory};
-use crate::images::{Comp, Ent, Image, oci_layout, tar};
+use crate::images::{Comp, Ent, Image, oci_layout, tar, tar_dir};
 use crate::scan::which;
 use crate::util::fixture;
 
@@ -80,33 +80,6 @@ fn rpm_root(dir: &Path) -> std::path::PathBuf {
     root
 }
 
-/// The layer tar of a root's regular files (what `rpm` installed and its database).
-fn layer_of(root: &Path) -> Vec<u8> {
-    let mut files = Vec::new();
-    collect(root, root, &mut files);
-    files.sort();
-    let ents: Vec<Ent> = files
-        .into_iter()
-        .map(|rel| {
-            let data = std::fs::read(root.join(&rel)).unwrap();
-            Ent::RawFile(rel.into_bytes(), data)
-        })
-        .collect();
-    tar(&ents)
-}
-
-fn collect(root: &Path, d: &Path, out: &mut Vec<String>) {
-    for e in std::fs::read_dir(d).unwrap() {
-        let p = e.unwrap().path();
-        let meta = std::fs::symlink_metadata(&p).unwrap();
-        if meta.is_dir() {
-            collect(root, &p, out);
-        } else if meta.is_file() {
-            out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
-        }
-    }
-}
-
 /// An OCI layout of a base layer and the RPM layer.
 fn image(dir: &Path, rpm_layer: Vec<u8>) -> String {
     let base = tar(&[Ent::File("usr/lib64/libplain.so", crate::util::read_fixture("libplain.so"))]);
@@ -135,7 +108,7 @@ fn json(image: &str) -> Value {
 fn an_rpm_image_names_its_cuda_packages_in_json_sarif_and_cyclonedx() {
     let dir = tempfile::tempdir().unwrap();
     let root = rpm_root(dir.path());
-    let img = image(dir.path(), layer_of(&root));
+    let img = image(dir.path(), tar_dir(&root));
 
     let r = json(&img);
     let f = r["findings"]
@@ -200,7 +173,7 @@ fn a_corrupt_rpm_database_is_a_note_and_changes_no_verdict() {
     }
     let layout = dir.path().join("oci");
     let img = Image::new(vec![
-        (layer_of(&root), Comp::Gzip),
+        (tar_dir(&root), Comp::Gzip),
         (tar(&[Ent::File("var/lib/rpm/rpmdb.sqlite", torn)]), Comp::Gzip),
     ]);
     oci_layout(&layout, &[&img]);
@@ -238,12 +211,13 @@ fn a_berkeley_db_rpm_database_is_named_as_unread() {
 }
 
 /// Writes an `rpmdb.sqlite` as an attacker would, with Python's sqlite3: `view` makes `Packages`
-/// a view; otherwise a `Packages` table with one header naming `name` (owning the sm_90a
-/// library) and one header whose index lies about its data's size.
-fn hostile_db(path: &Path, name: &str, view: bool) {
+/// a view; `many` a `Packages` table of that many copies of one small header; otherwise a
+/// `Packages` table with one header naming `name` (owning the sm_90a library) and one header
+/// whose index lies about its data's size.
+fn hostile_db(path: &Path, name: &str, mode: &str) {
     const SCRIPT: &str = r#"
 import sqlite3, struct, sys
-path, name, view = sys.argv[1], sys.argv[2].encode(), sys.argv[3] == "1"
+path, name, mode = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 def header(entries):
     # entries: (tag, type, count, bytes); int32 data 4-aligned as rpm lays it out
     data, index = b"", b""
@@ -261,9 +235,12 @@ good = header([
 liar = bytearray(good)
 liar[4:8] = struct.pack(">I", 1 << 27)
 db = sqlite3.connect(path)
-if view:
+if mode == "view":
     db.execute("CREATE TABLE t (hnum INTEGER PRIMARY KEY, blob BLOB)")
     db.execute("CREATE VIEW Packages AS SELECT * FROM t")
+elif mode.isdigit():
+    db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
+    db.executemany("INSERT INTO Packages (blob) VALUES (?)", ((good,) for _ in range(int(mode))))
 else:
     db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
     db.execute("INSERT INTO Packages (blob) VALUES (?)", (good,))
@@ -271,19 +248,19 @@ else:
 db.commit()
 db.close()
 "#;
-    run(Std::new("python3").args(["-c", SCRIPT]).arg(path).arg(name).arg(if view { "1" } else { "0" }));
+    run(Std::new("python3").args(["-c", SCRIPT]).arg(path).arg(name).arg(mode));
 }
 
-fn hostile_image(dir: &Path, db: &Path) -> String {
+/// An image of the database at `db`, `os-release`, the sm_90a library and `extra` files.
+fn hostile_image(dir: &Path, db: &Path, extra: Vec<Ent>) -> String {
     let layout = dir.join("oci");
-    let img = Image::new(vec![(
-        tar(&[
-            Ent::File("etc/os-release", b"ID=rhel\nVERSION_ID=9.4\n".to_vec()),
-            Ent::File("var/lib/rpm/rpmdb.sqlite", std::fs::read(db).unwrap()),
-            Ent::File("opt/llm/lib/libsm90a.so", crate::util::read_fixture("libsm90a.so")),
-        ]),
-        Comp::Gzip,
-    )]);
+    let mut files = vec![
+        Ent::File("etc/os-release", b"ID=rhel\nVERSION_ID=9.4\n".to_vec()),
+        Ent::File("var/lib/rpm/rpmdb.sqlite", std::fs::read(db).unwrap()),
+        Ent::File("opt/llm/lib/libsm90a.so", crate::util::read_fixture("libsm90a.so")),
+    ];
+    files.extend(extra);
+    let img = Image::new(vec![(tar(&files), Comp::Gzip)]);
     oci_layout(&layout, &[&img]);
     format!("oci:{}", layout.display())
 }
@@ -294,8 +271,8 @@ fn hostile_image(dir: &Path, db: &Path) -> String {
 fn a_hostile_rpm_database_is_bounded_and_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("rpmdb.sqlite");
-    hostile_db(&db, "evil\u{1b}[2J/../x?arch=y#z", false);
-    let img = hostile_image(dir.path(), &db);
+    hostile_db(&db, "evil\u{1b}[2J/../x?arch=y#z", "hostile");
+    let img = hostile_image(dir.path(), &db, Vec::new());
     let r = json(&img);
     let f = r["findings"].as_array().unwrap().iter().find(|f| f["path"] == HOPPER).expect("the library is judged");
     let purl = f["purl"].as_str().unwrap_or_else(|| panic!("{f:#}"));
@@ -310,6 +287,31 @@ fn a_hostile_rpm_database_is_bounded_and_escaped() {
     assert_eq!(code, Some(1));
     assert!(text.contains("evil"), "the text report names the package: {text}");
     assert!(!text.contains('\u{1b}'), "{text:?}");
+    let (_, md, _) = scan(&img, "markdown");
+    assert!(md.contains("evil"), "the Markdown report names the package: {md}");
+    // No raw escape, and the bracket cannot open a link.
+    assert!(!md.contains('\u{1b}') && md.contains(r"\[2J") && !md.contains(r"x1b[2J"), "{md:?}");
+}
+
+/// A database of more packages than any real image has (rpm's own sqlite, tiny headers) is read
+/// up to the bound and said to be cut, and a write-ahead log is measured, never held in memory:
+/// neither can make a scan's memory grow with what the image holds.
+#[test]
+fn an_rpm_database_past_the_package_bound_is_cut_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpmdb.sqlite");
+    // One more than `packages::rpm::MAX_PACKAGES`.
+    hostile_db(&db, "tiny", "100001");
+    let wal = Ent::File("var/lib/rpm/rpmdb.sqlite-wal", vec![7u8; 3 << 20]);
+    let r = json(&hostile_image(dir.path(), &db, vec![wal]));
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("rpm-sqlite record not read: more than 100000 packages: the rest not read"), "{notes}");
+    assert!(notes.contains("rpm's write-ahead log holds 3145728 bytes"), "{notes}");
+    assert!(
+        r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == HOPPER),
+        "the library is judged all the same: {:#}",
+        r["findings"]
+    );
 }
 
 /// A `Packages` that is a view (which could make a query cost anything) is refused.
@@ -317,8 +319,8 @@ fn a_hostile_rpm_database_is_bounded_and_escaped() {
 fn an_rpm_database_whose_packages_is_a_view_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("rpmdb.sqlite");
-    hostile_db(&db, "x", true);
-    let r = json(&hostile_image(dir.path(), &db));
+    hostile_db(&db, "x", "view");
+    let r = json(&hostile_image(dir.path(), &db, Vec::new()));
     let notes = r["notes"].to_string();
     assert!(notes.contains("rpm-sqlite record not read: not an rpm sqlite database (no `Packages` table)"), "{notes}");
     assert!(!r.to_string().contains("pkg:rpm/"), "{r:#}");
