@@ -161,7 +161,7 @@ pub(super) fn parse_header(blob: &[u8]) -> Result<Header, String> {
         let at = 8 + k * 16;
         let field = |i: usize| be(at + 4 * i).ok_or("truncated");
         let (tag, ty, off, count) = (field(0)?, field(1)?, field(2)? as usize, field(3)? as usize);
-        let what = || format!("tag {tag}");
+        let what = || format!("tag {tag} unreadable (outside its data, unterminated or not UTF-8)");
         match (tag, ty) {
             (TAG_NAME, TYPE_STRING | TYPE_I18NSTRING) => h.name = string(data, off).ok_or_else(what)?,
             (TAG_VERSION, TYPE_STRING) => h.version = string(data, off).ok_or_else(what)?,
@@ -189,11 +189,13 @@ pub(super) fn parse_header(blob: &[u8]) -> Result<Header, String> {
     Ok(h)
 }
 
-/// The NUL-terminated string at `off`.
+/// The NUL-terminated string at `off`. It names the package (name, version, release, arch), so
+/// bytes that are not UTF-8 refuse the header: a lossy copy would put a name in the report (and a
+/// purl) that the database does not hold.
 fn string(data: &[u8], off: usize) -> Option<String> {
     let s = data.get(off..)?;
     let end = memchr::memchr(0, s)?;
-    Some(String::from_utf8_lossy(&s[..end]).into_owned())
+    std::str::from_utf8(&s[..end]).ok().map(str::to_owned)
 }
 
 /// `count` NUL-terminated strings from `off`; each takes a byte at least, so a count larger than
@@ -315,6 +317,10 @@ mod tests {
         e[0] = entry(TAG_NAME, TYPE_STRING, (1, b"no terminator".to_vec()));
         e.truncate(1);
         assert!(parse_header(&blob(&e)).is_err());
+        // A name that is not UTF-8 is refused, not reported as a lossy copy the database lacks.
+        let mut e = cudart();
+        e[0] = entry(TAG_NAME, TYPE_STRING, (1, b"cuda-\xff\0".to_vec()));
+        assert!(parse_header(&blob(&e)).unwrap_err().starts_with("tag 1000 unreadable"));
     }
 
     /// `gpg-pubkey` pseudo-packages have no architecture and are no package of the image.
@@ -349,8 +355,10 @@ mod tests {
             if cut % 3 == 0 {
                 b.truncate(cut % (b.len() + 1));
             }
-            // Each name is a directory and a base name from the blob's own bytes.
+            // The package's name is in the blob's bytes as it is reported; each file name is a
+            // directory and a base name from them.
             if let Ok(h) = parse_header(&b) {
+                proptest::prop_assert!(b.windows(h.name.len()).any(|w| w == h.name.as_bytes()));
                 proptest::prop_assert!(h.files.len() <= b.len());
                 proptest::prop_assert!(h.files.iter().all(|f| f.len() <= 2 * b.len()));
             }
