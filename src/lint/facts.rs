@@ -29,7 +29,7 @@ pub struct CudartFacts {
 }
 
 documented! {
-    #[derive(Debug, Clone, Serialize)]
+    #[derive(Debug, Clone, Default, Serialize)]
     pub struct BinaryFacts {
         /// path inside the image
         pub path: String,

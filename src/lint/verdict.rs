@@ -652,6 +652,7 @@ pub fn headline(
         unbuildable_packages: d.unbuildable_packages.clone(),
         ..Default::default()
     };
+    let (gated, noticeable) = code_here(judged, &mut detail);
     let mut causes: Vec<String> = platform_cause(d).into_iter().collect();
     if let Some(arch) = binaries_cause(t, d, judged, errors, &mut detail) {
         causes.push(match (causes.is_empty(), d.wrong_host.is_empty() || d.blocked) {
@@ -679,7 +680,7 @@ pub fn headline(
     } else if !judged.iter().any(|(_, c)| c.class != Class::NotApplicable) {
         (HeadlineVerdict::Runs, "no device code for this target to judge".to_string())
     } else {
-        runs(judged, compiled, warned, &mut detail)
+        runs(gated, noticeable, compiled, warned, &mut detail)
     };
     detail.body = text.clone();
     Headline { target: t.name.clone(), verdict, text: format!("{}: {text}", who(t)), detail }
@@ -788,16 +789,11 @@ fn unexplained(
     out
 }
 
-/// The verdict of a target nothing fails: native or PTX JIT (and how much: under 1 MiB, a
-/// 10 KiB module, it takes milliseconds, said in the text but no `runs-jit`), code gated to
-/// other chips, and optional paths that compile at run time and cannot here (torch.compile on a
-/// B300).
-fn runs(
-    judged: &[(&Binary, &Coverage)],
-    compiled: &[&CompilerFacts],
-    warned: &[&Finding],
-    detail: &mut HeadlineDetail,
-) -> (HeadlineVerdict, String) {
+/// The code of a target that is not native, into `detail` whatever the verdict (`support` reads
+/// the driver its PTX JIT needs on a target that a run-time compiler fails): the binaries gated
+/// to other chips, as the text names them, and whether the PTX JIT is noticeable (under 1 MiB,
+/// a 10 KiB module, it takes milliseconds: said in the text but no `runs-jit`).
+fn code_here(judged: &[(&Binary, &Coverage)], detail: &mut HeadlineDetail) -> (Vec<String>, bool) {
     let gated: Vec<String> = judged
         .iter()
         .filter(|(_, c)| c.class == Class::ArchGated)
@@ -816,10 +812,21 @@ fn runs(
         .collect();
     detail.jit_binaries = jitting.len() as u64;
     detail.jit_bytes = jitting.iter().sum();
-    let noticeable = jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES);
+    (gated, jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES))
+}
+
+/// The verdict of a target nothing fails: native or PTX JIT (and how much), code gated to other
+/// chips, and optional paths that compile at run time and cannot here (torch.compile on a B300).
+fn runs(
+    gated: Vec<String>,
+    noticeable: bool,
+    compiled: &[&CompilerFacts],
+    warned: &[&Finding],
+    detail: &mut HeadlineDetail,
+) -> (HeadlineVerdict, String) {
     let size = super::facts::human_size(detail.jit_bytes);
     let cost = if noticeable { "" } else { ": milliseconds" };
-    let mut s = match jitting.len() {
+    let mut s = match detail.jit_binaries {
         0 => "runs (native)".to_string(),
         1 => format!("runs (PTX JIT for 1 binary, {size}{cost})"),
         n => format!("runs (PTX JIT for {n} binaries, {size}{cost})"),
@@ -842,4 +849,54 @@ fn runs(
         s = format!("{head}; {}", lazy.iter().map(|c| compile_fail(c)).collect::<Vec<_>>().join("; "));
     }
     (if noticeable { HeadlineVerdict::RunsJit } else { HeadlineVerdict::Runs }, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lint::facts::BinaryFacts;
+    use crate::lint::rules::Severity;
+
+    /// The binaries that JIT or are gated are in the detail whatever the verdict: `support` reads
+    /// the driver the PTX JIT needs on a target that only a run-time compiler fails.
+    #[test]
+    fn the_detail_says_what_jits_and_what_is_gated_on_a_failing_target_too() {
+        let bin =
+            |path: &str| Binary { facts: BinaryFacts { path: path.into(), ..Default::default() }, modules: vec![] };
+        let (jit, gated) = (bin("/a/libjit.so"), bin("/a/libgated.so"));
+        let cj = Coverage { class: Class::Jit, needs_cuda: "12.8".into(), jit_ptx_bytes: 4096, ..Default::default() };
+        let cg = Coverage { class: Class::ArchGated, gated_for: "compute capability 9.0".into(), ..Default::default() };
+        let judged = [(&jit, &cj), (&gated, &cg)];
+        let t = Target::new("B200", Cc { major: 10, minor: 0 });
+        let d = Deploy { floor_ok: true, ..Default::default() };
+        let ptxas = CompilerFacts {
+            path: "/t/ptxas".into(),
+            consumer: "triton".into(),
+            what: "Triton's kernels".into(),
+            knows_target: false,
+            ..Default::default()
+        };
+        let error = Finding {
+            rule: "CL020".into(),
+            name: "runtime-compiler-cannot-target".into(),
+            severity: Severity::Error,
+            message: String::new(),
+            fix: String::new(),
+            path: Some(ptxas.path.clone()),
+            layer: None,
+            step: None,
+            package: Some("triton 3.4.0 (pypi)".into()),
+            purl: None,
+            target: Some(t.name.clone()),
+            fingerprint: String::new(),
+            cause: None,
+        };
+        for (errors, verdict) in [(vec![&error], HeadlineVerdict::Fails), (vec![], HeadlineVerdict::Runs)] {
+            let h = headline(&t, &d, &judged, &errors, 0, &[&ptxas], &[]);
+            assert_eq!(h.verdict, verdict, "{}", h.text);
+            let x = &h.detail;
+            assert_eq!((x.jit_binaries, x.jit_bytes, x.jit_needs_cuda), (1, 4096, CudaVersion::parse("12.8")));
+            assert_eq!(x.gated, [("/a/libgated.so".to_string(), "compute capability 9.0".to_string())]);
+        }
+    }
 }
