@@ -850,8 +850,6 @@ mod tests {
         assert_eq!(bad.read(kind, "/etc/os-release", RecordData::Bytes(b"NAME=x\n")), Err("no `ID=` line".into()));
     }
 
-    /// The packages of an image are its last rpm database's: one a later layer rewrote drops the
-    /// packages an earlier one removed.
     /// The fuzz entry reaches every reader that reads bytes, and reads what they read.
     #[test]
     fn the_fuzz_entry_covers_every_byte_reader() {
@@ -867,6 +865,8 @@ mod tests {
         assert!(fuzz_records(br#"{"name":"cupy","version":"13.0.0","files":["lib/libcupy.so"]}"#) > empty);
     }
 
+    /// The packages of an image are its last rpm database's: one a later layer rewrote drops the
+    /// packages an earlier one removed.
     #[test]
     fn the_last_rpm_database_wins() {
         let layer = |names: &[&str]| {
