@@ -11,7 +11,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::util::{fixture, read_fixture, root};
+use crate::util::{fixture, read_fixture, root, run};
 
 fn schema_file(name: &str) -> Value {
     let p = root().join("tests/schemas/cyclonedx").join(name);
@@ -305,12 +305,6 @@ fn sbom_scan(target: &str, args: &[&str], out: &Path) -> (i32, String, Value) {
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     let bom = std::fs::read_to_string(out).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
     (o.status.code().unwrap(), stderr, bom)
-}
-
-fn run(cmd: &mut Std) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The top-level component whose purl is `purl`.

@@ -7,7 +7,7 @@ use std::process::Command as Std;
 use assert_cmd::Command;
 use serde_json::Value;
 
-use crate::util::read_fixture;
+use crate::util::{read_fixture, run};
 
 /// The scan's inventory (`--format inventory`: the files as scanned, with their packages).
 pub fn inventory(root: &Path) -> Value {
@@ -27,11 +27,6 @@ pub fn file<'a>(inv: &'a Value, suffix: &str) -> &'a Value {
         .iter()
         .find(|f| f["path"].as_str().unwrap().ends_with(suffix))
         .unwrap_or_else(|| panic!("no file ending in {suffix}: {:#}", inv["files"]))
-}
-
-fn run(cmd: &mut Std) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

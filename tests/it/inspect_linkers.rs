@@ -13,7 +13,7 @@ use cudalint::input::{FileInput, StreamInput};
 use cudalint::inspect::{Entry, FileReport, InspectOptions, inspect_input};
 use goblin::elf::Elf;
 
-use crate::util::{fixture, fixture_names, read_fixture};
+use crate::util::{fixture, fixture_names, read_fixture, run};
 
 /// nvcc's host-side registration: the container in `.nv_fatbin`, a wrapper (magic 0x466243b1,
 /// version 1, data pointer; doc §1.2) in `.nvFatBinSegment`.
@@ -27,11 +27,6 @@ const void *registered(void) { return &fatbin_wrapper; }
 "#;
 
 const SONAME: &str = "libvec.so.1";
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(out.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 /// Fails (never skips) when a tool is missing, naming the Debian package that has it.
 fn tool(name: &str, package: &str) -> String {
@@ -192,7 +187,7 @@ fn variants(libs: &Libs) -> Vec<(String, PathBuf, &'static str)> {
         cases.push((
             format!("{ld}+strip-sections"),
             libs.derive(&lib, &format!("libvec-{ld}-nosections.so"), |p| {
-                run(Command::new(&llvm_objcopy).arg("--strip-sections").arg(p))
+                run(Command::new(&llvm_objcopy).arg("--strip-sections").arg(p));
             }),
             SONAME,
         ));
@@ -200,7 +195,7 @@ fn variants(libs: &Libs) -> Vec<(String, PathBuf, &'static str)> {
         cases.push((
             format!("{ld}+renamed"),
             libs.derive(&lib, &format!("libvec-{ld}-renamed.so"), |p| {
-                run(Command::new(&objcopy).arg("--rename-section").arg(".nv_fatbin=.rodata.blob").arg(p))
+                run(Command::new(&objcopy).arg("--rename-section").arg(".nv_fatbin=.rodata.blob").arg(p));
             }),
             SONAME,
         ));
@@ -398,7 +393,7 @@ fn tables_far_from_the_start_are_read_wherever_the_file_puts_them() {
             run(Command::new(&patchelf).args(["--add-needed", "libcudart.so.12"]).arg(p));
         });
         let renamed = libs.derive(&lib, &format!("libbig-{ld}-renamed.so"), |p| {
-            run(Command::new(&objcopy).arg("--rename-section").arg(".nv_fatbin=.rodata.blob").arg(p))
+            run(Command::new(&objcopy).arg("--rename-section").arg(".nv_fatbin=.rodata.blob").arg(p));
         });
         for (what, path) in [("linked", &lib), ("patched", &patched), ("renamed", &renamed)] {
             let what = format!("{ld} {what}");

@@ -288,6 +288,7 @@ fn locks_that_cannot_be_verified_or_installed_stop_the_scan_naming_the_package()
 mod real_lockers {
     use super::*;
     use crate::stock_stack::{cache, torch_image};
+    use crate::util::run;
 
     fn uv() -> PathBuf {
         crate::util::venv_tool("CUDALINT_TEST_UV", "lockers", "uv", "uv==0.13.9")
@@ -295,11 +296,6 @@ mod real_lockers {
 
     fn pip() -> PathBuf {
         crate::util::venv_tool("CUDALINT_TEST_PIP", "lockers", "pip", "pip==26.3")
-    }
-
-    fn run(cmd: &mut Std) {
-        let o = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        assert!(o.status.success(), "{cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
 
     #[test]

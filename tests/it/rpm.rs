@@ -11,22 +11,12 @@ use serde_json::Value;
 use crate::dir_packages::{file, inventory};
 use crate::images::{Comp, Ent, Image, oci_layout, tar, tar_dir};
 use crate::scan::which;
-use crate::util::fixture;
+use crate::util::{fixture, run};
 
 const CUDART: &str = "/usr/local/cuda-12.9/targets/x86_64-linux/lib/libcudart.so.12.9.79";
 const HOPPER: &str = "/opt/llm/lib/libsm90a.so";
 const CUDART_PURL: &str = "pkg:rpm/rhel/cuda-cudart-12-9@12.9.79-1?arch=x86_64&distro=rhel-9.4";
 const HOPPER_PURL: &str = "pkg:rpm/rhel/llm-hopper-kernels@2.0-3.el9?arch=x86_64&epoch=2&distro=rhel-9.4";
-
-fn run(cmd: &mut Std) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Builds one binary RPM holding `src` at `dest`, exactly as given: no strip, no build-id links,
 /// no dependency generation, so the library in the package is the fixture byte for byte.
