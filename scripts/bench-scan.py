@@ -13,7 +13,10 @@ in three forms: an OCI layout with gzip layers, one with zstd layers, and a dock
   - the same docker-archive piped through standard input,
   - peak RSS of every scan;
 then an image of 8 zstd `--long=27` and 8 xz `dict=128MiB` layers of 150 MB of real library
-bytes each (the windows fill), scanned at --jobs 1, 4, 8 and 16: time, peak RSS, same inventory.
+bytes each (the windows fill), scanned at --jobs 1, 4, 8 and 16: time, peak RSS, same inventory;
+then an image of 6 zstd `--long=27` layers each holding a whole 1 GB library (TensorFlow 2.21's
+libtensorflow_cc.so.2, from its wheel pinned by sha256: a fatbin-heavy file larger than any
+window, whose tables the one-pass reader must keep), at the same --jobs.
 Goals (exit 1 when one is missed): gzip <= 0.3x `gzip -dc`, zstd <= 1.0x `zstd -dc`, peak RSS
 <= 256 MiB everywhere, --jobs 8 <= 1.05x --jobs 1 on the long windows.
 Times are medians of 3 runs with a warm page cache. usage: scripts/bench-scan.py [--rebuild]
@@ -208,6 +211,7 @@ def main():
         if rss > 256 << 20:
             missed.append(f"{name}: peak RSS {mib(rss)} > 256 MiB")
     long_windows(cudalint, missed)
+    big_libraries(cudalint, missed)
     for m in missed:
         print(f"goal missed: {m}", file=sys.stderr)
     sys.exit(1 if missed else 0)
@@ -267,6 +271,66 @@ def long_windows(cudalint, missed):
         missed.append("long windows: the inventory differs between --jobs values")
     if times[8] > 1.05 * times[1]:
         missed.append(f"long windows: --jobs 8 took {times[8]:.2f} s, over 1.05x --jobs 1 ({times[1]:.2f} s)")
+
+
+BIG = 6  # layers, each a whole >= 800 MB library
+TF_WHEEL = ("tensorflow==2.21.0 --hash=sha256:9056fbc9ba04235810b71ae6cbd958a196e8804fb53bbcffbf3e23b56155f124",
+            "tensorflow/libtensorflow_cc.so.2")
+
+
+def big_library_layout():
+    """BIG zstd --long=27 layers (from a pipe: the whole 128 MiB window declared), each holding
+    TensorFlow's 1 GB libtensorflow_cc.so.2 under its own path, streamed from the wheel."""
+    dest = os.path.join(work, "big")
+    if os.path.exists(os.path.join(dest, "index.json")):
+        return dest
+    wheels = os.path.join(work, "wheels-big")
+    os.makedirs(wheels, exist_ok=True)
+    req = os.path.join(wheels, "requirements.txt")
+    open(req, "w").write(TF_WHEEL[0] + "\n")
+    if not glob.glob(os.path.join(wheels, "tensorflow-*.whl")):
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                        "--platform", "manylinux_2_27_x86_64", "--python-version", "3.11", "--require-hashes",
+                        "-r", req, "-d", wheels], check=True)
+    whl = glob.glob(os.path.join(wheels, "tensorflow-*.whl"))[0]
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(os.path.join(dest, "blobs/sha256"))
+    diff_ids, layers = [], []
+    for i in range(BIG):
+        tar_p = os.path.join(dest, "layer.tar")
+        with zipfile.ZipFile(whl) as z, tarfile.open(tar_p, "w", format=tarfile.PAX_FORMAT) as t:
+            info = z.getinfo(TF_WHEEL[1])
+            ti = tarfile.TarInfo(f"opt/big{i}/libtensorflow_cc.so.2")
+            ti.size, ti.mode = info.file_size, 0o755
+            with z.open(info) as f:
+                t.addfile(ti, f)
+        diff_ids.append(sha_file(tar_p))
+        blob_p = os.path.join(dest, "blob")
+        with open(tar_p, "rb") as src, open(blob_p, "wb") as out:
+            subprocess.run(["zstd", "-q", "-1", "--long=27", "-T2", "-c"], stdin=src, stdout=out, check=True)
+        d = sha_file(blob_p)
+        os.rename(blob_p, os.path.join(dest, "blobs/sha256", d[7:]))
+        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd", "digest": d,
+                       "size": os.path.getsize(os.path.join(dest, "blobs/sha256", d[7:]))})
+        os.remove(tar_p)
+    write_layout(dest, diff_ids, layers)
+    return dest
+
+
+def big_libraries(cudalint, missed):
+    dest = big_library_layout()
+    print(f"big libraries: {BIG} zstd --long=27 layers, each a whole 1 GB library", flush=True)
+    outputs = set()
+    for jobs in [1, 4, 8, 16]:
+        cmd = [cudalint, "scan", "--quiet", "--jobs", str(jobs), "--format", "inventory", "-o", "/dev/null", "oci:" + dest]
+        w, rss = best_of(3, cmd)
+        inv = subprocess.run(cmd[:-3] + ["oci:" + dest], capture_output=True, check=True).stdout
+        outputs.add(hashlib.sha256(inv).hexdigest())
+        show((f"scan big libraries --jobs {jobs}", w, rss, ""))
+        if rss > 256 << 20:
+            missed.append(f"big libraries --jobs {jobs}: peak RSS {mib(rss)} > 256 MiB")
+    if len(outputs) != 1:
+        missed.append("big libraries: the inventory differs between --jobs values")
 
 
 def show(row):
