@@ -68,6 +68,26 @@ pub fn markdown(s: &str) -> String {
     out
 }
 
+/// For HTML text and attribute values: control characters as in [`text`] (a page printed or
+/// piped to a terminal obeys raw ones, and a browser shows none of them), then `&`, `<`, `>`
+/// and both quotes as entities, so a value opens no tag, ends no attribute and starts no
+/// entity.
+pub fn html(s: &str) -> String {
+    let t = text(s);
+    let mut out = String::with_capacity(t.len() + 8);
+    for c in t.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A Markdown inline code span holding `s` (escaped as text, with a backtick fence longer than
 /// any run of backticks inside, as CommonMark allows). Pipes are entity-escaped since a table
 /// cell ends at `|` even inside code.
@@ -117,6 +137,8 @@ mod tests {
         assert_eq!(text("plain/name.so"), "plain/name.so");
         assert_eq!(markdown(evil), "lib\\\\x1b\\[2K\\\\rpassed\\\\n\\|x\\`y\\\\x9b\\\\u{202e}.so");
         assert_eq!(markdown("<!-- a"), "&lt;!-- a");
+        assert_eq!(html(evil), "lib\\x1b[2K\\rpassed\\n|x`y\\x9b\\u{202e}.so");
+        assert_eq!(html("<script>\u{85}\x7f\"'&"), "&lt;script&gt;\\x85\\x7f&quot;&#39;&amp;");
         assert_eq!(markdown_code("a`b|c"), "``a`b\\|c``");
         assert_eq!(uri_path("usr/lib/a b#?%\n.so"), "usr/lib/a%20b%23%3F%25%0A.so");
     }

@@ -80,19 +80,10 @@ fn class_meaning(class: Class) -> &'static str {
     }
 }
 
+/// Every string that reaches the page: control characters shown as escapes (`\x1b`), markup
+/// as entities ([`crate::escape::html`]).
 pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
+    crate::escape::html(s)
 }
 
 fn style() -> String {
@@ -589,6 +580,7 @@ mod tests {
     #[test]
     fn escapes_markup() {
         assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(esc("a\x1b[2K\rb\nc\u{9b}"), "a\\x1b[2K\\rb\\nc\\x9b");
         assert_eq!(css_class(Class::NotApplicable), "v-na");
         assert_eq!(short("sha256:0123456789abcdef"), "sha256:0123456789ab…");
         assert_eq!(clip("ab✗d", 3), "ab✗…");

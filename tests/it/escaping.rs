@@ -164,3 +164,53 @@ fn errors_naming_hostile_paths_are_escaped() {
     no_controls("stderr", &err);
     assert!(err.contains("\\x1b[2K\\rpassed"), "{err}");
 }
+
+/// A raw control character (C0 but tab and newline, DEL, C1): what a terminal obeys when the
+/// page is printed or `cat`, and what no HTML view should be handed as is.
+fn raw_controls(s: &str) -> Vec<char> {
+    s.chars().filter(|&c| (c < ' ' && c != '\n' && c != '\t') || ('\x7f'..='\u{9f}').contains(&c)).collect()
+}
+
+#[test]
+fn html_reports_show_hostile_names_escaped() {
+    let (r, _, _) = hostile();
+    let scan = report::html::render(&r, &RenderConfig::default()).unwrap();
+    let support = cudalint::lint::support::from_report("hostile", &r, None);
+    let support = report::support::render(report::support::SupportFormat::Html, &support, Some(&r)).unwrap();
+    for (what, page) in [("scan html", &scan), ("support html", &support)] {
+        assert!(raw_controls(page).is_empty(), "{what} has raw control characters {:?}", raw_controls(page));
+        assert!(page.contains("lib\\x1b[2K\\rpassed\\n| x`y &lt;b&gt;\\x9b31m.so"), "{what}:\n{page}");
+        assert!(!page.contains("<b>"), "{what}: a tag from a file name:\n{page}");
+    }
+}
+
+/// ESC, CR, a newline, C1 controls, DEL and other C0 bytes, a script tag and a Markdown link:
+/// one file name (no `/`, so it stays one name).
+const HOSTILE_HTML: &str =
+    "usr/lib/lib\x1b[2K\rpassed\n<script>alert(1)](javascript:alert(1))\u{85}\u{9b}31m\x7f\x01\x0b\x0c.so";
+const HOSTILE_HTML_SHOWN: &str =
+    "lib\\x1b[2K\\rpassed\\n&lt;script&gt;alert(1)](javascript:alert(1))\\x85\\x9b31m\\x7f\\x01\\x0b\\x0c.so";
+
+#[test]
+fn scan_and_support_html_of_an_image_with_hostile_names_hold_no_raw_control() {
+    use crate::images::{Comp, Ent, Image, oci_layout, tar};
+    let dir = tempfile::tempdir().unwrap();
+    // libstale.so (SASS for sm_75 to sm_90): fails on a V100, so the scan report has a finding.
+    let img = Image::new(vec![(
+        tar(&[Ent::File(HOSTILE_HTML, crate::util::read_fixture("../verdict/libstale.so"))]),
+        Comp::Gzip,
+    )]);
+    oci_layout(dir.path(), &[&img]);
+    let image = format!("oci:{}", dir.path().display());
+    for (what, args, code) in [
+        ("scan html", &["scan", &image, "--gpu", "V100", "--format", "html"][..], 1),
+        ("support html", &["support", &image, "--format", "html"][..], 0),
+    ] {
+        let o = Command::cargo_bin("cudalint").unwrap().args(args).arg("--quiet").output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{what}: {}", String::from_utf8_lossy(&o.stderr));
+        let page = String::from_utf8(o.stdout).unwrap();
+        assert!(raw_controls(&page).is_empty(), "{what} has raw control characters {:?}", raw_controls(&page));
+        assert!(page.contains(HOSTILE_HTML_SHOWN), "{what} does not name the file:\n{page}");
+        assert!(!page.to_ascii_lowercase().contains("<script"), "{what}: a script tag from a file name:\n{page}");
+    }
+}

@@ -626,3 +626,46 @@ fn credentials_go_only_to_the_registry_url_whatever_an_event_names() {
     assert!(elsewhere.requests() > 0);
     assert!(elsewhere.auths().is_empty(), "{:?}", elsewhere.auths());
 }
+
+#[test]
+fn connections_from_many_addresses_do_not_keep_out_healthz_or_the_registry() {
+    use socket2::{Domain, Socket, Type};
+    // Heads may take an hour: the flood's connections keep their slots for the whole test
+    // (with the default 10 s they would free them, and the attack would only delay the probe).
+    let serve = Serve::start(&["--gpu", "H100", "--registry-url", "127.0.0.1:9", "--header-timeout", "3600"]);
+    let connect_from = |ip: &str| {
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        s.bind(&format!("{ip}:0").parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        s.connect(&format!("127.0.0.1:{}", serve.port).parse::<std::net::SocketAddr>().unwrap().into()).unwrap();
+        s
+    };
+    // 9 addresses, each with the 32 connections one address may hold: 288, more than the 256
+    // serve holds in all. They send nothing, half a head, or one whole request on a kept-alive
+    // connection and then nothing.
+    let mut flood = Vec::new();
+    for a in 2..=10 {
+        for k in 0..32 {
+            let s = connect_from(&format!("127.0.0.{a}"));
+            let sent: &[u8] = match k % 3 {
+                0 => b"",
+                1 => b"POST /events HTTP/1.1\r\nHost: x\r\n",
+                _ => b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+            };
+            let _ = s.send(sent);
+            flood.push(s);
+        }
+    }
+    // The probe and the registry (from 127.0.0.1) are answered all the same.
+    let (code, body) = serve.request("GET", "/healthz", &[], b"");
+    assert_eq!((code, body.trim()), (200, "ok"));
+    let (code, body) = serve.post(Some(&format!("Bearer {TOKEN}")), &pushes("team/app", 0, 1));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["queued"], 1, "{body}");
+    // The flood is what was shed: 32 of its own connections when it passed 256, one more for
+    // the probe (the 256 it holds then are all idle).
+    let shed = serve.metric("connections_shed_total");
+    assert!(shed >= 33.0, "{shed} connections shed");
+    assert!(serve.metric("connections_open") <= 256.0);
+    assert_eq!(serve.metric("connections_refused_total"), 0.0);
+    drop(flood);
+}

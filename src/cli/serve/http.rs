@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::budget::{Budget, Class, Refused, Ticket, UNPROVEN};
 use super::event::{self, Decision, Job, MAX_BODY};
 use super::metrics::{Metrics, add};
 use super::queue::{Offer, Queue};
@@ -28,6 +29,8 @@ pub struct App {
     pub journal: Option<Arc<super::journal::Journal>>,
     /// Held while one envelope's jobs are journaled and queued.
     pub accepting: std::sync::Mutex<()>,
+    /// The connections held (for /metrics).
+    pub budget: Budget,
 }
 
 /// How long a client may take to send a body of at most [`MAX_BODY`].
@@ -48,14 +51,48 @@ fn text(code: StatusCode, body: impl Into<String>) -> Reply {
     reply(code, "text/plain; charset=utf-8", b)
 }
 
-pub async fn handle(app: Arc<App>, req: Request<Incoming>) -> Result<Reply, Infallible> {
+/// What a request is, by its head: the probe, the registry (its token), anyone else.
+fn class(app: &App, req: &Request<Incoming>) -> Class {
+    if req.uri().path() == "/healthz" && matches!(*req.method(), Method::GET | Method::HEAD) {
+        Class::Probe
+    } else if app.token.as_deref().is_some_and(|t| authorized(req, t)) {
+        Class::Token
+    } else {
+        Class::Other
+    }
+}
+
+/// One request of the connection `ticket` holds: answered if the budget has room for its class
+/// (always for the probe and the token), else 503 and the connection closed. The connection is
+/// busy (never shed) while the answer is made; hyper writes a made answer out in the same poll
+/// of the connection, before a shed can close it (that takes effect at its next poll), so no
+/// answer is cut off, and a client that does not read its answers is idle, and shed.
+pub async fn respond(app: Arc<App>, ticket: Arc<Ticket>, req: Request<Incoming>) -> Result<Reply, Infallible> {
+    let _busy = match ticket.begin(class(&app, &req)) {
+        Ok(b) => b,
+        Err(why) => {
+            add(&app.metrics.requests_refused);
+            let why = match why {
+                Refused::Full => format!("busy: {UNPROVEN} requests without the token are being answered; try again"),
+                Refused::Shed => "busy: this connection is being closed to make room; try again".to_string(),
+            };
+            let mut r = text(StatusCode::SERVICE_UNAVAILABLE, why);
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return Ok(r);
+        }
+    };
+    handle(app, req).await
+}
+
+async fn handle(app: Arc<App>, req: Request<Incoming>) -> Result<Reply, Infallible> {
     let path = req.uri().path().to_string();
     let r = match (path.as_str(), req.method()) {
         ("/healthz", &Method::GET | &Method::HEAD) => text(StatusCode::OK, "ok"),
         ("/metrics", &Method::GET) => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            app.metrics.render(app.queue.depth(), app.journal.as_ref().map(|j| j.pending())),
+            app.metrics.render(app.queue.depth(), app.journal.as_ref().map(|j| j.pending()), app.budget.open()),
         ),
         ("/events", &Method::POST) => {
             let r = events(&app, req).await;

@@ -25,6 +25,12 @@ pub struct Metrics {
     /// Seconds of the last finished scan and when it finished (Unix time), as f64 bits.
     pub last_scan_seconds: AtomicU64,
     pub last_scan_time: AtomicU64,
+    /// Idle connections closed to make room for a new one (docs/serve.md, "Connections").
+    pub connections_shed: AtomicU64,
+    /// New connections closed at once: every connection held was answering a request.
+    pub connections_refused: AtomicU64,
+    /// Requests without the token answered 503: the share they may take was in use.
+    pub requests_refused: AtomicU64,
     /// Webhook answers by status code, in the order of [`CODES`].
     pub responses: [AtomicU64; CODES.len()],
 }
@@ -34,6 +40,10 @@ pub const CODES: [u16; 8] = [200, 400, 401, 404, 405, 408, 413, 503];
 
 pub fn add(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn add_n(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
 }
 
 impl Metrics {
@@ -50,8 +60,8 @@ impl Metrics {
     }
 
     /// The page; `queued`: jobs waiting now; `pending`: jobs in the journal not done
-    /// (`--state-dir`).
-    pub fn render(&self, queued: usize, pending: Option<usize>) -> String {
+    /// (`--state-dir`); `open`: connections held now.
+    pub fn render(&self, queued: usize, pending: Option<usize>, open: usize) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let float = |c: &AtomicU64| f64::from_bits(get(c));
         let mut o = String::new();
@@ -137,12 +147,31 @@ impl Metrics {
             "Images whose attestations (--attest) were pushed.",
             &one(get(&self.attestations)),
         );
+        family(
+            "connections_shed_total",
+            "counter",
+            "Idle connections (no request, or one not yet sent whole) closed to make room for a new one: the longest idle first, those that never sent the token before those that did.",
+            &one(get(&self.connections_shed)),
+        );
+        family(
+            "connections_refused_total",
+            "counter",
+            "New connections closed at once because every connection held was answering a request.",
+            &one(get(&self.connections_refused)),
+        );
+        family(
+            "requests_refused_total",
+            "counter",
+            "Requests answered 503 (and their connection closed): requests without the token, GET /healthz aside, held their whole share of the connections, or the connection had just been closed to make room.",
+            &one(get(&self.requests_refused)),
+        );
         let codes: Vec<(String, String)> =
             CODES.iter().zip(&self.responses).map(|(c, n)| (format!("{{code=\"{c}\"}}"), get(n).to_string())).collect();
         let codes: Vec<(&str, String)> = codes.iter().map(|(l, v)| (l.as_str(), v.clone())).collect();
         family("webhook_responses_total", "counter", "Answers to POST /events, by status code.", &codes);
         family("queue_depth", "gauge", "Images waiting for a worker.", &one(queued as u64));
         family("scans_running", "gauge", "Images being scanned now.", &one(get(&self.running)));
+        family("connections_open", "gauge", "Connections held now (at most 256).", &one(open as u64));
         if let Some(p) = pending {
             family(
                 "jobs_pending",
@@ -179,7 +208,7 @@ mod tests {
         m.answered(401);
         m.answered(999);
         m.scan_took(1.5);
-        let page = m.render(3, Some(2));
+        let page = m.render(3, Some(2), 5);
         for line in [
             "cudalint_serve_events_received_total 1",
             "cudalint_serve_scans_done_total{verdict=\"pass\"} 0",
@@ -187,6 +216,7 @@ mod tests {
             "cudalint_serve_webhook_responses_total{code=\"401\"} 1",
             "cudalint_serve_queue_depth 3",
             "cudalint_serve_jobs_pending 2",
+            "cudalint_serve_connections_open 5",
             "cudalint_serve_last_scan_seconds 1.5",
         ] {
             assert!(page.lines().any(|l| l == line), "{line}\n{page}");

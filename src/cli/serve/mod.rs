@@ -7,6 +7,7 @@
 //! single flight per manifest), `worker` (image or not, then the scan), `http` (the endpoints),
 //! `metrics`.
 
+mod budget;
 mod event;
 mod http;
 mod journal;
@@ -66,6 +67,11 @@ pub struct ServeArgs {
     /// which registry is read whatever an event says.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub registry_url: Option<String>,
+    /// Seconds a client may take to send a request's head (a new connection's first, or the
+    /// next on a kept-alive one) before it is closed. Idle connections are also closed earlier
+    /// when the connection budget needs their slot.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_timeout: u64,
     #[command(flatten)]
     pub targets: TargetArgs,
     #[command(flatten)]
@@ -163,6 +169,7 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
         registry_url: a.registry_url,
         journal: journal.clone(),
         accepting: std::sync::Mutex::new(()),
+        budget: budget::Budget::default(),
     });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -170,7 +177,7 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the HTTP runtime")?;
-    let served = rt.block_on(serve(app, a.listen));
+    let served = rt.block_on(serve(app, a.listen, Duration::from_secs(a.header_timeout)));
     // Stopped (or never started): no new job; the scans under way finish (their attestations
     // would otherwise be cut off halfway), those waiting are dropped and named.
     let dropped = queue.close();
@@ -187,33 +194,26 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Connections served at once; more wait to be accepted.
-const MAX_CONNECTIONS: usize = 256;
 /// Connections one client address may hold at once: more are closed as soon as accepted, so
 /// one client's slow or idle connections cannot take every slot (the probes' among them).
+/// Beyond, the budget of all addresses together ([`budget`]) sheds idle connections.
 const PER_CLIENT: usize = 32;
-/// How long a client may take to send a request's headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// serve's registry bounds where the command line gives none: a stall, and one image in all.
 const SERVE_STALL: Duration = Duration::from_secs(15);
 const SERVE_DEADLINE: Duration = Duration::from_secs(900);
 
-/// Accepts connections until SIGTERM or SIGINT.
-async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
+/// Accepts connections until SIGTERM or SIGINT. Every connection is accepted (none waits in the
+/// backlog behind a full house, as the probe would): the budget makes room by closing idle ones.
+async fn serve(app: Arc<http::App>, addr: SocketAddr, header_timeout: Duration) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("--listen {addr}"))?;
     eprintln!(
         "cudalint serve: listening on http://{} (POST /events, GET /healthz, GET /metrics)",
         listener.local_addr().context("the listening address")?
     );
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let clients: Clients = Arc::default();
     let stop = stopped();
     tokio::pin!(stop);
     loop {
-        let slot = tokio::select! {
-            _ = &mut stop => break,
-            s = slots.clone().acquire_owned() => s.expect("never closed"),
-        };
         let (stream, peer) = tokio::select! {
             _ = &mut stop => break,
             r = listener.accept() => match r {
@@ -230,17 +230,30 @@ async fn serve(app: Arc<http::App>, addr: SocketAddr) -> anyhow::Result<()> {
             drop(stream);
             continue;
         };
+        let (ticket, shed) = app.budget.admit();
+        metrics::add_n(&app.metrics.connections_shed, shed);
+        let Some(ticket) = ticket else {
+            metrics::add(&app.metrics.connections_refused);
+            drop(stream);
+            continue;
+        };
+        let ticket = Arc::new(ticket);
         let app = app.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req| http::handle(app.clone(), req));
+            let t = ticket.clone();
+            let svc = hyper::service::service_fn(move |req| http::respond(app.clone(), t.clone(), req));
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 // Headers that trickle in hold a slot at most this long.
-                .header_read_timeout(HEADER_TIMEOUT)
+                .header_read_timeout(header_timeout)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-            let _ = conn.await;
+            // Shed: dropped, which closes the socket. Only an idle connection is shed (see
+            // http::respond).
+            tokio::select! {
+                _ = conn => {}
+                _ = ticket.close.notified() => {}
+            }
             drop(client);
-            drop(slot);
         });
     }
     eprintln!("cudalint serve: stopping: no more events are taken");
