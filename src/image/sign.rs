@@ -216,6 +216,22 @@ pub enum Trust {
     Unsigned,
 }
 
+impl Trust {
+    /// What this trust believes, for a run's fingerprint: a previous run that believed other
+    /// statements may have judged otherwise.
+    pub fn fingerprint(&self) -> String {
+        match self {
+            Trust::Nothing => "none".into(),
+            Trust::Unsigned => "unsigned".into(),
+            Trust::Keys(v) => {
+                let mut points: Vec<&[u8]> = v.keys.iter().map(|(p, _)| p.as_slice()).collect();
+                points.sort();
+                format!("keys {}", crate::digest::sha256(&points.concat()))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2054,6 +2054,57 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     assert_eq!((since(&m, "carried"), since(&m, "skipped"), since(&m, "changed")), (2, skipped, 0), "{m}");
 }
 
+/// `--since` after the knowledge changed under the same `--knowledge` file: the row that gated an
+/// sm_90a-only library on an L4 (so the tag passed) removed, the tag is judged again and fails;
+/// before the knowledge digest was in the fingerprint, the pass was carried over.
+#[test]
+fn a_since_run_after_a_knowledge_row_is_removed_judges_again() {
+    let reg = Registry::start(false, None);
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let img = Image::new(vec![(
+        tar(&[
+            Ent::File("opt/app/our_pkg/_our_fused_attn.so", read_fixture("libsm90a.so")),
+            Ent::File("opt/app/our_pkg/_C.so", read_fixture("libmulti.so")),
+        ]),
+        Comp::Gzip,
+    )]);
+    oci_layout(&w.join("img"), &[&img]);
+    reg.push(&w.join("img"), "kb/app:1", None);
+    let kb = w.join("ours.toml");
+    std::fs::write(
+        &kb,
+        "[[library]]\nprefix = \"_our_fused_attn\"\nnamed = \"no\"\ndispatch = { min = \"9.0\", below = \"10.0\", by = \
+         \"our_pkg/attention.py picks it on Hopper only\" }\nsource = \"our_pkg 1.4\"\n",
+    )
+    .unwrap();
+    let (key, public) = crate::signing::keypair(w, "runs");
+    let args = [
+        "--gpu",
+        "L4",
+        "--knowledge",
+        kb.to_str().unwrap(),
+        "--sign-key",
+        key.to_str().unwrap(),
+        "--verify-key",
+        public.to_str().unwrap(),
+    ];
+    let o = registry_run(&reg, &w.join("first"), &args);
+    assert_eq!(o.status.code(), Some(0), "gated on the L4 by the row: {}", stderr(&o));
+    let first = summary_of(&w.join("first"));
+
+    std::fs::write(&kb, "# the _our_fused_attn row is removed: its callers load it everywhere now\n").unwrap();
+    let prev = w.join("first/summary.json");
+    let o = registry_run(&reg, &w.join("second"), &[&args[..], &["--since", prev.to_str().unwrap()]].concat());
+    let second = summary_of(&w.join("second"));
+    assert_eq!(o.status.code(), Some(1), "judged again, not carried: {}\n{second}", stderr(&o));
+    assert_ne!(second["fingerprint"], first["fingerprint"]);
+    assert_eq!(second["since"]["carried"], 0, "{second}");
+    let why = second["since"]["all_rejudged"].as_str().unwrap_or_default();
+    assert!(why.contains("knowledge"), "{second}");
+    assert_eq!(second["images"][0]["status"], "fail", "{second}");
+}
+
 /// A registry host that wants Basic credentials and records every `Authorization` it is sent:
 /// `/v2/` answers 401 with a Basic challenge until one comes, everything else 401 or (with one)
 /// 404. One request per connection.
