@@ -28,6 +28,7 @@ use super::sign::{DSSE, Signer, Trust};
 use super::{ImageReport, ScanError};
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
+use crate::layer::budget::mib;
 use crate::registry::media::{IN_TOTO, MediaType};
 use crate::registry::{self, Artifact, Remote};
 
@@ -43,6 +44,11 @@ const MAX_SUPPORT_STATEMENT: u64 = 4 << 20;
 /// The most an inventory statement's layer entries may decompress to, all together: the bound
 /// a layer's own analysis is held to.
 const MAX_ENTRIES_DECODED: u64 = 256 << 20;
+/// The most they may decompress to per byte they take in the statement (base64 of zstd): an
+/// analysis compresses some ten to one, a run of one byte thousands to one.
+const MAX_ENTRY_RATIO: u64 = 64;
+/// What they may always decompress to (the statements of small images).
+const MIN_ENTRIES_DECODED: u64 = 16 << 20;
 
 /// The subject: the image manifest the layers were read from.
 pub struct Subject {
@@ -259,17 +265,24 @@ pub fn read(
         let mut out = HashMap::new();
         let mut print = Vec::new();
         let entries = predicate["layers"].as_array().ok_or("no layers in the predicate")?;
-        // All entries together decompress within one bound (a small statement of highly
-        // compressed entries must not take the memory of several layers' analyses).
-        let mut left = MAX_ENTRIES_DECODED;
+        // All entries together decompress within one bound, and within a multiple of what they
+        // take in the statement: a small statement of highly compressed entries (a run of one
+        // byte compresses thousands to one) must not take the memory of several layers' analyses.
+        let stated: u64 = entries.iter().map(|e| e["entry"].as_str().map_or(0, |s| s.len() as u64)).sum();
+        let bound = MAX_ENTRIES_DECODED.min(MIN_ENTRIES_DECODED.max(stated.saturating_mul(MAX_ENTRY_RATIO)));
+        let mut left = bound;
         for e in entries {
             let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
             let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
             let d = crate::cache::decode_within(&bytes[..], digest, variant, left).ok_or_else(|| {
                 format!(
-                    "layer {digest}: made by another cudalint or with other options, altered, or past the {} MiB its \
-                     entries may decompress to",
-                    MAX_ENTRIES_DECODED >> 20
+                    "layer {}: made by another cudalint or with other options, altered, or past the {} its entries \
+                     may decompress to ({MAX_ENTRY_RATIO} times the {stated} bytes they take here, at least {}, at \
+                     most {})",
+                    esc(digest),
+                    mib(bound),
+                    mib(MIN_ENTRIES_DECODED),
+                    mib(MAX_ENTRIES_DECODED)
                 )
             })?;
             left -= d.size;
