@@ -375,9 +375,10 @@ pub struct RegistryArgs {
     /// `support` prints the attached support matrix as it is, else judges the inventory one.
     #[arg(long, conflicts_with = "attest")]
     pub from_attestation: bool,
-    /// Sign what --attest pushes with this key (PEM PKCS#8 ECDSA P-256, as `openssl genpkey
-    /// -algorithm EC -pkeyopt ec_paramgen_curve:P-256` writes it): a DSSE envelope as cosign
-    /// signs, which `cosign verify-attestation --key PUB` checks.
+    /// Sign what --attest pushes with this key (unencrypted PEM ECDSA P-256, PKCS#8 as `openssl
+    /// genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256` writes it or SEC1 as `openssl
+    /// ecparam -genkey -name prime256v1 -noout` does): a DSSE envelope as cosign signs, which
+    /// `cosign verify-attestation --key PUB` checks. A cosign key pair: docs/trust.md.
     #[arg(long, value_name = "FILE", env = "CUDALINT_SIGN_KEY")]
     pub sign_key: Option<std::path::PathBuf>,
     /// --from-attestation believes only statements signed by this public key (PEM; repeat for

@@ -51,7 +51,8 @@ pub struct RegistryScanArgs {
     /// The summary.json of a previous run: only tags whose manifest digest changed (or that are
     /// new, or failed then) are judged again; the others' results and reports are carried over
     /// (reports copied from beside that summary). Every tag is judged again when the targets,
-    /// rules, policy, analysis options, platforms or cudalint version differ from that run's.
+    /// rules, policy, knowledge, analysis options, platforms or cudalint version differ from that
+    /// run's.
     /// For shards, give each shard its own previous summary (shards split the same way).
     #[arg(long, value_name = "SUMMARY")]
     pub since: Option<PathBuf>,
@@ -86,9 +87,12 @@ fn exit_code(images: &[ImageResult]) -> ExitCode {
 }
 
 /// What decides the verdicts of a run, hashed: the cudalint version, the targets, what fails the
-/// gate, every rule (its file's text), rule settings, ignores (and whether each has expired),
-/// the baseline, the analysis options and the platforms asked for. `--since` carries results
-/// over only between runs with the same fingerprint.
+/// gate, every rule (its file's text), rule settings, ignores of the ignore file and of the
+/// configuration (and whether each has expired), the baseline, the knowledge base (its digest:
+/// the built-in rows and every `--knowledge` and `[knowledge] extend` file), the analysis
+/// options, which attestations and stored analyses are believed (where any are read), the Python
+/// and the platforms asked for. `--since`
+/// carries results over only between runs with the same fingerprint.
 fn fingerprint(policy: &Policy, opts: &ScanOptions, platforms: &[Platform]) -> String {
     use std::fmt::Write;
     let mut h = String::new();
@@ -108,8 +112,20 @@ fn fingerprint(policy: &Policy, opts: &ScanOptions, platforms: &[Platform]) -> S
     for i in &policy.ignores {
         let _ = writeln!(h, "ignore {:?} expired {}", i.entry, i.expired(today));
     }
+    for i in &policy.config.ignores {
+        let _ = writeln!(h, "config ignore {:?} expired {}", i.entry, i.expired(today));
+    }
     let _ = writeln!(h, "baseline {:?}", policy.baseline);
+    // A knowledge row decides which files are kept and how a library is gated.
+    let _ = writeln!(h, "knowledge {}", crate::knowledge::get().digest);
     let _ = writeln!(h, "analysis {}", crate::cache::variant(&opts.inspect));
+    // Which statements and stored analyses were believed, where any were read (the trust
+    // that checks the previous summary itself decides no verdict).
+    let _ = writeln!(h, "from-attestation {} store {}", opts.from_attestation, opts.store.is_some());
+    if opts.from_attestation || opts.store.is_some() {
+        let _ = writeln!(h, "trust {}", opts.trust.fingerprint());
+    }
+    let _ = writeln!(h, "python {:?}", opts.python);
     let _ = writeln!(h, "platforms {}", platforms.iter().map(Platform::to_string).collect::<Vec<_>>().join(","));
     crate::digest::sha256(h.as_bytes())
 }
@@ -165,7 +181,8 @@ impl Previous {
         let all_rejudged = match &s.fingerprint {
             Some(f) if f == fingerprint => None,
             Some(_) => Some(
-                "the targets, rules, policy, analysis options, platforms or cudalint version differ from that run's"
+                "the targets, rules, policy, knowledge, analysis options, platforms or cudalint version differ from \
+                 that run's"
                     .to_string(),
             ),
             None => Some("that summary records no fingerprint".to_string()),

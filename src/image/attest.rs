@@ -13,8 +13,10 @@
 //! With `--sign-key` a statement is pushed in a DSSE envelope signed as cosign signs
 //! ([`super::sign`]). A reader believes only what its [`Trust`] allows: statements signed by a
 //! `--verify-key` (anything else is passed over with a note, and the image is read from its
-//! layers when none is left; two signed statements that disagree are an error), or, behind
-//! `--trust-unsigned`, the newest that parses, as the reports then say.
+//! layers when none is left; two signed statements of one cudalint version that disagree are an
+//! error), or, behind `--trust-unsigned`, any that parses, as the reports then say. Of those
+//! believed, the newest by what the statement says (the cudalint version that made it, then its
+//! [`CREATED`] time) is used, never the newest listed: an older one is passed over with a note.
 
 use std::collections::HashMap;
 
@@ -26,6 +28,7 @@ use super::sign::{DSSE, Signer, Trust};
 use super::{ImageReport, ScanError};
 use crate::escape::text as esc;
 use crate::layer::AnalyzedLayer;
+use crate::layer::budget::mib;
 use crate::registry::media::{IN_TOTO, MediaType};
 use crate::registry::{self, Artifact, Remote};
 
@@ -41,6 +44,11 @@ const MAX_SUPPORT_STATEMENT: u64 = 4 << 20;
 /// The most an inventory statement's layer entries may decompress to, all together: the bound
 /// a layer's own analysis is held to.
 const MAX_ENTRIES_DECODED: u64 = 256 << 20;
+/// The most they may decompress to per byte they take in the statement (base64 of zstd): an
+/// analysis compresses some ten to one, a run of one byte thousands to one.
+const MAX_ENTRY_RATIO: u64 = 64;
+/// What they may always decompress to (the statements of small images).
+const MIN_ENTRIES_DECODED: u64 = 16 << 20;
 
 /// The subject: the image manifest the layers were read from.
 pub struct Subject {
@@ -88,13 +96,43 @@ pub fn support_statement(subject: &Subject, name: &str, support: &serde_json::Va
 /// An in-toto statement about `subject` (named `name`).
 fn envelope(subject: &Subject, name: &str, predicate_type: &str, predicate: serde_json::Value) -> Vec<u8> {
     let (alg, hex) = subject.digest.split_once(':').expect("digests are algorithm:hex");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let st = serde_json::json!({
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {alg: hex}}],
         "predicateType": predicate_type,
         "predicate": predicate,
+        CREATED: now,
     });
     serde_json::to_vec(&st).expect("json")
+}
+
+/// When the statement was made (seconds since 1970, UTC): an in-toto extension field (a URI, as
+/// the statement format allows), inside what is signed. With the version of the cudalint that
+/// made it, it orders the statements of an image ([`Order`]).
+pub const CREATED: &str = "https://cudalint.dev/attestation/created";
+
+/// How new a statement is by what it says of itself (signed, where a key verified it): the
+/// version of the cudalint that made it, then when ([`CREATED`]; none, as older cudalints wrote
+/// them, is oldest). Never the order a registry lists them in: whoever can push can list an
+/// older statement last.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Order {
+    version: (u32, u32, u32),
+    /// A release is newer than its pre-releases (`0.2.0` after `0.2.0-rc.1`).
+    release: bool,
+    created: Option<u64>,
+}
+
+impl Order {
+    fn of(statement: &serde_json::Value) -> Order {
+        let v = statement.pointer("/predicate/tool/version").and_then(|v| v.as_str()).unwrap_or_default();
+        Order {
+            version: crate::knowledge::version_key(v),
+            release: !v.split('+').next().unwrap_or_default().contains('-'),
+            created: statement.get(CREATED).and_then(|c| c.as_u64()),
+        }
+    }
 }
 
 /// The statement as an artifact about `subject` (`annotations`: its predicate type).
@@ -227,17 +265,24 @@ pub fn read(
         let mut out = HashMap::new();
         let mut print = Vec::new();
         let entries = predicate["layers"].as_array().ok_or("no layers in the predicate")?;
-        // All entries together decompress within one bound (a small statement of highly
-        // compressed entries must not take the memory of several layers' analyses).
-        let mut left = MAX_ENTRIES_DECODED;
+        // All entries together decompress within one bound, and within a multiple of what they
+        // take in the statement: a small statement of highly compressed entries (a run of one
+        // byte compresses thousands to one) must not take the memory of several layers' analyses.
+        let stated: u64 = entries.iter().map(|e| e["entry"].as_str().map_or(0, |s| s.len() as u64)).sum();
+        let bound = MAX_ENTRIES_DECODED.min(MIN_ENTRIES_DECODED.max(stated.saturating_mul(MAX_ENTRY_RATIO)));
+        let mut left = bound;
         for e in entries {
             let digest = e["digest"].as_str().ok_or("a layer without a digest")?;
             let bytes = b64.decode(e["entry"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?;
             let d = crate::cache::decode_within(&bytes[..], digest, variant, left).ok_or_else(|| {
                 format!(
-                    "layer {digest}: made by another cudalint or with other options, altered, or past the {} MiB its \
-                     entries may decompress to",
-                    MAX_ENTRIES_DECODED >> 20
+                    "layer {}: made by another cudalint or with other options, altered, or past the {} its entries \
+                     may decompress to ({MAX_ENTRY_RATIO} times the {stated} bytes they take here, at least {}, at \
+                     most {})",
+                    esc(digest),
+                    mib(bound),
+                    mib(MIN_ENTRIES_DECODED),
+                    mib(MAX_ENTRIES_DECODED)
                 )
             })?;
             left -= d.size;
@@ -300,13 +345,25 @@ struct Kind {
     instead: &'static str,
 }
 
+/// One statement read, for [`read_believed`]: what `take` made of it, where it came from and how
+/// new it says it is.
+struct Candidate<T> {
+    value: T,
+    group: String,
+    print: String,
+    manifest: String,
+    order: Order,
+    version: String,
+}
+
 /// The predicate of the attestation of `kind` about `subject` that `trust` believes, through
 /// `take` (the value, a group, and a fingerprint: two believed statements of one group with
 /// different fingerprints disagree). Each referrer's statement is bounded, verified against its
 /// digest, an in-toto statement of the kind's predicate type, and names the subject; under
-/// [`Trust::Keys`] it is also signed by a key, and every referrer is read (newest first; the
-/// newest believed wins, a disagreement is an error); under [`Trust::Unsigned`] the newest that
-/// parses wins.
+/// [`Trust::Keys`] it is also signed by a key. Every referrer is read and the newest by what its
+/// statement says ([`Order`]: the cudalint version, then the time; the one listed last among
+/// equals) is believed, the older ones passed over with a note; under [`Trust::Keys`] one of the
+/// newest's group that disagrees with it is an error.
 fn read_believed<T>(
     remote: &Remote,
     subject: &Subject,
@@ -321,12 +378,13 @@ fn read_believed<T>(
             "{image}: --from-attestation believes only what a key signed: give --verify-key (or --trust-unsigned)"
         )));
     }
+    let signed = matches!(trust, Trust::Keys(_));
     let mut why = String::from("none is attached");
     let mut notes = Vec::new();
-    let mut believed: Option<(T, String, String, String)> = None;
+    let mut found: Vec<Candidate<T>> = Vec::new();
     for m in referrers(remote, &subject.repository, &subject.digest, kind.predicate_type).iter().rev() {
         let r = Reference::with_digest(remote.reference.registry().into(), subject.repository.clone(), m.clone());
-        let found = (|| -> Result<(T, String, String), String> {
+        let read = (|| -> Result<Candidate<T>, String> {
             let (mb, _) = remote.manifest(&r).map_err(|e| e.to_string())?;
             let mv: serde_json::Value = serde_json::from_slice(&mb).map_err(|e| e.to_string())?;
             let layer = mv.pointer("/layers/0").ok_or("no statement in the attestation")?;
@@ -349,49 +407,67 @@ fn read_believed<T>(
             if !st["subject"].as_array().is_some_and(|s| s.iter().any(|s| s["digest"][alg] == hex)) {
                 return Err("its statement is about another image".into());
             }
-            take(&st["predicate"])
+            let (value, group, print) = take(&st["predicate"])?;
+            let version = st.pointer("/predicate/tool/version").and_then(|v| v.as_str()).unwrap_or_default();
+            Ok(Candidate { value, group, print, manifest: m.clone(), order: Order::of(&st), version: version.into() })
         })();
-        match (found, trust) {
-            (Ok((v, _, _)), Trust::Unsigned | Trust::Nothing) => {
-                notes.push(format!(
-                    "judged from {} {} that is not checked against a key (--trust-unsigned): whoever can push \
-                     to {} decided this verdict",
-                    kind.what,
-                    esc(m),
-                    esc(&subject.repository)
-                ));
-                return Ok(Believed { value: Some(v), notes, from: Some(used(m, false)) });
-            }
-            (Ok((v, group, print)), Trust::Keys(_)) => match &believed {
-                None => believed = Some((v, group, print, m.clone())),
-                Some((_, g, p, first)) if *g == group && *p != print => {
-                    return Err(ScanError::Image(format!(
-                        "{}: two signed {}s disagree ({} and {}): refusing to choose; remove the wrong one or \
-                         run without --from-attestation",
-                        image,
-                        kind.what,
-                        esc(first),
-                        esc(m)
-                    )));
-                }
-                Some(_) => {}
-            },
-            (Err(e), _) => {
+        match read {
+            Ok(c) => found.push(c),
+            Err(e) => {
                 why = format!("attestation {m}: {}", esc(&e));
-                if matches!(trust, Trust::Keys(_)) {
-                    notes.push(format!("{} {} of {image} passed over: {}", kind.what, esc(m), esc(&e)));
-                }
+                notes.push(format!("{} {} of {image} passed over: {}", kind.what, esc(m), esc(&e)));
             }
         }
     }
-    if let Some((v, _, _, m)) = believed {
-        return Ok(Believed { value: Some(v), notes, from: Some(used(&m, true)) });
+    // The newest by what it says; among equals the one listed last (read first).
+    let newest = found.iter().enumerate().max_by(|(i, a), (j, b)| a.order.cmp(&b.order).then(j.cmp(i))).map(|(i, _)| i);
+    let Some(newest) = newest else {
+        if signed {
+            notes.push(format!("no signed {} of {image}: {}", kind.what, kind.instead));
+            return Ok(Believed { value: None, notes, from: None });
+        }
+        return Err(ScanError::Image(format!(
+            "no usable {} for {image}: {why} (push one with {})",
+            kind.what, kind.hint
+        )));
+    };
+    let chosen = found.remove(newest);
+    for c in &found {
+        if c.print == chosen.print {
+            continue;
+        }
+        if signed && c.group == chosen.group {
+            return Err(ScanError::Image(format!(
+                "{}: two signed {}s disagree ({} and {}): refusing to choose; remove the wrong one or run without \
+                 --from-attestation",
+                image,
+                kind.what,
+                esc(&chosen.manifest),
+                esc(&c.manifest)
+            )));
+        }
+        let how = if c.version == chosen.version {
+            format!("made no later, by the same cudalint {}", esc(&c.version))
+        } else {
+            format!("made by cudalint {}, the newer by cudalint {}", esc(&c.version), esc(&chosen.version))
+        };
+        notes.push(format!(
+            "{} {} of {image} passed over for the newer {}: {how}",
+            kind.what,
+            esc(&c.manifest),
+            esc(&chosen.manifest)
+        ));
     }
-    if matches!(trust, Trust::Keys(_)) {
-        notes.push(format!("no signed {} of {image}: {}", kind.what, kind.instead));
-        return Ok(Believed { value: None, notes, from: None });
+    if !signed {
+        notes.push(format!(
+            "judged from {} {} that is not checked against a key (--trust-unsigned): whoever can push to {} decided \
+             this verdict",
+            kind.what,
+            esc(&chosen.manifest),
+            esc(&subject.repository)
+        ));
     }
-    Err(ScanError::Image(format!("no usable {} for {image}: {why} (push one with {})", kind.what, kind.hint)))
+    Ok(Believed { value: Some(chosen.value), notes, from: Some(used(&chosen.manifest, signed)) })
 }
 
 #[cfg(test)]

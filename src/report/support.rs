@@ -93,26 +93,29 @@ fn by_architecture(r: &SupportReport) -> Vec<(&str, Vec<&GpuSupport>)> {
     out
 }
 
+/// Every string of a matrix read back from an attestation is another party's (under
+/// `--trust-unsigned`, anyone's who can push): each goes out escaped for its format, the GPU
+/// names, compute capabilities and drivers as much as the free text.
 fn text(r: &SupportReport) -> String {
     let t = crate::escape::text;
     let mut o = String::new();
     let _ = writeln!(o, "{}", t(&label(r)));
     let _ = writeln!(o, "{}", t(&r.summary));
     if !r.floor.cuda.is_empty() {
-        let _ = writeln!(o, "driver floor: CUDA {} (≥ {}): {}", r.floor.cuda, r.floor.driver, t(&why(r)));
+        let _ = writeln!(o, "driver floor: CUDA {} (≥ {}): {}", t(&r.floor.cuda), t(&r.floor.driver), t(&why(r)));
     }
-    let wn = r.gpus.iter().map(|g| g.name.chars().count()).max().unwrap_or(0);
+    let wn = r.gpus.iter().map(|g| t(&g.name).chars().count()).max().unwrap_or(0);
     let wr = Support::ALL.iter().map(|s| s.as_str().len()).max().unwrap_or(0);
-    let wd = r.gpus.iter().map(|g| driver(g).chars().count()).max().unwrap_or(0);
+    let wd = r.gpus.iter().map(|g| t(&driver(g)).chars().count()).max().unwrap_or(0);
     for (arch, rows) in by_architecture(r) {
-        let _ = writeln!(o, "\n{arch}");
+        let _ = writeln!(o, "\n{}", t(arch));
         for g in rows {
             let line = format!(
                 "  {:<wn$}  {:>4}  {:<wr$}  {:<wd$}  {}",
-                g.name,
-                g.compute_capability,
+                t(&g.name),
+                t(&g.compute_capability),
                 g.result.as_str(),
-                driver(g),
+                t(&driver(g)),
                 t(&notes(g))
             );
             let _ = writeln!(o, "{}", line.trim_end());
@@ -148,7 +151,7 @@ fn markdown(r: &SupportReport) -> String {
     let _ = writeln!(o, "### GPU support: {}\n", crate::escape::markdown_code(&r.reference));
     let _ = writeln!(o, "**{}**\n", m(&r.summary));
     if !r.floor.cuda.is_empty() {
-        let _ = writeln!(o, "Driver floor: CUDA {} (≥ {}): {}\n", r.floor.cuda, r.floor.driver, m(&why(r)));
+        let _ = writeln!(o, "Driver floor: CUDA {} (≥ {}): {}\n", m(&r.floor.cuda), m(&r.floor.driver), m(&why(r)));
     }
     o.push_str("| Architecture | GPU | Compute capability | Result | Minimum driver | Notes |\n");
     o.push_str("|---|---|---|---|---|---|\n");
@@ -159,15 +162,15 @@ fn markdown(r: &SupportReport) -> String {
                 "| {} | {} | {} | {} | {} | {} |",
                 m(arch),
                 m(&g.name),
-                g.compute_capability,
+                m(&g.compute_capability),
                 g.result.as_str(),
-                driver(g),
+                m(&driver(g)),
                 m(&notes(g))
             );
         }
     }
     variants(&mut o, r, m);
-    let _ = writeln!(o, "\n<sub>cudalint {} · `cudalint support`</sub>", r.tool.version);
+    let _ = writeln!(o, "\n<sub>cudalint {} · `cudalint support`</sub>", m(r.tool.version));
     o
 }
 
@@ -205,7 +208,7 @@ fn page(r: &SupportReport, judged: Option<&LintReport>) -> String {
                 g.result.as_str(),
                 esc(arch),
                 esc(&g.name),
-                g.compute_capability,
+                esc(&g.compute_capability),
                 html::css_class(class(g.result)),
                 g.result.as_str(),
                 esc(&driver(g)),
@@ -390,4 +393,56 @@ fn diff_markdown(d: &DiffReport) -> String {
     let _ = writeln!(o, "\n<details><summary>Before and after</summary>\n");
     let _ = writeln!(o, "- before: {}\n- after: {}\n\n</details>", m(&d.summary.old), m(&d.summary.new));
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A support document as a hostile statement would hold it (believed under
+    /// `--trust-unsigned`): ESC sequences, newlines, Markdown links and table pipes in every
+    /// string, the GPU's name, compute capability, architecture, drivers and version included.
+    fn hostile() -> SupportReport {
+        let evil = "\u{1b}]8;;https://evil.example\u{7}[approve](https://evil.example)|x<img src=x>\n\u{1b}[2Kpassed";
+        let doc = serde_json::json!({
+            "tool": {"name": "cudalint", "version": format!("0.1.0{evil}")},
+            "reference": format!("reg/app:1{evil}"),
+            "image": {"name": null, "source": "registry", "manifest_digest": null, "config_digest": null,
+                      "platform": format!("linux/amd64{evil}")},
+            "summary": format!("runs{evil}"),
+            "floor": {"cuda": format!("12.8{evil}"), "driver": format!("570.0{evil}"), "why": format!("w{evil}")},
+            "require": "cuda>=12.8",
+            "gpus": [{
+                "name": format!("H100{evil}"), "compute_capability": format!("9.0{evil}"),
+                "architecture": format!("Hopper{evil}"), "host": "any", "result": "native",
+                "min_driver": format!("570.0{evil}"), "min_driver_why": "", "binaries": [],
+                "detail": format!("d{evil}"), "headline": "",
+                "forward_compat_driver": format!("535.0{evil}"),
+            }],
+            "notes": [format!("n{evil}")],
+        });
+        serde_json::from_value(doc).unwrap()
+    }
+
+    #[test]
+    fn a_hostile_statements_strings_reach_text_and_markdown_escaped() {
+        let r = hostile();
+        let text = render(SupportFormat::Text, &r, None).unwrap();
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
+        assert!(!text.contains("\npassed") && !text.contains("\n\\x1b"), "no line of the statement's own: {text}");
+        assert!(text.contains("H100\\x1b]8;;https://evil.example\\x07") && text.contains("9.0\\x1b"), "{text}");
+        let md = render(SupportFormat::Markdown, &r, None).unwrap();
+        assert!(!md.contains('\u{1b}') && !md.contains('\u{7}'), "{md}");
+        // The reference is a code span (inert); below it, every string is escaped.
+        let body = md.split_once('\n').unwrap().1;
+        assert!(md.starts_with("### GPU support: `` ") || md.starts_with("### GPU support: `"), "{md}");
+        for live in ["[approve](", "https://", "\npassed", "<img"] {
+            assert!(!body.contains(live), "{live:?} in {md}");
+        }
+        // One table row per GPU: no pipe or newline of theirs adds a cell or a row.
+        let row = md.lines().find(|l| l.starts_with("| Hopper")).unwrap();
+        assert_eq!(row.matches(" | ").count(), 5, "{row}");
+        let html = render(SupportFormat::Html, &r, None).unwrap();
+        assert!(!html.contains("<img"), "{html}");
+    }
 }

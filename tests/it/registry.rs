@@ -1454,14 +1454,15 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--emit", "require"]);
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), pushed["require"].as_str().unwrap());
 
-    // Made by another cudalint version: printed as attached, with a note.
-    let mut older = pushed.clone();
-    older["tool"]["version"] = "0.0.1".into();
-    attach_support(&reg, "att/stale", &manifest, &older, Some(&key));
+    // Made by a newer cudalint version: printed as attached, with a note (the newest by the
+    // signed version is believed, whatever the order).
+    let mut newer = pushed.clone();
+    newer["tool"]["version"] = "999.0.0".into();
+    attach_support(&reg, "att/stale", &manifest, &newer, Some(&key));
     let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(), older);
-    assert!(stderr(&o).contains("made by cudalint 0.0.1"), "{}", stderr(&o));
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["tool"], newer["tool"]);
+    assert!(stderr(&o).contains("made by cudalint 999.0.0"), "{}", stderr(&o));
 
     // A support statement this cudalint cannot read, signed: passed over, the newest readable
     // one shown.
@@ -1471,11 +1472,11 @@ fn the_support_matrix_is_attested_beside_the_inventory_and_read_back_without_pul
     let o = cli_support(&via, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("does not read as this cudalint's support document"), "{}", stderr(&o));
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["tool"], older["tool"]);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["tool"], newer["tool"]);
     // Believing unsigned statements too, the broken one is still passed over.
     let o = cli_support(&via, &["--from-attestation", "--trust-unsigned", "--format", "json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert!(stderr(&o).contains("made by cudalint 0.0.1"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("made by cudalint 999.0.0"), "{}", stderr(&o));
     let rejudged: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for k in ["summary", "floor", "require", "gpus"] {
         assert_eq!(rejudged[k], pushed[k], "{k}");
@@ -1600,6 +1601,49 @@ fn a_forged_support_attestation_is_passed_over_and_never_emitted_raw() {
     let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("two signed cudalint support attestations disagree"), "{}", stderr(&o));
+}
+
+/// Rollback: an older cudalint's support statement, signed with the same key, pushed after (so
+/// listed after) the current one. The newest by what is signed (the cudalint version, then the
+/// time) is believed, whatever the list order; the older is passed over with a note. Before, the
+/// one listed last was believed: `--emit require` printed the older statement's requirement.
+#[test]
+fn an_older_signed_support_statement_listed_last_does_not_roll_back_the_matrix() {
+    let (reg, _layout) = stale_image_registry(&["att/rollback:1"]);
+    let spec = format!("{}/att/rollback:1", reg.host());
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = crate::signing::keypair(keys.path(), "attester");
+    let verify = public.to_str().unwrap();
+    let o = cli_support(&spec, &["--attest", "--sign-key", key.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let current: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let manifest = current["image"]["manifest_digest"].as_str().unwrap().to_string();
+
+    // What an older cudalint said: fewer GPUs, another requirement. Validly signed, listed last.
+    let mut older = current.clone();
+    older["tool"]["version"] = "0.0.1".into();
+    older["require"] = "cuda>=12.0,arch>=9.0".into();
+    older["summary"] = "the older cudalint's matrix".into();
+    attach_support(&reg, "att/rollback", &manifest, &older, Some(&key));
+    let listed = attached(&reg, "att/rollback", &manifest);
+    assert_eq!(listed.last().unwrap().1["predicate"]["tool"]["version"], "0.0.1", "the older is listed last");
+
+    let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--emit", "require"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), current["require"].as_str().unwrap());
+    assert_ne!(current["require"], older["require"]);
+    // Each statement says when it was made, inside what is signed.
+    for (_, st) in &listed {
+        assert!(st["https://cudalint.dev/attestation/created"].is_u64(), "{}", st["predicateType"]);
+    }
+    let o = cli_support(&spec, &["--from-attestation", "--verify-key", verify, "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let read: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(read["summary"], current["summary"]);
+    let note = format!("made by cudalint 0.0.1, the newer by cudalint {}", env!("CARGO_PKG_VERSION"));
+    assert!(stderr(&o).contains("passed over for the newer sha256:") && stderr(&o).contains(&note), "{}", stderr(&o));
+    assert!(read["notes"].to_string().contains(&note), "{}", read["notes"]);
+    assert!(!stderr(&o).contains("made by cudalint 0.0.1 (this is"), "the older is not shown: {}", stderr(&o));
 }
 
 /// Pushes an image (its blobs, config and manifest) under `repo:tag`; returns the manifest's
@@ -2052,6 +2096,57 @@ fn a_since_run_judges_again_only_what_changed_and_carries_the_rest() {
     assert_eq!(verdicts(&m), verdicts(&changed));
     assert_eq!(m["fingerprint"], changed["fingerprint"]);
     assert_eq!((since(&m, "carried"), since(&m, "skipped"), since(&m, "changed")), (2, skipped, 0), "{m}");
+}
+
+/// `--since` after the knowledge changed under the same `--knowledge` file: the row that gated an
+/// sm_90a-only library on an L4 (so the tag passed) removed, the tag is judged again and fails;
+/// before the knowledge digest was in the fingerprint, the pass was carried over.
+#[test]
+fn a_since_run_after_a_knowledge_row_is_removed_judges_again() {
+    let reg = Registry::start(false, None);
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let img = Image::new(vec![(
+        tar(&[
+            Ent::File("opt/app/our_pkg/_our_fused_attn.so", read_fixture("libsm90a.so")),
+            Ent::File("opt/app/our_pkg/_C.so", read_fixture("libmulti.so")),
+        ]),
+        Comp::Gzip,
+    )]);
+    oci_layout(&w.join("img"), &[&img]);
+    reg.push(&w.join("img"), "kb/app:1", None);
+    let kb = w.join("ours.toml");
+    std::fs::write(
+        &kb,
+        "[[library]]\nprefix = \"_our_fused_attn\"\nnamed = \"no\"\ndispatch = { min = \"9.0\", below = \"10.0\", by = \
+         \"our_pkg/attention.py picks it on Hopper only\" }\nsource = \"our_pkg 1.4\"\n",
+    )
+    .unwrap();
+    let (key, public) = crate::signing::keypair(w, "runs");
+    let args = [
+        "--gpu",
+        "L4",
+        "--knowledge",
+        kb.to_str().unwrap(),
+        "--sign-key",
+        key.to_str().unwrap(),
+        "--verify-key",
+        public.to_str().unwrap(),
+    ];
+    let o = registry_run(&reg, &w.join("first"), &args);
+    assert_eq!(o.status.code(), Some(0), "gated on the L4 by the row: {}", stderr(&o));
+    let first = summary_of(&w.join("first"));
+
+    std::fs::write(&kb, "# the _our_fused_attn row is removed: its callers load it everywhere now\n").unwrap();
+    let prev = w.join("first/summary.json");
+    let o = registry_run(&reg, &w.join("second"), &[&args[..], &["--since", prev.to_str().unwrap()]].concat());
+    let second = summary_of(&w.join("second"));
+    assert_eq!(o.status.code(), Some(1), "judged again, not carried: {}\n{second}", stderr(&o));
+    assert_ne!(second["fingerprint"], first["fingerprint"]);
+    assert_eq!(second["since"]["carried"], 0, "{second}");
+    let why = second["since"]["all_rejudged"].as_str().unwrap_or_default();
+    assert!(why.contains("knowledge"), "{second}");
+    assert_eq!(second["images"][0]["status"], "fail", "{second}");
 }
 
 /// A registry host that wants Basic credentials and records every `Authorization` it is sent:

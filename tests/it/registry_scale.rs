@@ -813,12 +813,11 @@ fn a_forged_inventory_attestation_decides_no_verdict() {
     assert!(err(&o).contains("two signed cudalint attestations disagree"), "{}", err(&o));
 }
 
-/// A small statement whose entries decompress to far more than a layer's analysis may take (each
-/// entry 160 MiB of notes, a few hundred KiB compressed) is refused as a whole, within the 256 MiB
-/// bound, not inflated: believed unsigned, the older honest statement decides.
-#[test]
-fn an_attestation_whose_entries_inflate_past_the_bound_is_not_believed() {
-    let (reg, _layouts) = shared_layer_registry();
+/// scale/a attested honestly (unsigned), then a forged statement attached after it: every layer's
+/// analysis emptied (a pass) and `notes` bytes of one byte added to its notes, hashing right.
+/// Returns the registry (and its layouts), the image and the forged statement's size.
+fn inflated_attestation(notes: usize) -> (Registry, Vec<tempfile::TempDir>, String, usize) {
+    let (reg, layouts) = shared_layer_registry();
     let work = tempfile::tempdir().unwrap();
     let spec = format!("{}/scale/a:1", reg.host());
     let inv = work.path().join("inv.json");
@@ -833,20 +832,57 @@ fn an_attestation_whose_entries_inflate_past_the_bound_is_not_believed() {
     let honest = statements(&reg, "scale/a", &manifest);
     let st: serde_json::Value = serde_json::from_slice(&honest[0].1).unwrap();
     let variant = st["predicate"]["variant"].as_str().unwrap().to_string();
-    let bomb = forged(&honest[0].1, &variant, |l| l.summary.notes.push("x".repeat(160 << 20)));
-    assert!(bomb.len() < 4 << 20, "{} bytes", bomb.len());
+    let bomb = forged(&honest[0].1, &variant, |l| l.summary.notes.push("x".repeat(notes)));
     attach(&reg, "scale/a", &manifest, &bomb, None);
-    // Within the bound, the same statement without the notes would pass the gate (exit 0).
+    (reg, layouts, spec, bomb.len())
+}
+
+/// `scan --from-attestation --trust-unsigned` of `spec` (H100, `extra`): its output and peak RSS
+/// (KiB, as the process itself measured it).
+fn scan_unsigned_peak(spec: &str, extra: &[&str]) -> (std::process::Output, u64) {
     let o = Command::cargo_bin("cudalint")
         .unwrap()
-        .args(["scan", &spec, "--quiet", "--no-cache", "--from-attestation", "--trust-unsigned", "--gpu", "H100"])
+        .args(["scan", spec, "--quiet", "--no-cache", "--from-attestation", "--trust-unsigned", "--gpu", "H100"])
+        .args(extra)
         .env("CUDALINT_STATS", "1")
         .timeout(Duration::from_secs(300))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "the honest statement decides: {stderr}");
     let line = stderr.lines().find(|l| l.starts_with("cudalint-stats:")).expect("a stats line");
-    let rss: u64 = line.split("peak_rss=").nth(1).unwrap().trim_end_matches(" kB").trim().parse().unwrap();
+    let rss = line.split("peak_rss=").nth(1).unwrap().trim_end_matches(" kB").trim().parse().unwrap();
+    (o, rss)
+}
+
+/// A small statement whose entries decompress to far more than a layer's analysis may take (each
+/// entry 160 MiB of notes, a few hundred KiB compressed) is refused as a whole, within the 256 MiB
+/// bound, not inflated: believed unsigned, the older honest statement decides.
+#[test]
+fn an_attestation_whose_entries_inflate_past_the_bound_is_not_believed() {
+    let (_reg, _layouts, spec, size) = inflated_attestation(160 << 20);
+    assert!(size < 4 << 20, "{size} bytes");
+    // Within the bound, the same statement without the notes would pass the gate (exit 0).
+    let (o, rss) = scan_unsigned_peak(&spec, &[]);
+    assert_eq!(o.status.code(), Some(1), "the honest statement decides: {}", String::from_utf8_lossy(&o.stderr));
     assert!(rss < 768 << 10, "peak RSS {rss} KiB");
+}
+
+/// A statement of a few KiB whose entries decompress to 200 MiB (each layer's analysis emptied,
+/// its notes 100 MiB of one byte, hashing right): within the 256 MiB all entries may take, but
+/// thousands of times its own size. Believed unsigned it judged the image (a pass) at a peak of
+/// some 650 MiB; now its entries may take at most 64 times their size (at least 16 MiB), it is
+/// passed over with a note saying so, and the honest statement decides (exit 1).
+#[test]
+fn a_small_attestation_that_inflates_thousandfold_is_passed_over_within_a_small_peak() {
+    let (_reg, _layouts, spec, size) = inflated_attestation(100 << 20);
+    assert!(size < 64 << 10, "{size} bytes");
+    let (o, rss) = scan_unsigned_peak(&spec, &["--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "the honest statement decides: {}", String::from_utf8_lossy(&o.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("passed over") && notes.contains("past the 16 MiB its entries may decompress to (64 times the"),
+        "{notes}"
+    );
+    assert!(rss < 160 << 10, "peak RSS {rss} KiB");
 }
