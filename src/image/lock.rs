@@ -1139,45 +1139,75 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
     let mut layers = Vec::new();
     let progress = super::progress::Progress::new(opts.progress, None, plan.picks.len());
     progress.message(format!("fetching {} wheels", plan.picks.len()));
-    let files = fetcher.wheels(&plan.picks, opts.jobs).map_err(bad)?;
+    // A wheel analysed before is neither fetched, hashed nor read again: its analysis comes from
+    // the layer cache, filed under the sha256 the lock pins, the analyser and knowledge digest
+    // (in every key), the analysis options and the Python it is installed for, and
+    // authenticated by its MAC as a layer's entry is.
+    let key = |p: &Pick| {
+        let mut k = crate::cache::LayerKey::new(&format!("sha256:{}", p.wheel.sha256), &opts.inspect);
+        k.variant.push_str(&format!("\0wheel installed for Python {}.{}", t.python.0, t.python.1));
+        k
+    };
+    let mut analysed: Vec<Option<super::AnalyzedLayer>> =
+        plan.picks.iter().map(|p| opts.cache.as_ref().and_then(|c| c.get(&key(p)))).collect();
+    let todo: Vec<Pick> =
+        plan.picks.iter().zip(&analysed).filter(|(_, a)| a.is_none()).map(|(p, _)| p.clone()).collect();
+    let files = fetcher.wheels(&todo, opts.jobs).map_err(bad)?;
     // Each wheel is inflated whole (its CRCs are checked only at a member's end): `jobs` wheels
     // at a time, each with a deflate window only, so the budget's layer windows do not apply.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<Option<Result<crate::layer::analyze::LayerSummary, ScanError>>> =
-        (0..plan.picks.len()).map(|_| None).collect();
+        (0..todo.len()).map(|_| None).collect();
     let slots: Vec<std::sync::Mutex<&mut Option<_>>> = results.iter_mut().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
-        for _ in 0..opts.jobs.clamp(1, plan.picks.len().max(1)) {
+        for _ in 0..opts.jobs.clamp(1, todo.len().max(1)) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let (Some(p), Some(file)) = (plan.picks.get(i), files.get(i)) else { break };
+                    let (Some(p), Some(file)) = (todo.get(i), files.get(i)) else { break };
                     let r = super::wheel::analyze_installed(&file.file, &file.shown, opts, t.python).map_err(|e| {
                         ScanError::input(path, shown(&format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file)))
                     });
                     **slots[i].lock().expect("one writer per slot") = Some(r);
                     let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    progress.message(format!("wheels analysed: {n}/{}", plan.picks.len()));
+                    progress.message(format!("wheels analysed: {n}/{}", todo.len()));
                 }
             });
         }
     });
     drop(slots);
-    for ((p, file), r) in plan.picks.iter().zip(&files).zip(results) {
+    let mut fresh = todo.iter().zip(&files).zip(results);
+    let step = |p: &Pick| Some(format!("{}=={} ({})", p.name, p.version, p.wheel.file));
+    for (p, a) in plan.picks.iter().zip(analysed.iter_mut()) {
+        if a.is_some() {
+            continue;
+        }
+        let ((_, file), r) = fresh.next().expect("one analysis per wheel not cached");
         let summary = r.expect("every wheel analysed")?;
-        layers.push(super::AnalyzedLayer {
+        let layer = super::AnalyzedLayer {
             info: super::LayerInfo {
                 digest: format!("sha256:{}", p.wheel.sha256),
                 diff_id: None,
                 size: file.size,
                 compression: crate::layer::decode::Compression::None,
                 verified: true,
-                step: Some(format!("{}=={} ({})", p.name, p.version, p.wheel.file)),
+                step: None,
                 stats: summary.stats,
             },
             summary,
-        });
+        };
+        if let Some(c) = &opts.cache {
+            // A cache that cannot be written costs the next run an analysis, nothing more.
+            let _ = c.put(&key(p), &layer);
+        }
+        *a = Some(layer);
+    }
+    for (p, a) in plan.picks.iter().zip(analysed) {
+        let mut layer = a.expect("every wheel analysed or cached");
+        // The step is this lock's name for the wheel, never the cached one.
+        layer.info.step = step(p);
+        layers.push(layer);
     }
     progress.finish();
     let mut report = super::assemble(SourceKind::Lock, None, Some(path.display().to_string()), layers);

@@ -865,10 +865,12 @@ fn a_cached_wheel_swapped_after_its_hash_is_checked_is_not_judged() {
     let (code, _, err) = bounded(d.path(), &args);
     assert_eq!(code, Some(1), "1.1.0 drops L4: {err}");
     drop(index);
+    // Another Python: another key for the wheel's analysis, so the wheel itself is read again.
     let o = Command::cargo_bin("cudalint")
         .unwrap()
         .current_dir(d.path())
         .args(args)
+        .args(["--python", "3.11"])
         .env("CUDALINT_TEST_AFTER_HASH", format!("cp '{}' \"$1.x\" && mv \"$1.x\" \"$1\"", good.display()))
         .timeout(std::time::Duration::from_secs(120))
         .output()
@@ -876,4 +878,58 @@ fn a_cached_wheel_swapped_after_its_hash_is_checked_is_not_judged() {
     assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
     // The swap did happen: the entry now holds the other wheel (and is refused next time).
     assert_eq!(sha256(&cache.join(format!("wheels/{sha}.whl"))), sha256(&good));
+}
+
+/// A rerun with a warm cache neither fetches, hashes nor reads a wheel analysed before: its
+/// analysis is a layer cache entry under the wheel's sha256 (and the analyser, knowledge digest,
+/// options and Python), so the same verdict comes with the index stopped and the wheel gone
+/// from the cache. Another Python is another key: analysed again (and here, with nothing to
+/// fetch it from, an error naming the URL).
+#[test]
+fn a_warm_rerun_takes_each_wheels_analysis_from_the_cache() {
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let (sha, size) = (sha256(&w), std::fs::metadata(&w).unwrap().len());
+    let index = Index::serve(&d.path().join("index"), std::slice::from_ref(&w));
+    let file = w.file_name().unwrap().to_string_lossy().into_owned();
+    let base = index.url.trim_end_matches("/simple").to_string();
+    std::fs::write(
+        d.path().join("pylock.toml"),
+        format!(
+            "lock-version = \"1.0\"\ncreated-by = \"test\"\n\n[[packages]]\nname = \"demo-kernels\"\nversion = \"1.0.0\"\nwheels = [{{ url = \"{base}/files/{file}\", size = {size}, hashes = {{ sha256 = \"{sha}\" }} }}]\n"
+        ),
+    )
+    .unwrap();
+    let cache = d.path().join("cache");
+    let run = |python: &str, format: &str| {
+        Command::cargo_bin("cudalint")
+            .unwrap()
+            .current_dir(d.path())
+            .env("CUDALINT_CACHE_KEY", "a secret of sixteen bytes or more")
+            .args(["scan", "pylock.toml", "--gpu", "H100,L4,B200", "--python", python, "--quiet", "--format", format])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let ok = |o: std::process::Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        json(&String::from_utf8_lossy(&o.stdout))
+    };
+    let inv = ok(run("3.11", "inventory"));
+    assert_eq!(inv["stats"]["downloaded_bytes"], size);
+    let first = ok(run("3.11", "json"));
+    drop(index);
+    std::fs::remove_file(cache.join(format!("wheels/{sha}.whl"))).unwrap();
+    let inv2 = ok(run("3.11", "inventory"));
+    assert!(inv2["stats"]["downloaded_bytes"].is_null(), "{inv2}");
+    assert_eq!(inv2["files"], inv["files"]);
+    assert_eq!(inv2["image"]["layers"], inv["image"]["layers"]);
+    let again = ok(run("3.11", "json"));
+    assert_eq!(headlines(&again), headlines(&first));
+    assert_eq!(again["matrix"], first["matrix"]);
+    let other = run("3.12", "json");
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains(&format!("{base}/files/{file}")));
 }
