@@ -5,7 +5,8 @@
 //! unchecked, as for the layer cache:
 //! - a wheel is used only when the bytes read through the descriptor it was opened with hash to
 //!   the sha256 the lock lists, and those same bytes (that descriptor) are what is analysed:
-//!   replacing the file after the check changes nothing the scan reads;
+//!   replacing the file after the check changes nothing the scan reads; an entry another user
+//!   owns, or that group or others may write (who could rewrite it in place), is not used;
 //! - nothing beside a wheel decides anything (the name a requirements line's hash stands for is
 //!   read from the verified wheel's own `WHEEL` tags, never from a sidecar);
 //! - `wheels/` and its entries are reached through a directory descriptor and opened with
@@ -90,6 +91,12 @@ impl WheelCache {
     pub fn get(&self, sha256: &str) -> Option<(File, u64)> {
         let name = entry(sha256);
         let mut f = self.dir.open_regular(&name).ok()?;
+        // The descriptor pins the inode, not its bytes: an entry that someone else owns, or that
+        // group or others may write, could be rewritten in place between the hash and the
+        // analysis. Passed over (a download replaces it), as a key file others may write is.
+        if !private(&f) {
+            return None;
+        }
         let (got, n) = sha256_of(&mut f).ok()?;
         if got != sha256 {
             return None;
@@ -135,6 +142,14 @@ impl WheelCache {
     }
 }
 
+/// Whether only this user (or root) can change the file's bytes.
+fn private(f: &File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
+    f.metadata().is_ok_and(|m| m.mode() & 0o022 == 0 && (m.uid() == me || m.uid() == 0))
+}
+
 /// Test builds only: `CUDALINT_TEST_AFTER_HASH`, a shell command run (with the entry's path as
 /// `$1`) after a cached wheel hashed right and before it is read as a wheel, so a test can
 /// replace the file exactly there instead of racing the scan.
@@ -170,6 +185,13 @@ mod tests {
         let mut back = Vec::new();
         f.read_to_end(&mut back).unwrap();
         assert_eq!(back, bytes);
+        // Writable by others: not used (they could rewrite it between the hash and the read).
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.path().join("wheels").join(entry(&sha));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(c.get(&sha).is_none());
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(c.get(&sha).is_some());
         // Other bytes under the name: not the wheel.
         std::fs::write(dir.path().join("wheels").join(entry(&sha)), b"other").unwrap();
         assert!(c.get(&sha).is_none());
