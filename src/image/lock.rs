@@ -783,6 +783,90 @@ fn open_regular(path: &Path) -> Result<std::fs::File, String> {
     Ok(f)
 }
 
+/// A netrc file's credentials: `(machine, login, password)`, `machine` None for `default`.
+#[derive(Default)]
+struct Netrc(Vec<(Option<String>, String, String)>);
+
+impl Netrc {
+    /// `$NETRC`, else `~/.netrc`; none there is no credentials. A netrc that is not a regular
+    /// file, or is larger than 1 MiB, is an error naming it (never a hang on a FIFO).
+    fn load() -> Result<Netrc, String> {
+        let path = match std::env::var_os("NETRC").filter(|v| !v.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                Some(h) => Path::new(&h).join(".netrc"),
+                None => return Ok(Netrc::default()),
+            },
+        };
+        let shown = || crate::escape::text(&path.display().to_string());
+        let mut f = match open_regular(&path) {
+            Ok(f) => f,
+            Err(_) if !path.exists() => return Ok(Netrc::default()),
+            Err(e) => return Err(crate::escape::text(&e)),
+        };
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(&mut f, (1 << 20) + 1), &mut text)
+            .map_err(|e| format!("{}: {e}", shown()))?;
+        if text.len() > 1 << 20 {
+            return Err(format!("{}: larger than 1 MiB: not a netrc file", shown()));
+        }
+        Ok(Netrc::parse(&text))
+    }
+
+    /// The entries of a netrc (`machine HOST login L password P`, `default ...`); `macdef`
+    /// bodies (up to a blank line) and `account` are passed over.
+    fn parse(text: &str) -> Netrc {
+        let mut out = Vec::new();
+        let mut cur: Option<(Option<String>, String, String)> = None;
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let mut words = line.split_whitespace();
+            while let Some(w) = words.next() {
+                match w {
+                    "machine" | "default" => {
+                        out.extend(cur.take());
+                        let host = if w == "machine" { words.next().map(str::to_string) } else { None };
+                        cur = Some((host, String::new(), String::new()));
+                    }
+                    "login" => {
+                        if let (Some(c), Some(v)) = (cur.as_mut(), words.next()) {
+                            c.1 = v.to_string();
+                        }
+                    }
+                    "password" => {
+                        if let (Some(c), Some(v)) = (cur.as_mut(), words.next()) {
+                            c.2 = v.to_string();
+                        }
+                    }
+                    "account" => {
+                        words.next();
+                    }
+                    "macdef" => {
+                        for l in lines.by_ref() {
+                            if l.trim().is_empty() {
+                                break;
+                            }
+                        }
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.extend(cur);
+        Netrc(out)
+    }
+
+    /// The login and password for `host`: its `machine` entry, else `default`.
+    fn get(&self, host: &str) -> Option<(&str, &str)> {
+        let found = self.0.iter().find(|(m, _, _)| m.as_deref().is_some_and(|m| m.eq_ignore_ascii_case(host)));
+        found
+            .or_else(|| self.0.iter().find(|(m, _, _)| m.is_none()))
+            .filter(|(_, l, _)| !l.is_empty())
+            .map(|(_, l, p)| (l.as_str(), p.as_str()))
+    }
+}
+
 /// Downloads and local reads, one client and runtime for the run.
 struct Fetcher {
     rt: tokio::runtime::Runtime,
@@ -791,6 +875,9 @@ struct Fetcher {
     lim: crate::registry::http::Limits,
     /// The most a wheel with no size in the lock may be (`--max-wheel-size`).
     max_wheel: u64,
+    /// Credentials by host from `$NETRC` (else `~/.netrc`), as pip and uv read them: for URLs
+    /// that carry none.
+    netrc: Netrc,
     cache: crate::cache::WheelCache,
     /// Where the lock's relative paths start, and what its local files are judged against: a
     /// file outside it (`/etc/...`) is read only as a wheel, its hash never printed.
@@ -852,11 +939,23 @@ impl Fetcher {
             http,
             lim,
             max_wheel: opts.max_wheel,
+            netrc: Netrc::load()?,
             cache,
             checkout: checkout_of(base),
             verified: Default::default(),
             fetched: Default::default(),
         })
+    }
+
+    /// A GET of `u`: with its own user info (reqwest sends it as Basic), else with the netrc's
+    /// credentials for its host, if any.
+    fn get(&self, u: reqwest::Url) -> reqwest::RequestBuilder {
+        let creds = if u.username().is_empty() { u.host_str().and_then(|h| self.netrc.get(h)) } else { None };
+        let r = self.http.get(u);
+        match creds {
+            Some((login, password)) => r.basic_auth(login, Some(password)),
+            None => r,
+        }
     }
 
     /// A page of text (an index page, JSON or HTML): its final URL, its text and whether it is
@@ -868,7 +967,7 @@ impl Fetcher {
         let u = reqwest::Url::parse(url).map_err(|e| format!("{what}: not a URL ({e})"))?;
         let requested = u.clone();
         self.rt.block_on(async {
-            let r = http::send(self.http.get(u).header(reqwest::header::ACCEPT, accept), self.lim, &what, 0)
+            let r = http::send(self.get(u).header(reqwest::header::ACCEPT, accept), self.lim, &what, 0)
                 .await
                 .map_err(|f| f.error.to_string())?;
             if r.status() == reqwest::StatusCode::NOT_FOUND {
@@ -940,7 +1039,7 @@ impl Fetcher {
             Some(s) => (s, "the size the lock gives"),
             None => (self.max_wheel, "--max-wheel-size; the lock gives no size"),
         };
-        let r = http::send(self.http.get(u), self.lim, &what, 0).await.map_err(|f| f.error.to_string())?;
+        let r = http::send(self.get(u), self.lim, &what, 0).await.map_err(|f| f.error.to_string())?;
         if !r.status().is_success() {
             return Err(format!("{what}: HTTP {}", r.status()));
         }
@@ -1276,6 +1375,18 @@ mod tests {
             "usr/local/lib/python3.11/site-packages/nvidia/lib/a.so"
         );
         assert_eq!(installed_path("nvidia_x-1.0.data/data/share/a", d, py), "usr/local/share/a");
+    }
+
+    #[test]
+    fn netrc_entries_give_credentials_by_host() {
+        let n = Netrc::parse(
+            "machine a.example login ci-bot password t0k\nmacdef init\nmachine evil login x password y\n\nmachine \
+             B.example\n  login u account z password p\ndefault login anon password none\n",
+        );
+        assert_eq!(n.get("a.example"), Some(("ci-bot", "t0k")));
+        assert_eq!(n.get("b.example"), Some(("u", "p")));
+        assert_eq!(n.get("evil"), Some(("anon", "none")), "a macdef body is not an entry");
+        assert_eq!(Netrc::parse("machine a login l password p").get("other"), None);
     }
 
     #[test]

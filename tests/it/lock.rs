@@ -467,14 +467,14 @@ enum Act {
 }
 
 /// An HTTP/1.1 server on loopback: one request per connection, answered by `handler` from the
-/// request's path. `written` counts the body bytes it sent.
+/// request's path and head. `written` counts the body bytes it sent.
 struct Hostile {
     port: u16,
     written: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Hostile {
-    fn start(handler: impl Fn(&str) -> Act + Send + Sync + 'static) -> Hostile {
+    fn start(handler: impl Fn(&str, &str) -> Act + Send + Sync + 'static) -> Hostile {
         use std::io::{Read, Write};
         use std::sync::atomic::Ordering;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -498,7 +498,7 @@ impl Hostile {
                     let path = head.split(' ').nth(1).unwrap_or("/").to_string();
                     // Waits for the client to go (it reads nothing more from us).
                     let hold = |c: &mut std::net::TcpStream| while matches!(c.read(&mut [0u8; 64]), Ok(n) if n > 0) {};
-                    match handler(&path) {
+                    match handler(&path, &head) {
                         Act::Status(code) => {
                             let _ = write!(c, "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                         }
@@ -567,7 +567,7 @@ fn bounded(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
 fn index_failures_name_the_url_without_its_password_and_every_transfer_is_bounded() {
     let d = fixtures();
     let zero = "0".repeat(64);
-    let server = Hostile::start(|path| {
+    let server = Hostile::start(|path, _| {
         let p = path.trim_start_matches("/simple/").trim_end_matches('/');
         match p {
             "p403" => Act::Status(403),
@@ -655,10 +655,7 @@ fn index_failures_name_the_url_without_its_password_and_every_transfer_is_bounde
 #[test]
 fn a_lock_path_that_is_not_a_regular_file_is_refused_without_reading_it() {
     let d = fixtures();
-    let fifo = d.path().join("wheels/fifo-1-py3-none-any.whl");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&d.path().join("wheels/fifo-1-py3-none-any.whl"));
     std::fs::create_dir(d.path().join("wheels/dir-1-py3-none-any.whl")).unwrap();
     let zero = "0".repeat(64);
     for (path, says) in [
@@ -932,4 +929,61 @@ fn a_warm_rerun_takes_each_wheels_analysis_from_the_cache() {
     let other = run("3.12", "json");
     assert_eq!(other.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&other.stderr).contains(&format!("{base}/files/{file}")));
+}
+
+/// Credentials from a netrc file (`$NETRC`, else `~/.netrc`, as pip and uv read them) go to the
+/// index and its files on that host, and are never printed: a wrong password is an HTTP 401
+/// naming the URL.
+#[test]
+fn netrc_credentials_reach_the_index_and_its_files_and_are_never_printed() {
+    use base64::Engine;
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let (sha, bytes) = (sha256(&w), std::fs::read(&w).unwrap());
+    let file = w.file_name().unwrap().to_string_lossy().into_owned();
+    let want =
+        format!("authorization: basic {}", base64::engine::general_purpose::STANDARD.encode(format!("ci-bot:{TOKEN}")))
+            .to_ascii_lowercase();
+    let f2 = file.clone();
+    let server = Hostile::start(move |path, head| {
+        if !head.to_ascii_lowercase().contains(&want) {
+            return Act::Status(401);
+        }
+        if path == "/simple/demo-kernels/" {
+            Act::Body(format!("<a href=\"/files/{f2}\">{f2}</a>").into_bytes())
+        } else if path == format!("/files/{f2}") {
+            Act::Body(bytes.clone())
+        } else {
+            Act::Status(404)
+        }
+    });
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url http://127.0.0.1:{}/simple\ndemo-kernels==1.0.0 --hash=sha256:{sha}\n", server.port),
+    )
+    .unwrap();
+    let run = |password: &str| {
+        std::fs::write(d.path().join("netrc"), format!("machine 127.0.0.1\n  login ci-bot\n  password {password}\n"))
+            .unwrap();
+        let o = Command::cargo_bin("cudalint")
+            .unwrap()
+            .current_dir(d.path())
+            .env("NETRC", d.path().join("netrc"))
+            .args(["scan", "requirements.lock.txt", "--gpu", "L4", "--no-cache", "--quiet"])
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(TOKEN);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("L4: runs (native)"), "{out}");
+    let (code, out, err) = run("wrong");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("http://127.0.0.1:{}/simple/demo-kernels/: HTTP 401", server.port)), "{err}");
+    assert!(!err.contains(TOKEN) && !out.contains(TOKEN) && !err.contains("wrong"), "{err}");
 }
