@@ -33,9 +33,10 @@
 //! package record kind with its version>+k<the knowledge base's digest>` and variant the analysis options (`variant()`). The entry
 //! proper (without the MAC) is also what an analysis store and an attestation carry.
 //!
-//! Files: `codec.rs` (the entry proper: [`encode`], [`decode`], [`decode_within`]) and
-//! `safe_fs.rs` (descriptor-relative, `O_NOFOLLOW` file operations, [`write_new_file`]); this
-//! file is the cache itself and its key.
+//! Files: `codec.rs` (the entry proper: [`encode`], [`decode`], [`decode_within`]),
+//! `safe_fs.rs` (descriptor-relative, `O_NOFOLLOW` file operations, [`write_new_file`]) and
+//! `wheels.rs` (the lockfiles' wheels, `wheels/`, with the same rules); this file is the cache
+//! itself and its key.
 
 use std::fs::File;
 use std::io;
@@ -51,9 +52,11 @@ use crate::layer::AnalyzedLayer;
 
 mod codec;
 mod safe_fs;
+mod wheels;
 
 pub use codec::{Decoded, decode, decode_within, encode};
 pub use safe_fs::write_new_file;
+pub use wheels::{WheelCache, sha256_of};
 
 /// The most an entry file may be on disk (compressed entries are far smaller than `MAX_ENTRY`):
 /// it is read whole to check its MAC before anything of it is decoded.

@@ -89,6 +89,41 @@ impl DirFd {
         Ok(buf)
     }
 
+    /// The regular file `name`, opened to read; a link, FIFO, device or directory is refused
+    /// without blocking.
+    pub fn open_regular(&self, name: &str) -> io::Result<File> {
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.0, plain_name(name)?, flags, Mode::empty()).map_err(explain)?;
+        let t = kind_of(&fd)?;
+        if t != FileType::RegularFile {
+            return Err(refused(what(t)));
+        }
+        Ok(File::from(fd))
+    }
+
+    /// A new file under a fresh temporary name (created exclusively, `O_NOFOLLOW`, mode `mode`
+    /// less the umask): its name and the file, open to read and write.
+    pub fn create_temp(&self, mode: u32) -> io::Result<(String, File)> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        loop {
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+            let tmp = format!(".tmp-{}-{}-{nanos:x}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+            match rustix::fs::openat(&self.0, tmp.as_str(), flags, Mode::from_raw_mode(mode)) {
+                Ok(fd) => return Ok((tmp, File::from(fd))),
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Renames `from` over `to`, both in this directory (whatever `to` was is replaced, a link
+    /// as a link).
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        Ok(rustix::fs::renameat(&self.0, plain_name(from)?, &self.0, plain_name(to)?)?)
+    }
+
     /// A lock file `name`, opened or made, a regular file only.
     pub fn open_lock(&self, name: &str) -> io::Result<File> {
         let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -104,19 +139,7 @@ impl DirFd {
     /// the umask), synced if `sync`, renamed over `name`.
     pub fn replace(&self, name: &str, bytes: &[u8], mode: u32, sync: bool) -> io::Result<()> {
         let name = plain_name(name)?;
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let (tmp, fd) = loop {
-            let nanos =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-            let tmp = format!(".tmp-{}-{}-{nanos:x}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
-            match rustix::fs::openat(&self.0, tmp.as_str(), flags, Mode::from_raw_mode(mode)) {
-                Ok(fd) => break (tmp, fd),
-                Err(rustix::io::Errno::EXIST) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        };
-        let mut f = File::from(fd);
+        let (tmp, mut f) = self.create_temp(mode)?;
         let written = f.write_all(bytes).and_then(|_| if sync { f.sync_all() } else { Ok(()) });
         let renamed = written.and_then(|_| Ok(rustix::fs::renameat(&self.0, tmp.as_str(), &self.0, name)?));
         if renamed.is_err() {

@@ -273,6 +273,11 @@ pub struct ReadArgs {
     /// Python whose wheels are installed and whose markers hold (default 3.12).
     #[arg(long, value_name = "X.Y")]
     pub python: Option<String>,
+    /// For a lockfile: the most a wheel whose size the lock does not give may be (a requirements
+    /// file, pip's --report), refused at the byte past it (default 8G). A wheel whose size the
+    /// lock gives is refused past that size.
+    #[arg(long, value_name = "SIZE", value_parser = crate::layer::budget::parse_size)]
+    pub max_wheel_size: Option<u64>,
     /// Which layer digests to check.
     #[arg(long, value_enum, default_value_t = VerifyArg::Auto)]
     pub verify: VerifyArg,
@@ -328,12 +333,13 @@ pub struct RegistryArgs {
     /// A PEM CA certificate to trust besides the system's. Repeatable.
     #[arg(long)]
     pub ca_cert: Vec<PathBuf>,
-    /// Seconds a registry may take to deliver 16 KiB of a response before the scan calls it
-    /// stalled (exit 2). Default: 60.
+    /// Seconds a registry (or a lockfile's package index or wheel host) may take to deliver 16
+    /// KiB of a response, or to answer at all, before the scan calls it stalled (exit 2).
+    /// Default: 60.
     #[arg(long, value_name = "SECS")]
     pub registry_stall_timeout: Option<u64>,
-    /// Seconds all registry requests for one image (or one registry listing) may take in all
-    /// (exit 2 when exceeded). Default: 3600.
+    /// Seconds all registry requests for one image (or one registry listing, or one lockfile's
+    /// index and wheel requests) may take in all (exit 2 when exceeded). Default: 3600.
     #[arg(long, value_name = "SECS")]
     pub registry_deadline: Option<u64>,
     /// Where layer analyses are cached (default: $XDG_CACHE_HOME/cudalint or ~/.cache/cudalint).
@@ -474,6 +480,9 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs, config_memory: Option<u64>
         opts.platform = Some(crate::image::Platform::parse(p)?);
     }
     opts.python = r.python.clone();
+    if let Some(m) = r.max_wheel_size {
+        opts.max_wheel = m;
+    }
     opts.verify = r.verify.into();
     if let Some(j) = r.jobs {
         opts.jobs = j.max(1);

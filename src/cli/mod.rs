@@ -118,7 +118,7 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum CacheCommand {
-    /// Remove every cached layer analysis.
+    /// Remove every cached layer analysis and every cached wheel (a lockfile's, `wheels/`).
     Clean {
         #[arg(long, env = "CUDALINT_CACHE_DIR")]
         cache_dir: Option<PathBuf>,
@@ -230,7 +230,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let dir =
                 cache_dir.or_else(crate::cache::default_dir).context("no cache directory (set --cache-dir or HOME)")?;
             let n = crate::cache::LayerCache::new(dir.clone()).clean().with_context(|| dir.display().to_string())?;
-            write_stdout(&format!("removed {n} cached layer analyses from {}\n", dir.display()))?;
+            let w = crate::cache::WheelCache::clean(&dir).with_context(|| dir.join("wheels").display().to_string())?;
+            write_stdout(&format!("removed {n} cached layer analyses and {w} wheels from {}\n", dir.display()))?;
             ExitCode::SUCCESS
         }
     })

@@ -7,8 +7,12 @@
 //! one layer per wheel, through the same walker and package records as an image's
 //! site-packages: the verdicts are the ones the built image would get.
 //!
-//! Wheels are cached by their sha256 under the layer cache's directory (`wheels/`), so a second
-//! run downloads nothing and a CI cache directory carries them across runs.
+//! Wheels are cached by their sha256 under the layer cache's directory (`wheels/`,
+//! `cache::WheelCache`: verified through the descriptor that is analysed, nothing beside a wheel
+//! believed), so a second run downloads nothing and a CI cache directory carries them across
+//! runs. Index pages and wheels are fetched with the registry client's bounds
+//! (`registry::http`: stall, deadline, sizes enforced while streaming), and every URL in a
+//! message has its password masked (`registry::http::redact_urls`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -690,6 +694,16 @@ struct Listed {
     sha256: Option<String>,
 }
 
+/// The user info of `from` onto `to` when both are the same origin (scheme, host and port) and
+/// `to` has none: an index's credentials go with its own files, as pip and uv send them, and
+/// never to another host.
+fn carry_credentials(to: &mut reqwest::Url, from: &reqwest::Url) {
+    if to.origin() == from.origin() && to.username().is_empty() && !from.username().is_empty() {
+        let _ = to.set_username(from.username());
+        let _ = to.set_password(from.password());
+    }
+}
+
 /// The `<a href>` links of a PEP 503 page, resolved against its URL.
 fn html_links(page: &reqwest::Url, html: &str) -> Vec<Listed> {
     let mut out = Vec::new();
@@ -706,7 +720,8 @@ fn html_links(page: &reqwest::Url, html: &str) -> Vec<Listed> {
         let Some(end) = end else { break };
         let href = html[start..end].replace("&amp;", "&");
         at = end;
-        let Ok(url) = page.join(&href) else { continue };
+        let Ok(mut url) = page.join(&href) else { continue };
+        carry_credentials(&mut url, page);
         let sha256 = url.fragment().and_then(|f| f.strip_prefix("sha256=")).and_then(hex_of);
         let mut bare = url.clone();
         bare.set_fragment(None);
@@ -718,18 +733,169 @@ fn html_links(page: &reqwest::Url, html: &str) -> Vec<Listed> {
 // ---------------------------------------------------------------------------------------------
 // Fetching
 
+/// The most an index or find-links page may be: refused at the byte past it.
+pub const MAX_PAGE: u64 = 64 << 20;
+/// The most a wheel whose size the lock does not give may be, by default (`--max-wheel-size`):
+/// above the largest CUDA wheels on PyPI (TensorRT's libraries, about 4 GB); a download past it
+/// is refused at that byte. A wheel whose size the lock gives is refused past that size.
+pub const MAX_WHEEL: u64 = 8 << 30;
+
+/// A URL as messages show it: its password masked (`user:****@`).
+fn shown(url: &str) -> String {
+    crate::registry::http::redact_urls(url)
+}
+
+/// A wheel on disk, checked against the lock, and its length: the descriptor its bytes were
+/// hashed through, which is the one analysed.
+pub struct Opened {
+    pub file: std::fs::File,
+    pub size: u64,
+    /// For messages: the cached entry, the lock's path or the download's URL (masked).
+    pub shown: PathBuf,
+}
+
+/// A lock's `path`, opened as the one descriptor it is hashed and read through: a regular file
+/// only (a FIFO, a device such as `/dev/zero`, a directory or a socket is refused at once).
+fn open_regular(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let t = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?.file_type();
+    if !t.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() || t.is_block_device() {
+            "a device"
+        } else if t.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(format!(
+            "{}: {what}, not a wheel file: refused (a lock's path names a regular file)",
+            path.display()
+        ));
+    }
+    Ok(f)
+}
+
+/// A netrc file's credentials: `(machine, login, password)`, `machine` None for `default`.
+#[derive(Default)]
+struct Netrc(Vec<(Option<String>, String, String)>);
+
+impl Netrc {
+    /// `$NETRC`, else `~/.netrc`; none there is no credentials. A netrc that is not a regular
+    /// file, or is larger than 1 MiB, is an error naming it (never a hang on a FIFO).
+    fn load() -> Result<Netrc, String> {
+        let path = match std::env::var_os("NETRC").filter(|v| !v.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+                Some(h) => Path::new(&h).join(".netrc"),
+                None => return Ok(Netrc::default()),
+            },
+        };
+        let shown = || crate::escape::text(&path.display().to_string());
+        let mut f = match open_regular(&path) {
+            Ok(f) => f,
+            Err(_) if !path.exists() => return Ok(Netrc::default()),
+            Err(e) => return Err(crate::escape::text(&e)),
+        };
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(&mut f, (1 << 20) + 1), &mut text)
+            .map_err(|e| format!("{}: {e}", shown()))?;
+        if text.len() > 1 << 20 {
+            return Err(format!("{}: larger than 1 MiB: not a netrc file", shown()));
+        }
+        Ok(Netrc::parse(&text))
+    }
+
+    /// The entries of a netrc (`machine HOST login L password P`, `default ...`); `macdef`
+    /// bodies (up to a blank line) and `account` are passed over.
+    fn parse(text: &str) -> Netrc {
+        let mut out = Vec::new();
+        let mut cur: Option<(Option<String>, String, String)> = None;
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let mut words = line.split_whitespace();
+            while let Some(w) = words.next() {
+                match w {
+                    "machine" | "default" => {
+                        out.extend(cur.take());
+                        let host = if w == "machine" { words.next().map(str::to_string) } else { None };
+                        cur = Some((host, String::new(), String::new()));
+                    }
+                    "login" => {
+                        if let (Some(c), Some(v)) = (cur.as_mut(), words.next()) {
+                            c.1 = v.to_string();
+                        }
+                    }
+                    "password" => {
+                        if let (Some(c), Some(v)) = (cur.as_mut(), words.next()) {
+                            c.2 = v.to_string();
+                        }
+                    }
+                    "account" => {
+                        words.next();
+                    }
+                    "macdef" => {
+                        for l in lines.by_ref() {
+                            if l.trim().is_empty() {
+                                break;
+                            }
+                        }
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out.extend(cur);
+        Netrc(out)
+    }
+
+    /// The login and password for `host`: its `machine` entry, else `default`.
+    fn get(&self, host: &str) -> Option<(&str, &str)> {
+        let found = self.0.iter().find(|(m, _, _)| m.as_deref().is_some_and(|m| m.eq_ignore_ascii_case(host)));
+        found
+            .or_else(|| self.0.iter().find(|(m, _, _)| m.is_none()))
+            .filter(|(_, l, _)| !l.is_empty())
+            .map(|(_, l, p)| (l.as_str(), p.as_str()))
+    }
+}
+
 /// Downloads and local reads, one client and runtime for the run.
 struct Fetcher {
     rt: tokio::runtime::Runtime,
     http: reqwest::Client,
-    /// `<cache>/wheels`, or a directory removed at the end.
-    dir: PathBuf,
-    _temp: Option<tempfile::TempDir>,
+    /// The registry client's bounds: `--registry-stall-timeout`, `--registry-deadline`.
+    lim: crate::registry::http::Limits,
+    /// The most a wheel with no size in the lock may be (`--max-wheel-size`).
+    max_wheel: u64,
+    /// Credentials by host from `$NETRC` (else `~/.netrc`), as pip and uv read them: for URLs
+    /// that carry none.
+    netrc: Netrc,
+    cache: crate::cache::WheelCache,
+    /// Where the lock's relative paths start, and what its local files are judged against: a
+    /// file outside it (`/etc/...`) is read only as a wheel, its hash never printed.
+    checkout: Option<PathBuf>,
+    /// Cached wheels already opened and verified (to read their tags), by sha256: used once,
+    /// instead of hashing them again.
+    verified: std::sync::Mutex<BTreeMap<String, (std::fs::File, u64)>>,
     fetched: std::sync::atomic::AtomicU64,
 }
 
+/// The repository the lock is in (the directory holding `.git`), else the lock's directory.
+fn checkout_of(base: &Path) -> Option<PathBuf> {
+    let base = base.canonicalize().ok()?;
+    Some(base.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&base).to_path_buf())
+}
+
 impl Fetcher {
-    fn new(opts: &ScanOptions) -> Result<Fetcher, String> {
+    fn new(opts: &ScanOptions, base: &Path) -> Result<Fetcher, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -748,137 +914,187 @@ impl Fetcher {
             .user_agent(concat!("cudalint/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| e.to_string())?;
-        let (dir, temp) = match &opts.cache {
-            Some(c) => (c.dir().join("wheels"), None),
-            None => {
-                let t = tempfile::tempdir().map_err(|e| format!("a temporary directory: {e}"))?;
-                (t.path().to_path_buf(), Some(t))
-            }
+        let lim = crate::registry::http::Limits {
+            stall: opts.registry.stall_timeout,
+            deadline: std::time::Instant::now() + opts.registry.deadline,
+            peer: "server",
         };
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        Ok(Fetcher { rt, http, dir, _temp: temp, fetched: Default::default() })
+        let temporary = || crate::cache::WheelCache::temporary().map_err(|e| format!("a temporary directory: {e}"));
+        let cache = match &opts.cache {
+            Some(c) => match crate::cache::WheelCache::open(c.dir()) {
+                Ok(w) => w,
+                Err(e) => {
+                    // As a layer cache that cannot be used: said, and the run goes on without it.
+                    eprintln!(
+                        "cudalint: wheel cache {}: {e}; wheels are fetched into a temporary directory",
+                        crate::escape::text(&c.dir().join("wheels").display().to_string())
+                    );
+                    temporary()?
+                }
+            },
+            None => temporary()?,
+        };
+        Ok(Fetcher {
+            rt,
+            http,
+            lim,
+            max_wheel: opts.max_wheel,
+            netrc: Netrc::load()?,
+            cache,
+            checkout: checkout_of(base),
+            verified: Default::default(),
+            fetched: Default::default(),
+        })
     }
 
-    /// A page of text (an index page, JSON or HTML); None where the index has no such project
-    /// (404, as pip takes it: nothing there, look elsewhere).
-    fn project(&self, url: &str, accept: &str) -> Result<Option<(reqwest::Url, String, bool)>, String> {
-        match self.page(url, accept) {
-            Err(e) if e.ends_with("HTTP 404 Not Found") => Ok(None),
-            r => r.map(Some),
+    /// A GET of `u`: with its own user info (reqwest sends it as Basic), else with the netrc's
+    /// credentials for its host, if any.
+    fn get(&self, u: reqwest::Url) -> reqwest::RequestBuilder {
+        let creds = if u.username().is_empty() { u.host_str().and_then(|h| self.netrc.get(h)) } else { None };
+        let r = self.http.get(u);
+        match creds {
+            Some((login, password)) => r.basic_auth(login, Some(password)),
+            None => r,
         }
     }
 
-    /// A page of text (an index page, JSON or HTML).
-    fn page(&self, url: &str, accept: &str) -> Result<(reqwest::Url, String, bool), String> {
+    /// A page of text (an index page, JSON or HTML): its final URL, its text and whether it is
+    /// JSON; None where there is no such page (404, as pip takes it: nothing there, look
+    /// elsewhere). At most [`MAX_PAGE`] bytes, within the stall and deadline bounds.
+    fn page(&self, url: &str, accept: &str) -> Result<Option<(reqwest::Url, String, bool)>, String> {
+        use crate::registry::http;
+        let what = shown(url);
+        let u = reqwest::Url::parse(url).map_err(|e| format!("{what}: not a URL ({e})"))?;
+        let requested = u.clone();
         self.rt.block_on(async {
-            let r = self
-                .http
-                .get(url)
-                .header(reqwest::header::ACCEPT, accept)
-                .send()
+            let r = http::send(self.get(u).header(reqwest::header::ACCEPT, accept), self.lim, &what, 0)
                 .await
-                .map_err(|e| format!("{url}: {e}"))?;
+                .map_err(|f| f.error.to_string())?;
+            if r.status() == reqwest::StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
             if !r.status().is_success() {
-                return Err(format!("{url}: HTTP {}", r.status()));
+                return Err(format!("{what}: HTTP {}", r.status()));
             }
             let json = r
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.contains("json"));
-            let final_url = r.url().clone();
-            let body = r.bytes().await.map_err(|e| format!("{url}: {e}"))?;
-            if body.len() > 64 << 20 {
-                return Err(format!("{url}: an index page of more than 64 MiB"));
-            }
-            Ok((final_url, String::from_utf8_lossy(&body).into_owned(), json))
+            // reqwest moves a URL's user info into the request's headers: put it back, so the
+            // page's links on the same host are fetched with the index's credentials too.
+            let mut final_url = r.url().clone();
+            carry_credentials(&mut final_url, &requested);
+            let body = http::read_all(r, MAX_PAGE, self.lim, &what).await.map_err(|e| e.to_string())?;
+            Ok(Some((final_url, String::from_utf8_lossy(&body).into_owned(), json)))
         })
     }
 
     /// The wheel on disk without a download, checked: from the cache or a local path; None when
     /// it must be fetched.
-    fn local(&self, p: &Pick) -> Result<Option<PathBuf>, String> {
+    fn local(&self, p: &Pick) -> Result<Option<Opened>, String> {
         let w = &p.wheel;
-        let cached = self.dir.join(format!("{}.whl", w.sha256));
-        if cached.is_file() && sha256_file(&cached).is_ok_and(|(h, _)| h == w.sha256) {
-            return Ok(Some(cached));
+        let entry = || self.cache.shown().join(format!("{}.whl", w.sha256));
+        if let Some((file, size)) = self.verified.lock().expect("not poisoned").remove(&w.sha256) {
+            return Ok(Some(Opened { file, size, shown: entry() }));
+        }
+        if let Some((file, size)) = self.cache.get(&w.sha256) {
+            return Ok(Some(Opened { file, size, shown: entry() }));
         }
         if let Some(path) = &w.path {
-            check(p, &sha256_file(path).map_err(|e| format!("{}: {e}", path.display()))?)?;
-            return Ok(Some(path.clone()));
+            let mut file = open_regular(path)?;
+            let got = crate::cache::sha256_of(&mut file).map_err(|e| format!("{}: {e}", path.display()))?;
+            let inside = self.checkout.as_ref().is_some_and(|c| path.canonicalize().is_ok_and(|p| p.starts_with(c)));
+            check(p, &got, inside)?;
+            std::io::Seek::rewind(&mut file).map_err(|e| format!("{}: {e}", path.display()))?;
+            return Ok(Some(Opened { file, size: got.1, shown: path.clone() }));
         }
         Ok(None)
     }
 
     /// Every wheel on disk, checked, in the plan's order: the ones not cached or local are
     /// downloaded `jobs` at a time.
-    fn wheels(&self, picks: &[Pick], jobs: usize) -> Result<Vec<PathBuf>, String> {
+    fn wheels(&self, picks: &[Pick], jobs: usize) -> Result<Vec<Opened>, String> {
         use futures_util::StreamExt;
-        let local: Vec<Option<PathBuf>> = picks.iter().map(|p| self.local(p)).collect::<Result<_, _>>()?;
+        let local: Vec<Option<Opened>> = picks.iter().map(|p| self.local(p)).collect::<Result<_, _>>()?;
         let missing: Vec<&Pick> = picks.iter().zip(&local).filter(|(_, l)| l.is_none()).map(|(p, _)| p).collect();
-        let fetched: Vec<Result<PathBuf, String>> = self.rt.block_on(
+        let fetched: Vec<Result<Opened, String>> = self.rt.block_on(
             futures_util::stream::iter(missing.into_iter().map(|p| self.download(p))).buffered(jobs.max(1)).collect(),
         );
         let mut fetched = fetched.into_iter();
         local.into_iter().map(|l| l.map_or_else(|| fetched.next().expect("one per missing wheel"), Ok)).collect()
     }
 
-    /// Downloads one wheel into the cache, renamed into place only once its size and sha256
-    /// match.
-    async fn download(&self, p: &Pick) -> Result<PathBuf, String> {
+    /// Downloads one wheel into the cache, within the stall and deadline bounds and at most the
+    /// lock's size (else `--max-wheel-size`), refused at the byte past it; renamed into place
+    /// only once its size and sha256 match. The file written is the one analysed.
+    async fn download(&self, p: &Pick) -> Result<Opened, String> {
+        use crate::registry::http;
         let w = &p.wheel;
-        let cached = self.dir.join(format!("{}.whl", w.sha256));
         let url = w.url.as_deref().ok_or_else(|| format!("{} {}: {} has no URL", p.name, p.version, w.file))?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
-        let got = async {
-            let mut r = self.http.get(url).send().await.map_err(|e| format!("{url}: {e}"))?;
-            if !r.status().is_success() {
-                return Err(format!("{url}: HTTP {}", r.status()));
-            }
-            let mut h = Sha256::new();
-            let mut n = 0u64;
-            while let Some(chunk) = r.chunk().await.map_err(|e| format!("{url}: {e}"))? {
-                n += chunk.len() as u64;
-                if w.size.is_some_and(|s| n > s) {
-                    return Err(format!("{url}: longer than the {} bytes the lock gives", w.size.unwrap_or(0)));
-                }
-                h.update(&chunk);
-                tmp.write_all(&chunk).map_err(|e| format!("{}: {e}", self.dir.display()))?;
-            }
-            Ok((hex::encode(h.finalize()), n))
+        let what = shown(url);
+        let u = reqwest::Url::parse(url).map_err(|e| format!("{what}: not a URL ({e})"))?;
+        let mut tmp = self.cache.create().map_err(|e| format!("{}: {e}", self.cache.shown().display()))?;
+        let (limit, whose) = match w.size {
+            Some(s) => (s, "the size the lock gives"),
+            None => (self.max_wheel, "--max-wheel-size; the lock gives no size"),
+        };
+        let r = http::send(self.get(u), self.lim, &what, 0).await.map_err(|f| f.error.to_string())?;
+        if !r.status().is_success() {
+            return Err(format!("{what}: HTTP {}", r.status()));
         }
-        .await?;
-        check(p, &got)?;
-        self.fetched.fetch_add(got.1, std::sync::atomic::Ordering::Relaxed);
-        tmp.persist(&cached).map_err(|e| format!("{}: {e}", cached.display()))?;
-        // Its file name beside it: a requirements line names hashes only, and the tags in the
-        // name decide whether a cached wheel fits, without asking the index again.
-        let _ = std::fs::write(self.dir.join(format!("{}.name", w.sha256)), &w.file);
-        Ok(cached)
+        let mut body = http::Body::new(r, limit, self.lim, &what).map_err(|e| format!("{e} ({whose})"))?;
+        let mut h = Sha256::new();
+        loop {
+            match body.chunk().await {
+                Ok(Some(chunk)) => {
+                    h.update(&chunk);
+                    tmp.write_all(&chunk).map_err(|e| format!("{}: {e}", self.cache.shown().display()))?;
+                }
+                Ok(None) => break,
+                Err(e) if body.got > limit => return Err(format!("{} ({whose})", e.into_error(&what))),
+                Err(e) => return Err(e.into_error(&what).to_string()),
+            }
+        }
+        check(p, &(hex::encode(h.finalize()), body.got), true)?;
+        self.fetched.fetch_add(body.got, std::sync::atomic::Ordering::Relaxed);
+        let file = self.cache.keep(tmp, &w.sha256).map_err(|e| format!("{}: {e}", self.cache.shown().display()))?;
+        Ok(Opened { file, size: body.got, shown: PathBuf::from(what) })
     }
 
-    /// Wheels in the cache with one of `hashes`, by the file names recorded beside them.
-    fn cached(&self, hashes: &[String]) -> Vec<WheelRef> {
-        hashes
-            .iter()
-            .filter(|h| self.dir.join(format!("{h}.whl")).is_file())
-            .filter_map(|h| {
-                let file = std::fs::read_to_string(self.dir.join(format!("{h}.name"))).ok()?;
-                let file = file.trim();
-                (file.ends_with(".whl") && !file.contains('/')).then(|| WheelRef {
-                    file: file.to_string(),
-                    url: None,
-                    path: None,
-                    sha256: h.clone(),
-                    size: None,
-                })
-            })
-            .collect()
+    /// Cached wheels with one of `r`'s hashes, each named by the tags in its own verified
+    /// `WHEEL` file (one name per tag): nothing beside a wheel says what it is.
+    fn cached(&self, r: &Requirement) -> Vec<WheelRef> {
+        let mut out = Vec::new();
+        for h in &r.hashes {
+            let Some((file, size)) = self.cache.get(h) else { continue };
+            let Ok(names) = super::wheel::tagged_names(&file, &r.name, &r.version) else { continue };
+            out.extend(names.into_iter().map(|name| WheelRef {
+                file: name,
+                url: None,
+                path: None,
+                sha256: h.clone(),
+                size: None,
+            }));
+            self.verified.lock().expect("not poisoned").insert(h.clone(), (file, size));
+        }
+        out
     }
 }
 
-fn check(p: &Pick, (hash, size): &(String, u64)) -> Result<(), String> {
+/// Whether what was read is the wheel the lock names. A file outside the lock's repository
+/// (`inside` false) is not described: its sha256 and size would tell a pull request's author
+/// about a file on the machine that runs the check.
+fn check(p: &Pick, (hash, size): &(String, u64), inside: bool) -> Result<(), String> {
     let w = &p.wheel;
+    if !inside && (w.size.is_some_and(|s| s != *size) || *hash != w.sha256) {
+        let path = w.path.as_deref().unwrap_or(Path::new(&w.file)).display().to_string();
+        return Err(format!(
+            "{} {}: {path} is not the wheel the lock names (its size or sha256 differs; not shown, as the file is \
+             outside the lock's repository): refused (not read as a wheel)",
+            p.name, p.version
+        ));
+    }
     if let Some(s) = w.size.filter(|s| s != size) {
         return Err(format!("{} {}: {} is {size} bytes, the lock says {s}", p.name, p.version, w.file));
     }
@@ -889,13 +1105,6 @@ fn check(p: &Pick, (hash, size): &(String, u64)) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn sha256_file(p: &Path) -> std::io::Result<(String, u64)> {
-    let mut f = std::fs::File::open(p)?;
-    let mut h = Sha256::new();
-    let n = std::io::copy(&mut f, &mut h)?;
-    Ok((hex::encode(h.finalize()), n))
 }
 
 /// For requirements without URLs: each one's wheel from the find-links places and the indexes
@@ -918,7 +1127,8 @@ fn resolve_requirements(
                 listed.push(Listed { file, url: format!("file://{}", p.display()), sha256: None });
             }
         } else {
-            let (u, html, _) = f.page(place, "text/html")?;
+            let (u, html, _) =
+                f.page(place, "text/html")?.ok_or_else(|| format!("{}: HTTP 404 Not Found", shown(place)))?;
             listed.extend(html_links(&u, &html));
         }
     }
@@ -933,7 +1143,7 @@ fn resolve_requirements(
     let mut plan = Plan::default();
     for r in reqs {
         // A wheel cached by one of the line's hashes needs no index (a second run works offline).
-        if let Some(w) = best(t, f.cached(&r.hashes).iter()) {
+        if let Some(w) = best(t, f.cached(&r).iter()) {
             plan.picks.push(Pick { name: r.name, version: r.version, wheel: w.clone() });
             continue;
         }
@@ -945,15 +1155,15 @@ fn resolve_requirements(
             listed.iter().filter(|l| stem(&l.file) == (r.name.clone(), r.version.clone())).cloned().collect();
         for ix in &indexes {
             let url = format!("{}/{}/", ix.trim_end_matches('/'), r.name);
-            let Some((page, body, json)) = f.project(&url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1")?
-            else {
+            let Some((page, body, json)) = f.page(&url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1")? else {
                 continue;
             };
             if json {
-                let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{url}: {e}"))?;
+                let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{}: {e}", shown(&url)))?;
                 for file in v["files"].as_array().into_iter().flatten() {
                     let (Some(name), Some(u)) = (file["filename"].as_str(), file["url"].as_str()) else { continue };
-                    let u = page.join(u).map_err(|e| format!("{url}: {e}"))?;
+                    let mut u = page.join(u).map_err(|e| format!("{}: {e}", shown(&url)))?;
+                    carry_credentials(&mut u, &page);
                     let sha256 = file["hashes"]["sha256"].as_str().and_then(hex_of);
                     cands.push(Listed { file: name.to_string(), url: u.to_string(), sha256 });
                 }
@@ -992,7 +1202,7 @@ fn resolve_requirements(
                     t.platform,
                     t.python.0,
                     t.python.1,
-                    indexes.iter().chain(find_links).cloned().collect::<Vec<_>>().join(", ")
+                    indexes.iter().chain(find_links).map(|u| shown(u)).collect::<Vec<_>>().join(", ")
                 ));
             }
         }
@@ -1011,8 +1221,9 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
     let platform = opts.platform.as_ref().map(|p| p.to_string()).unwrap_or_else(|| "linux/amd64".to_string());
     let t = Target::new(opts.python.as_deref().unwrap_or(DEFAULT_PYTHON), &platform)
         .map_err(|e| ScanError::input(path, e))?;
-    let bad = |e: String| ScanError::input(path, e);
-    let fetcher = Fetcher::new(opts).map_err(bad)?;
+    // Every message passes the one redaction, whichever library wrote the URL into it.
+    let bad = |e: String| ScanError::input(path, shown(&e));
+    let fetcher = Fetcher::new(opts, &base).map_err(bad)?;
     let plan = match kind {
         LockKind::Pylock => plan_pylock(&text, &base, &t),
         LockKind::UvLock => plan_uv(&text, &base, &t),
@@ -1027,45 +1238,75 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
     let mut layers = Vec::new();
     let progress = super::progress::Progress::new(opts.progress, None, plan.picks.len());
     progress.message(format!("fetching {} wheels", plan.picks.len()));
-    let files = fetcher.wheels(&plan.picks, opts.jobs).map_err(bad)?;
+    // A wheel analysed before is neither fetched, hashed nor read again: its analysis comes from
+    // the layer cache, filed under the sha256 the lock pins, the analyser and knowledge digest
+    // (in every key), the analysis options and the Python it is installed for, and
+    // authenticated by its MAC as a layer's entry is.
+    let key = |p: &Pick| {
+        let mut k = crate::cache::LayerKey::new(&format!("sha256:{}", p.wheel.sha256), &opts.inspect);
+        k.variant.push_str(&format!("\0wheel installed for Python {}.{}", t.python.0, t.python.1));
+        k
+    };
+    let mut analysed: Vec<Option<super::AnalyzedLayer>> =
+        plan.picks.iter().map(|p| opts.cache.as_ref().and_then(|c| c.get(&key(p)))).collect();
+    let todo: Vec<Pick> =
+        plan.picks.iter().zip(&analysed).filter(|(_, a)| a.is_none()).map(|(p, _)| p.clone()).collect();
+    let files = fetcher.wheels(&todo, opts.jobs).map_err(bad)?;
     // Each wheel is inflated whole (its CRCs are checked only at a member's end): `jobs` wheels
     // at a time, each with a deflate window only, so the budget's layer windows do not apply.
     let next = std::sync::atomic::AtomicUsize::new(0);
     let done = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<Option<Result<crate::layer::analyze::LayerSummary, ScanError>>> =
-        (0..plan.picks.len()).map(|_| None).collect();
+        (0..todo.len()).map(|_| None).collect();
     let slots: Vec<std::sync::Mutex<&mut Option<_>>> = results.iter_mut().map(std::sync::Mutex::new).collect();
     std::thread::scope(|s| {
-        for _ in 0..opts.jobs.clamp(1, plan.picks.len().max(1)) {
+        for _ in 0..opts.jobs.clamp(1, todo.len().max(1)) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let (Some(p), Some(file)) = (plan.picks.get(i), files.get(i)) else { break };
-                    let r = super::wheel::analyze_installed(file, opts, t.python).map_err(|e| {
-                        ScanError::input(path, format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file))
+                    let (Some(p), Some(file)) = (todo.get(i), files.get(i)) else { break };
+                    let r = super::wheel::analyze_installed(&file.file, &file.shown, opts, t.python).map_err(|e| {
+                        ScanError::input(path, shown(&format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file)))
                     });
                     **slots[i].lock().expect("one writer per slot") = Some(r);
                     let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    progress.message(format!("wheels analysed: {n}/{}", plan.picks.len()));
+                    progress.message(format!("wheels analysed: {n}/{}", todo.len()));
                 }
             });
         }
     });
     drop(slots);
-    for ((p, file), r) in plan.picks.iter().zip(&files).zip(results) {
+    let mut fresh = todo.iter().zip(&files).zip(results);
+    let step = |p: &Pick| Some(format!("{}=={} ({})", p.name, p.version, p.wheel.file));
+    for (p, a) in plan.picks.iter().zip(analysed.iter_mut()) {
+        if a.is_some() {
+            continue;
+        }
+        let ((_, file), r) = fresh.next().expect("one analysis per wheel not cached");
         let summary = r.expect("every wheel analysed")?;
-        layers.push(super::AnalyzedLayer {
+        let layer = super::AnalyzedLayer {
             info: super::LayerInfo {
                 digest: format!("sha256:{}", p.wheel.sha256),
                 diff_id: None,
-                size: std::fs::metadata(file).map(|m| m.len()).unwrap_or_default(),
+                size: file.size,
                 compression: crate::layer::decode::Compression::None,
                 verified: true,
-                step: Some(format!("{}=={} ({})", p.name, p.version, p.wheel.file)),
+                step: None,
                 stats: summary.stats,
             },
             summary,
-        });
+        };
+        if let Some(c) = &opts.cache {
+            // A cache that cannot be written costs the next run an analysis, nothing more.
+            let _ = c.put(&key(p), &layer);
+        }
+        *a = Some(layer);
+    }
+    for (p, a) in plan.picks.iter().zip(analysed) {
+        let mut layer = a.expect("every wheel analysed or cached");
+        // The step is this lock's name for the wheel, never the cached one.
+        layer.info.step = step(p);
+        layers.push(layer);
     }
     progress.finish();
     let mut report = super::assemble(SourceKind::Lock, None, Some(path.display().to_string()), layers);
@@ -1134,6 +1375,18 @@ mod tests {
             "usr/local/lib/python3.11/site-packages/nvidia/lib/a.so"
         );
         assert_eq!(installed_path("nvidia_x-1.0.data/data/share/a", d, py), "usr/local/share/a");
+    }
+
+    #[test]
+    fn netrc_entries_give_credentials_by_host() {
+        let n = Netrc::parse(
+            "machine a.example login ci-bot password t0k\nmacdef init\nmachine evil login x password y\n\nmachine \
+             B.example\n  login u account z password p\ndefault login anon password none\n",
+        );
+        assert_eq!(n.get("a.example"), Some(("ci-bot", "t0k")));
+        assert_eq!(n.get("b.example"), Some(("u", "p")));
+        assert_eq!(n.get("evil"), Some(("anon", "none")), "a macdef body is not an entry");
+        assert_eq!(Netrc::parse("machine a login l password p").get("other"), None);
     }
 
     #[test]

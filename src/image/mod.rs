@@ -114,6 +114,8 @@ pub struct ScanOptions {
     pub memory: Arc<crate::layer::budget::MemoryBudget>,
     /// The Python a lockfile is judged for (`--python 3.11`; default [`lock::DEFAULT_PYTHON`]).
     pub python: Option<String>,
+    /// The most a lockfile's wheel whose size the lock does not give may be (`--max-wheel-size`).
+    pub max_wheel: u64,
 }
 
 /// Layers pulled from registries and analysed (read and walked, any source) by the scans that
@@ -143,6 +145,7 @@ impl Default for ScanOptions {
             counts: Arc::default(),
             memory: Arc::default(),
             python: None,
+            max_wheel: lock::MAX_WHEEL,
         }
     }
 }

@@ -188,7 +188,7 @@ fn shown(raw: &[u8]) -> String {
 /// Refuses what pip would not install as it reads, and what cudalint would read otherwise:
 /// a central directory other than zipfile's, members sharing bytes, names that differ from
 /// their local headers, compressions cudalint does not inflate, too much inflated data.
-fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Result<(), String> {
+fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<Reader<'_>>) -> Result<(), String> {
     let members = zipfile_members(file, size)?;
     // `ZipInfo.__init__` cuts a name at its first NUL (pip writes the file there); the zip
     // crate keeps the whole name.
@@ -285,8 +285,9 @@ fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<File>) -> Res
 }
 
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
-    let size = std::fs::metadata(path).map_err(|e| ScanError::io(path, e))?.len();
-    let summary = walk(path, opts, |name: &str| name.to_string())?;
+    let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
+    let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
+    let summary = walk(&file, path, opts, |name: &str| name.to_string())?;
     let mut report = single_layer(SourceKind::Wheel, path.display().to_string(), size, summary);
     report.image.platform = platform_of(&path.file_name().unwrap_or_default().to_string_lossy());
     Ok(report)
@@ -313,33 +314,108 @@ pub fn installed_path(member: &str, data_dir: Option<&str>, python: (u32, u32)) 
 }
 
 /// A wheel as pip installs it for Python `python` under `/usr/local` (`installed_path`:
-/// site-packages, and `.data/` by pip's scheme): one layer of a lockfile's image.
+/// site-packages, and `.data/` by pip's scheme): one layer of a lockfile's image. `file` is the
+/// descriptor whose bytes were checked against the lock (never the path reopened: the file
+/// there may have been replaced since); `path` names it in messages.
 pub fn analyze_installed(
+    file: &File,
     path: &Path,
     opts: &ScanOptions,
     python: (u32, u32),
 ) -> Result<crate::layer::analyze::LayerSummary, ScanError> {
     // The `<name>-<version>.data` directory: its first path component (one per wheel).
     let data = {
-        let f = File::open(path).map_err(|e| ScanError::io(path, e))?;
-        let zip = zip::ZipArchive::new(f).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
+        let zip =
+            zip::ZipArchive::new(reader(file)).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
         zip.file_names().filter_map(|n| n.split('/').next()).find(|top| top.ends_with(".data")).map(str::to_string)
     };
-    walk(path, opts, |name: &str| format!("/{}", installed_path(name.trim_start_matches('/'), data.as_deref(), python)))
+    walk(file, path, opts, |name: &str| {
+        format!("/{}", installed_path(name.trim_start_matches('/'), data.as_deref(), python))
+    })
+}
+
+/// The file names a wheel stands for by its own `WHEEL` file, one per tag
+/// (`demo_kernels-1.0.0-py3-none-manylinux_2_28_x86_64.whl`): read from `file`, whose bytes were
+/// verified, for `project` `version` (its `.dist-info`). What a requirements line's hash alone
+/// does not say: which platform the wheel is for.
+pub fn tagged_names(file: &File, project: &str, version: &str) -> Result<Vec<String>, String> {
+    let mut zip = zip::ZipArchive::new(reader(file)).map_err(|e| format!("not a wheel: {e}"))?;
+    let info = zip
+        .file_names()
+        .filter_map(|n| n.strip_suffix(".dist-info/WHEEL"))
+        .find(|stem| {
+            stem.rsplit_once('-')
+                .is_some_and(|(n, v)| crate::image::lock::normalize(n) == project && v.eq_ignore_ascii_case(version))
+        })
+        .map(str::to_string)
+        .ok_or_else(|| format!("no {project}-{version} .dist-info/WHEEL in it"))?;
+    let member = zip.by_name(&format!("{info}.dist-info/WHEEL")).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    // A WHEEL file is a few lines; a larger one is not read past 64 KiB.
+    std::io::Read::read_to_string(&mut std::io::Read::take(member, 64 << 10), &mut text)
+        .map_err(|e| format!("{info}.dist-info/WHEEL: {e}"))?;
+    let names: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("Tag:"))
+        .map(str::trim)
+        .filter(|t| t.split('-').count() == 3 && !t.contains('/'))
+        .map(|t| format!("{info}-{t}.whl"))
+        .collect();
+    if names.is_empty() {
+        return Err(format!("{info}.dist-info/WHEEL names no tag"));
+    }
+    Ok(names)
+}
+
+/// A `Read + Seek` over one open file by position (`pread`), its own offset kept here: the
+/// readers of one descriptor never move each other's place, and none reopens the path.
+struct Reader<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+fn reader(file: &File) -> Reader<'_> {
+    Reader { file, pos: 0 }
+}
+
+impl std::io::Read for Reader<'_> {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(self.file, b, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for Reader<'_> {
+    fn seek(&mut self, to: std::io::SeekFrom) -> std::io::Result<u64> {
+        let base = match to {
+            std::io::SeekFrom::Start(n) => {
+                self.pos = n;
+                return Ok(n);
+            }
+            std::io::SeekFrom::End(d) => (self.file.metadata()?.len(), d),
+            std::io::SeekFrom::Current(d) => (self.pos, d),
+        };
+        self.pos = base
+            .0
+            .checked_add_signed(base.1)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start"))?;
+        Ok(self.pos)
+    }
 }
 
 /// Every member streamed through the per-file analysis, named by `place` (its path in the
 /// image, from its name in the wheel).
 fn walk(
+    file: &File,
     path: &Path,
     opts: &ScanOptions,
     place: impl Fn(&str) -> String,
 ) -> Result<crate::layer::analyze::LayerSummary, ScanError> {
-    let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let mut zip = zip::ZipArchive::new(file.try_clone().map_err(|e| ScanError::io(path, e))?)
-        .map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
-    check_members(&file, size, &mut zip).map_err(|e| ScanError::input(path, e))?;
+    let mut zip =
+        zip::ZipArchive::new(reader(file)).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
+    check_members(file, size, &mut zip).map_err(|e| ScanError::input(path, e))?;
     let mut v = FileVisitor::new(&opts.inspect);
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).map_err(|e| ScanError::input(path, format!("member {i}: {e}")))?;

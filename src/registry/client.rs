@@ -183,7 +183,7 @@ impl Remote {
             http: http_client(o)?,
             base,
             auth,
-            limits: Limits { stall: o.stall_timeout, deadline },
+            limits: Limits { stall: o.stall_timeout, deadline, peer: "registry" },
             retries: o.retries,
             retry_unreachable: o.retry_unreachable,
             downloaded: downloaded.clone(),

@@ -45,6 +45,8 @@ fn authority(u: &Url) -> String {
 pub struct Limits {
     pub stall: Duration,
     pub deadline: Instant,
+    /// Who answers, in messages ("registry", "server" for a package index or a wheel's host).
+    pub peer: &'static str,
 }
 
 impl Limits {
@@ -65,6 +67,36 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// `text` with the user info of every URL in it masked, as pip and uv print URLs: the password
+/// of `user:password@` becomes `****` (`user:****@`), a user info of one word (a token) becomes
+/// `****@`. Every message that can carry a URL a user gave (a package index, find-links, a
+/// lock's wheel URL), and every error a library made from one, goes through this.
+pub fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        out.push_str(&rest[..i + 3]);
+        rest = &rest[i + 3..];
+        // The authority ends at the path, query or fragment, or where the URL ends in the text;
+        // its user info at its last `@` (a raw `@` in a password is the password's).
+        let end = rest
+            .find(|c: char| matches!(c, '/' | '?' | '#' | '"' | '\'' | '<' | '>' | '`') || c.is_whitespace())
+            .unwrap_or(rest.len());
+        if let Some(at) = rest[..end].rfind('@') {
+            match rest[..at].split_once(':') {
+                Some((user, _)) => {
+                    out.push_str(user);
+                    out.push_str(":****@");
+                }
+                None => out.push_str("****@"),
+            }
+            rest = &rest[at + 1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 pub fn deadline_error(what: &str) -> RegistryError {
@@ -92,11 +124,15 @@ pub fn transport_failure(what: &str, e: &reqwest::Error, deadline: Instant) -> F
     Failure { error, transport }
 }
 
-/// A registry that stopped answering within the stall window.
-fn stalled(what: &str, stall: Duration, answer: &str) -> RegistryError {
+/// A registry (or index) that stopped answering within the stall window.
+fn stalled(what: &str, lim: &Limits, answer: &str) -> RegistryError {
     RegistryError::Unreachable {
         what: what.to_string(),
-        message: format!("the registry stalled ({answer} in {} s, --registry-stall-timeout)", stall.as_secs_f64()),
+        message: format!(
+            "the {} stalled ({answer} in {} s, --registry-stall-timeout)",
+            lim.peer,
+            lim.stall.as_secs_f64()
+        ),
     }
 }
 
@@ -135,7 +171,7 @@ impl Body {
         {
             return Err(RegistryError::request(
                 what,
-                format!("the registry announces {n} bytes, more than the {limit} it may be"),
+                format!("the {} announces {n} bytes, more than the {limit} it may be", lim.peer),
             ));
         }
         Ok(Body { res, limit, got: 0, lim, what: what.to_string(), window_start: Instant::now(), window_bytes: 0 })
@@ -157,11 +193,7 @@ impl Body {
             Ok(Err(e)) => return Err(BodyError::Transport(esc(&error_chain(&e)))),
             Err(_) if Instant::now() >= self.lim.deadline => return Err(BodyError::Fatal(deadline_error(what))),
             Err(_) => {
-                return Err(BodyError::Fatal(stalled(
-                    what,
-                    self.lim.stall,
-                    &format!("fewer than {STALL_BYTES} bytes"),
-                )));
+                return Err(BodyError::Fatal(stalled(what, &self.lim, &format!("fewer than {STALL_BYTES} bytes"))));
             }
         };
         let Some(chunk) = chunk else { return Ok(None) };
@@ -169,7 +201,7 @@ impl Body {
         if self.got > self.limit {
             return Err(BodyError::Fatal(RegistryError::request(
                 what,
-                format!("the registry sent more than the {} bytes it may be", self.limit),
+                format!("the {} sent more than the {} bytes it may be", self.lim.peer, self.limit),
             )));
         }
         self.window_bytes += chunk.len() as u64;
@@ -354,7 +386,7 @@ pub async fn send(r: reqwest::RequestBuilder, lim: Limits, what: &str, sending: 
         Ok(Ok(res)) => Ok(res),
         Ok(Err(e)) => Err(transport_failure(what, &e, lim.deadline)),
         Err(_) if Instant::now() >= lim.deadline => Err(Failure { error: deadline_error(what), transport: false }),
-        Err(_) => Err(Failure { error: stalled(what, lim.stall, "no answer"), transport: true }),
+        Err(_) => Err(Failure { error: stalled(what, &lim, "no answer"), transport: true }),
     }
 }
 
@@ -368,6 +400,18 @@ pub fn www_authenticate(res: &Response) -> Option<Challenge> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_are_shown_without_their_passwords() {
+        assert_eq!(
+            redact_urls("http://ci-bot:TOKEN@127.0.0.1:8/simple/x/: HTTP 404 (from https://tok@h/a#b)"),
+            "http://ci-bot:****@127.0.0.1:8/simple/x/: HTTP 404 (from https://****@h/a#b)"
+        );
+        assert_eq!(redact_urls("https://u:p@ss:w@h?x=1 and https://h/p@1"), "https://u:****@h?x=1 and https://h/p@1");
+        assert_eq!(redact_urls("url (http://u:a,b)c@[::1]:5/x)"), "url (http://u:****@[::1]:5/x)");
+        assert_eq!(redact_urls("no url here, nor ://"), "no url here, nor ://");
+        assert_eq!(redact_urls("\"http://u:p@h\""), "\"http://u:****@h\"");
+    }
 
     #[test]
     fn loopback_is_parsed_not_prefixed() {

@@ -451,3 +451,539 @@ mod real_lockers {
         assert_eq!((headlines(&again), key(&again)), (headlines(&built), key(&built)));
     }
 }
+
+/// What a hostile loopback server does with one request.
+enum Act {
+    /// A status and no body.
+    Status(u16),
+    /// A body, with its length declared.
+    Body(Vec<u8>),
+    /// Takes the request and never answers (until the client goes).
+    Silent,
+    /// Headers, then nothing more (until the client goes).
+    StallBody,
+    /// Zeros without end (at most 1 GiB), with this Content-Length or none (ended by close).
+    Endless(Option<u64>),
+}
+
+/// An HTTP/1.1 server on loopback: one request per connection, answered by `handler` from the
+/// request's path and head. `written` counts the body bytes it sent.
+struct Hostile {
+    port: u16,
+    written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Hostile {
+    fn start(handler: impl Fn(&str, &str) -> Act + Send + Sync + 'static) -> Hostile {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (w2, handler) = (written.clone(), std::sync::Arc::new(handler));
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                let (written, handler) = (w2.clone(), handler.clone());
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut b = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+                        match c.read(&mut b) {
+                            Ok(1) => head.push(b[0]),
+                            _ => return,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+                    // Waits for the client to go (it reads nothing more from us).
+                    let hold = |c: &mut std::net::TcpStream| while matches!(c.read(&mut [0u8; 64]), Ok(n) if n > 0) {};
+                    match handler(&path, &head) {
+                        Act::Status(code) => {
+                            let _ = write!(c, "HTTP/1.1 {code} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                        }
+                        Act::Body(body) => {
+                            let _ = write!(
+                                c,
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                body.len()
+                            );
+                            let _ = c.write_all(&body);
+                        }
+                        Act::Silent => hold(&mut c),
+                        Act::StallBody => {
+                            let _ = write!(c, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nPK");
+                            hold(&mut c);
+                        }
+                        Act::Endless(len) => {
+                            let len = len.map(|n| format!("Content-Length: {n}\r\n")).unwrap_or_default();
+                            let _ = write!(c, "HTTP/1.1 200 OK\r\n{len}Connection: close\r\n\r\n");
+                            let zeros = vec![0u8; 64 << 10];
+                            for _ in 0..(1u64 << 30) / zeros.len() as u64 {
+                                if c.write_all(&zeros).is_err() {
+                                    break;
+                                }
+                                written.fetch_add(zeros.len() as u64, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        Hostile { port, written }
+    }
+
+    fn written(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+const TOKEN: &str = "s3cr3t-T0KEN";
+
+/// `cudalint scan` with a bound on how long it may run (a hang fails the test on its message,
+/// not its duration).
+fn bounded(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Every way an index or a wheel's host can fail, reached with credentials in the index URL (and
+/// in the links its pages give): each error names the URL as pip prints it (`ci-bot:****@`) and
+/// the password appears nowhere. Each failure is also a bound: a server that answers nothing or
+/// stops sending ends the scan (`--registry-stall-timeout`), a page or wheel larger than its
+/// bound is refused at the byte past it.
+#[test]
+fn index_failures_name_the_url_without_its_password_and_every_transfer_is_bounded() {
+    let d = fixtures();
+    let zero = "0".repeat(64);
+    let server = Hostile::start(|path, _| {
+        let p = path.trim_start_matches("/simple/").trim_end_matches('/');
+        match p {
+            "p403" => Act::Status(403),
+            "p500" => Act::Status(500),
+            "psilent" => Act::Silent,
+            "pbig" => Act::Endless(None),
+            "pbigdeclared" => Act::Endless(Some(1 << 40)),
+            "pwheelstall" | "pwheelbig" | "pwheelhash" => {
+                let f = format!("{p}-1-py3-none-any.whl");
+                Act::Body(format!("<a href=\"../../files/{f}\">{f}</a>").into_bytes())
+            }
+            _ if path == "/files/pwheelstall-1-py3-none-any.whl" => Act::StallBody,
+            _ if path == "/files/pwheelbig-1-py3-none-any.whl" => Act::Endless(None),
+            _ if path == "/files/pwheelhash-1-py3-none-any.whl" => Act::Body(b"not the wheel".to_vec()),
+            _ if path == "/files/sized.whl" => Act::Endless(None),
+            _ => Act::Status(404),
+        }
+    });
+    let index = format!("http://ci-bot:{TOKEN}@127.0.0.1:{}/simple", server.port);
+    let refused = format!("http://ci-bot:{TOKEN}@127.0.0.1:{}/simple", closed_port());
+    let cases: Vec<(&str, &str, String)> = vec![
+        ("p404", &index, format!("no wheel for linux/amd64 with Python 3.12 whose sha256 the line lists, in http://ci-bot:****@127.0.0.1:{}/simple", server.port)),
+        ("p403", &index, "/simple/p403/: HTTP 403".into()),
+        ("p500", &index, "/simple/p500/: HTTP 500".into()),
+        ("prefused", &refused, "http://ci-bot:****@127.0.0.1:".into()),
+        ("psilent", &index, "/simple/psilent/: the server stalled (no answer in 1 s, --registry-stall-timeout)".into()),
+        ("pbig", &index, "/simple/pbig/: the server sent more than the 67108864 bytes it may be".into()),
+        ("pbigdeclared", &index, "/simple/pbigdeclared/: the server announces 1099511627776 bytes, more than the 67108864 it may be".into()),
+        ("pwheelstall", &index, "/files/pwheelstall-1-py3-none-any.whl: the server stalled (fewer than 16384 bytes in 1 s, --registry-stall-timeout)".into()),
+        ("pwheelbig", &index, "/files/pwheelbig-1-py3-none-any.whl: the server sent more than the 1048576 bytes it may be (--max-wheel-size; the lock gives no size)".into()),
+        ("pwheelhash", &index, "pwheelhash 1: pwheelhash-1-py3-none-any.whl has sha256".into()),
+    ];
+    for (project, index, says) in &cases {
+        std::fs::write(
+            d.path().join("requirements.txt"),
+            format!("--index-url {index}\n{project}==1 --hash=sha256:{zero}\n"),
+        )
+        .unwrap();
+        let before = server.written();
+        let (code, out, err) = bounded(
+            d.path(),
+            &[
+                "scan",
+                "requirements.txt",
+                "--gpu",
+                "L4",
+                "--no-cache",
+                "--registry-stall-timeout",
+                "1",
+                "--max-wheel-size",
+                "1M",
+            ],
+        );
+        assert_eq!(code, Some(2), "{project}: {err}");
+        assert!(err.contains(says.as_str()), "{project}: {err}");
+        assert!(!err.contains(TOKEN) && !out.contains(TOKEN), "{project}: the password is printed: {err}");
+        if *project != "pwheelhash" {
+            assert!(err.contains("ci-bot:****@127.0.0.1:"), "{project}: {err}");
+        }
+        // Refused at the bound, not after buffering the rest: what the server got rid of is the
+        // bound and what the sockets hold (a few MiB), never the 1 GiB it offers.
+        let sent = server.written() - before;
+        assert!(sent < (64 << 20) + (32 << 20), "{project}: {sent} bytes sent");
+    }
+    // A lock's own URL with credentials, and its size: the wheel is refused past that size.
+    let lock = format!(
+        "lock-version = \"1.0\"\ncreated-by = \"test\"\n\n[[packages]]\nname = \"sized\"\nversion = \"1\"\nwheels = [{{ name = \"sized-1-py3-none-any.whl\", url = \"http://{TOKEN}@127.0.0.1:{}/files/sized.whl\", size = 1000, hashes = {{ sha256 = \"{zero}\" }} }}]\n",
+        server.port
+    );
+    std::fs::write(d.path().join("pylock.toml"), lock).unwrap();
+    let (code, out, err) = bounded(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "http://****@127.0.0.1:{}/files/sized.whl: the server sent more than the 1000 bytes it may be (the size the lock gives)",
+            server.port
+        )),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN) && !out.contains(TOKEN), "{err}");
+}
+
+/// A lock's `path` names a regular file: `/dev/zero`, a FIFO or a directory is refused at once,
+/// naming it (before, `/dev/zero` was hashed forever and a FIFO blocked the open).
+#[test]
+fn a_lock_path_that_is_not_a_regular_file_is_refused_without_reading_it() {
+    let d = fixtures();
+    mkfifo(&d.path().join("wheels/fifo-1-py3-none-any.whl"));
+    std::fs::create_dir(d.path().join("wheels/dir-1-py3-none-any.whl")).unwrap();
+    let zero = "0".repeat(64);
+    for (path, says) in [
+        ("/dev/zero", "/dev/zero: a device, not a wheel file: refused"),
+        ("wheels/fifo-1-py3-none-any.whl", "fifo-1-py3-none-any.whl: a FIFO, not a wheel file: refused"),
+        ("wheels/dir-1-py3-none-any.whl", "dir-1-py3-none-any.whl: a directory, not a wheel file: refused"),
+    ] {
+        let lock = format!(
+            "lock-version = \"1.0\"\ncreated-by = \"test\"\n\n[[packages]]\nname = \"x\"\nversion = \"1\"\nwheels = [{{ name = \"x-1-py3-none-any.whl\", path = \"{path}\", hashes = {{ sha256 = \"{zero}\" }} }}]\n"
+        );
+        std::fs::write(d.path().join("pylock.toml"), lock).unwrap();
+        let (code, _, err) = bounded(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache"]);
+        assert_eq!(code, Some(2), "{path}: {err}");
+        assert!(err.contains(says), "{path}: {err}");
+    }
+}
+
+/// A lock that names a file outside its repository learns nothing of it: the error says it is
+/// not the wheel, never its sha256 or size (a pull request's lock could name any file on the
+/// machine that runs the check, and read its hash in the CI log).
+#[test]
+fn a_lock_path_outside_the_checkout_does_not_leak_its_hash() {
+    let d = fixtures();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("id_token");
+    std::fs::write(&secret, "the runner's secret").unwrap();
+    let sha = sha256(&secret);
+    let zero = "0".repeat(64);
+    let lock = format!(
+        "lock-version = \"1.0\"\ncreated-by = \"test\"\n\n[[packages]]\nname = \"x\"\nversion = \"1\"\nwheels = [{{ name = \"x-1-py3-none-any.whl\", path = \"{}\", size = 5, hashes = {{ sha256 = \"{zero}\" }} }}]\n",
+        secret.display()
+    );
+    std::fs::write(d.path().join("pylock.toml"), lock).unwrap();
+    let (code, out, err) = bounded(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!err.contains(&sha) && !out.contains(&sha), "{err}");
+    assert!(!err.contains("19 bytes"), "{err}");
+    assert!(err.contains("is not the wheel the lock names (its size or sha256 differs; not shown"), "{err}");
+}
+
+/// `src`, a demo-kernels wheel, as the `version` wheel for `machine` (its dist-info and `WHEEL`
+/// tag rewritten, its libraries kept): another platform's wheel of the same release.
+fn retagged(src: &Path, version: &str, machine: &str, out: &Path) {
+    let script = r#"
+import sys, zipfile
+src, version, machine, out = sys.argv[1:]
+zin = zipfile.ZipFile(src)
+old = [n for n in zin.namelist() if n.endswith('.dist-info/WHEEL')][0].split('.dist-info/')[0]
+new = 'demo_kernels-' + version
+with zipfile.ZipFile(out, 'w', zipfile.ZIP_DEFLATED) as zout:
+    for n in zin.namelist():
+        data = zin.read(n)
+        if n.endswith('.dist-info/WHEEL'):
+            data = data.replace(b'x86_64', machine.encode())
+        zout.writestr(n.replace(old, new), data)
+"#;
+    crate::util::run(Std::new("python3").args(["-c", script]).arg(src).arg(version).arg(machine).arg(out));
+}
+
+fn mkfifo(p: &Path) {
+    let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// A requirements line lists the release's amd64 and aarch64 wheels. The cache holds the
+/// aarch64 one (real bytes, a listed hash) and a co-tenant planted `<sha>.name` calling it the
+/// amd64 wheel: the amd64 scan must still judge the amd64 wheel (1.1.0 drops L4: exit 1), not
+/// the aarch64 wheel's libraries (exit 0). The name comes from the cached wheel's own verified
+/// `WHEEL` tags, which an arm64 scan then uses offline.
+#[test]
+fn a_planted_name_beside_a_cached_wheel_decides_nothing() {
+    let d = fixtures();
+    let amd = wheel(d.path(), "1.1.0");
+    let arm = d.path().join("arm.whl");
+    retagged(&wheel(d.path(), "1.0.0"), "1.1.0", "aarch64", &arm);
+    let (h_amd, h_arm) = (sha256(&amd), sha256(&arm));
+    let index = Index::serve(&d.path().join("index"), std::slice::from_ref(&amd));
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url {}\ndemo-kernels==1.1.0 --hash=sha256:{h_amd} --hash=sha256:{h_arm}\n", index.url),
+    )
+    .unwrap();
+    let cache = d.path().join("cache");
+    std::fs::create_dir_all(cache.join("wheels")).unwrap();
+    std::fs::copy(&arm, cache.join(format!("wheels/{h_arm}.whl"))).unwrap();
+    std::fs::write(cache.join(format!("wheels/{h_arm}.name")), "demo_kernels-1.1.0-py3-none-manylinux_2_28_x86_64.whl")
+        .unwrap();
+    let scan = |platform: &str| {
+        bounded(
+            d.path(),
+            &[
+                "scan",
+                "requirements.lock.txt",
+                "--gpu",
+                "L4",
+                "--platform",
+                platform,
+                "--cache-dir",
+                cache.to_str().unwrap(),
+                "--format",
+                "inventory",
+                "--quiet",
+            ],
+        )
+    };
+    let (code, out, err) = scan("linux/amd64");
+    assert!(code.is_some(), "{err}");
+    let inv = json(&out);
+    assert_eq!(inv["image"]["layers"][0]["digest"], format!("sha256:{h_amd}"), "{inv}");
+    let (code, _, err) = bounded(
+        d.path(),
+        &["scan", "requirements.lock.txt", "--gpu", "L4", "--cache-dir", cache.to_str().unwrap(), "--quiet"],
+    );
+    assert_eq!(code, Some(1), "the amd64 wheel drops L4: {err}");
+    drop(index);
+    // Offline, for arm64: the cached wheel's own tags say it is the aarch64 wheel.
+    let (code, out, err) = scan("linux/arm64");
+    assert_eq!(code, Some(0), "{err}");
+    let layer = &json(&out)["image"]["layers"][0];
+    assert_eq!(layer["digest"], format!("sha256:{h_arm}"));
+    assert_eq!(layer["step"], "demo-kernels==1.1.0 (demo_kernels-1.1.0-py3-none-manylinux_2_28_aarch64.whl)");
+}
+
+/// Links and FIFOs planted in the wheel cache: a `<sha>.name` link is not written through, a
+/// `wheels/` link is not followed (nor cleaned through), a FIFO as an entry or a name is
+/// refused without blocking; the scan goes on and judges the wheel.
+#[test]
+fn links_and_fifos_planted_in_the_wheel_cache_are_refused_not_followed() {
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let sha = sha256(&w);
+    let index = Index::serve(&d.path().join("index"), std::slice::from_ref(&w));
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url {}\ndemo-kernels==1.0.0 --hash=sha256:{sha}\n", index.url),
+    )
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    let scan = |cache: &Path| {
+        bounded(
+            d.path(),
+            &["scan", "requirements.lock.txt", "--gpu", "L4", "--cache-dir", cache.to_str().unwrap(), "--quiet"],
+        )
+    };
+    // A link at `<sha>.name`, to a file of the victim's.
+    let c1 = d.path().join("c1");
+    std::fs::create_dir_all(c1.join("wheels")).unwrap();
+    std::os::unix::fs::symlink(&victim, c1.join(format!("wheels/{sha}.name"))).unwrap();
+    let (code, _, err) = scan(&c1);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    assert!(c1.join(format!("wheels/{sha}.whl")).is_file());
+    // `wheels/` a link to the victim's directory: not followed, said, the scan goes on.
+    let c2 = d.path().join("c2");
+    std::fs::create_dir_all(&c2).unwrap();
+    std::os::unix::fs::symlink(outside.path(), c2.join("wheels")).unwrap();
+    let (code, _, err) = scan(&c2);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("wheels: a symbolic link or not a directory: refused, not followed"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(outside.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["victim"], "nothing written outside the cache");
+    let o = Command::cargo_bin("cudalint").unwrap().args(["cache", "clean", "--cache-dir"]).arg(&c2).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    // FIFOs as the entry and as the name beside a real entry: refused at once.
+    let c3 = d.path().join("c3");
+    std::fs::create_dir_all(c3.join("wheels")).unwrap();
+    mkfifo(&c3.join(format!("wheels/{sha}.whl")));
+    let (code, _, err) = scan(&c3);
+    assert_eq!(code, Some(0), "{err}");
+    let c4 = d.path().join("c4");
+    std::fs::create_dir_all(c4.join("wheels")).unwrap();
+    std::fs::copy(&w, c4.join(format!("wheels/{sha}.whl"))).unwrap();
+    mkfifo(&c4.join(format!("wheels/{sha}.name")));
+    let (code, _, err) = scan(&c4);
+    assert_eq!(code, Some(0), "{err}");
+    // `cache clean` removes the wheels, the FIFO and the link as names.
+    let o = Command::cargo_bin("cudalint").unwrap().args(["cache", "clean", "--cache-dir"]).arg(&c1).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("and 1 wheels from"), "{o:?}");
+    assert_eq!(std::fs::read_dir(c1.join("wheels")).unwrap().count(), 0);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+}
+
+/// A cached wheel replaced after its hash was checked (by rename, as whoever can write the
+/// directory can): what is judged is what was hashed. The test hook runs exactly between the
+/// check and the analysis, so no timing is involved.
+#[test]
+fn a_cached_wheel_swapped_after_its_hash_is_checked_is_not_judged() {
+    let d = fixtures();
+    let (bad, good) = (wheel(d.path(), "1.1.0"), wheel(d.path(), "1.0.0"));
+    let sha = sha256(&bad);
+    let index = Index::serve(&d.path().join("index"), std::slice::from_ref(&bad));
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url {}\ndemo-kernels==1.1.0 --hash=sha256:{sha}\n", index.url),
+    )
+    .unwrap();
+    let cache = d.path().join("cache");
+    let args = ["scan", "requirements.lock.txt", "--gpu", "L4", "--cache-dir", cache.to_str().unwrap(), "--quiet"];
+    let (code, _, err) = bounded(d.path(), &args);
+    assert_eq!(code, Some(1), "1.1.0 drops L4: {err}");
+    drop(index);
+    // Another Python: another key for the wheel's analysis, so the wheel itself is read again.
+    let o = Command::cargo_bin("cudalint")
+        .unwrap()
+        .current_dir(d.path())
+        .args(args)
+        .args(["--python", "3.11"])
+        .env("CUDALINT_TEST_AFTER_HASH", format!("cp '{}' \"$1.x\" && mv \"$1.x\" \"$1\"", good.display()))
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    // The swap did happen: the entry now holds the other wheel (and is refused next time).
+    assert_eq!(sha256(&cache.join(format!("wheels/{sha}.whl"))), sha256(&good));
+}
+
+/// A rerun with a warm cache neither fetches, hashes nor reads a wheel analysed before: its
+/// analysis is a layer cache entry under the wheel's sha256 (and the analyser, knowledge digest,
+/// options and Python), so the same verdict comes with the index stopped and the wheel gone
+/// from the cache. Another Python is another key: analysed again (and here, with nothing to
+/// fetch it from, an error naming the URL).
+#[test]
+fn a_warm_rerun_takes_each_wheels_analysis_from_the_cache() {
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let (sha, size) = (sha256(&w), std::fs::metadata(&w).unwrap().len());
+    let index = Index::serve(&d.path().join("index"), std::slice::from_ref(&w));
+    let file = w.file_name().unwrap().to_string_lossy().into_owned();
+    let base = index.url.trim_end_matches("/simple").to_string();
+    std::fs::write(
+        d.path().join("pylock.toml"),
+        format!(
+            "lock-version = \"1.0\"\ncreated-by = \"test\"\n\n[[packages]]\nname = \"demo-kernels\"\nversion = \"1.0.0\"\nwheels = [{{ url = \"{base}/files/{file}\", size = {size}, hashes = {{ sha256 = \"{sha}\" }} }}]\n"
+        ),
+    )
+    .unwrap();
+    let cache = d.path().join("cache");
+    let run = |python: &str, format: &str| {
+        Command::cargo_bin("cudalint")
+            .unwrap()
+            .current_dir(d.path())
+            .env("CUDALINT_CACHE_KEY", "a secret of sixteen bytes or more")
+            .args(["scan", "pylock.toml", "--gpu", "H100,L4,B200", "--python", python, "--quiet", "--format", format])
+            .arg("--cache-dir")
+            .arg(&cache)
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap()
+    };
+    let ok = |o: std::process::Output| {
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        json(&String::from_utf8_lossy(&o.stdout))
+    };
+    let inv = ok(run("3.11", "inventory"));
+    assert_eq!(inv["stats"]["downloaded_bytes"], size);
+    let first = ok(run("3.11", "json"));
+    drop(index);
+    std::fs::remove_file(cache.join(format!("wheels/{sha}.whl"))).unwrap();
+    let inv2 = ok(run("3.11", "inventory"));
+    assert!(inv2["stats"]["downloaded_bytes"].is_null(), "{inv2}");
+    assert_eq!(inv2["files"], inv["files"]);
+    assert_eq!(inv2["image"]["layers"], inv["image"]["layers"]);
+    let again = ok(run("3.11", "json"));
+    assert_eq!(headlines(&again), headlines(&first));
+    assert_eq!(again["matrix"], first["matrix"]);
+    let other = run("3.12", "json");
+    assert_eq!(other.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&other.stderr).contains(&format!("{base}/files/{file}")));
+}
+
+/// Credentials from a netrc file (`$NETRC`, else `~/.netrc`, as pip and uv read them) go to the
+/// index and its files on that host, and are never printed: a wrong password is an HTTP 401
+/// naming the URL.
+#[test]
+fn netrc_credentials_reach_the_index_and_its_files_and_are_never_printed() {
+    use base64::Engine;
+    let d = fixtures();
+    let w = wheel(d.path(), "1.0.0");
+    let (sha, bytes) = (sha256(&w), std::fs::read(&w).unwrap());
+    let file = w.file_name().unwrap().to_string_lossy().into_owned();
+    let want =
+        format!("authorization: basic {}", base64::engine::general_purpose::STANDARD.encode(format!("ci-bot:{TOKEN}")))
+            .to_ascii_lowercase();
+    let f2 = file.clone();
+    let server = Hostile::start(move |path, head| {
+        if !head.to_ascii_lowercase().contains(&want) {
+            return Act::Status(401);
+        }
+        if path == "/simple/demo-kernels/" {
+            Act::Body(format!("<a href=\"/files/{f2}\">{f2}</a>").into_bytes())
+        } else if path == format!("/files/{f2}") {
+            Act::Body(bytes.clone())
+        } else {
+            Act::Status(404)
+        }
+    });
+    std::fs::write(
+        d.path().join("requirements.lock.txt"),
+        format!("--index-url http://127.0.0.1:{}/simple\ndemo-kernels==1.0.0 --hash=sha256:{sha}\n", server.port),
+    )
+    .unwrap();
+    let run = |password: &str| {
+        std::fs::write(d.path().join("netrc"), format!("machine 127.0.0.1\n  login ci-bot\n  password {password}\n"))
+            .unwrap();
+        let o = Command::cargo_bin("cudalint")
+            .unwrap()
+            .current_dir(d.path())
+            .env("NETRC", d.path().join("netrc"))
+            .args(["scan", "requirements.lock.txt", "--gpu", "L4", "--no-cache", "--quiet"])
+            .timeout(std::time::Duration::from_secs(120))
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = run(TOKEN);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("L4: runs (native)"), "{out}");
+    let (code, out, err) = run("wrong");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("http://127.0.0.1:{}/simple/demo-kernels/: HTTP 401", server.port)), "{err}");
+    assert!(!err.contains(TOKEN) && !out.contains(TOKEN) && !err.contains("wrong"), "{err}");
+}
