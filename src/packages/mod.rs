@@ -497,10 +497,8 @@ fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> 
         }
         if let Some(req) = line.strip_prefix("Requires-Dist:") {
             let req = req.trim();
-            if crate::knowledge::get().related_requirement(req) {
-                if l.keep(n.len() + req.len(), "requirements")? {
-                    l.requires.push((n.clone(), req.to_string()));
-                }
+            if crate::knowledge::get().related_requirement(req) && l.keep(n.len() + req.len(), "requirements")? {
+                l.requires.push((n.clone(), req.to_string()));
             }
         }
     }
@@ -526,10 +524,10 @@ fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> 
     let text = &*text(bytes);
     for stanza in text.split("\n\n") {
         let field = |k: &str| stanza.lines().find_map(|line| line.strip_prefix(k).map(|v| v.trim().to_string()));
-        if let (Some(p), Some(v)) = (field("Package:"), field("Version:")) {
-            if l.keep(p.len() + v.len(), "dpkg versions")? {
-                l.dpkg_versions.push((p, v));
-            }
+        if let (Some(p), Some(v)) = (field("Package:"), field("Version:"))
+            && l.keep(p.len() + v.len(), "dpkg versions")?
+        {
+            l.dpkg_versions.push((p, v));
         }
     }
     Ok(())
