@@ -103,6 +103,31 @@ fn json(image: &str) -> Value {
     serde_json::from_str(&out).unwrap()
 }
 
+/// [`json`], with the scan's peak resident memory in bytes: its `getrusage` maxrss, read by a
+/// Python parent that runs nothing else (this process runs other tests' scans at once).
+fn json_and_peak(image: &str) -> (Value, u64) {
+    const PEAK: &str = "import resource, subprocess, sys\n\
+        r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n\
+        sys.stdout.buffer.write(r.stdout)\n\
+        sys.stderr.write('maxrss_kib=%d exit=%d' % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode))";
+    let out = Std::new("python3")
+        .args(["-c", PEAK])
+        .arg(assert_cmd::cargo::cargo_bin("cudalint"))
+        .args(["scan", image, "--gpu", "L4", "--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail = err.rsplit_once("maxrss_kib=").unwrap_or_else(|| panic!("{err}")).1;
+    let (kib, exit) = tail.split_once(" exit=").unwrap();
+    assert_eq!(exit, "1", "the sm_90a library cannot run on L4: {err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), kib.parse::<u64>().unwrap() << 10)
+}
+
+/// Generous beside what a scan of these small images takes (~30 to ~100 MiB in a debug build),
+/// far below what the attacks took on 3b91db5 (426 MiB for the generated column, 705 for the
+/// amplifying header).
+const PEAK_BOUND: u64 = 256 << 20;
+
 #[test]
 fn an_rpm_image_names_its_cuda_packages_in_json_sarif_and_cyclonedx() {
     let dir = tempfile::tempdir().unwrap();
@@ -344,7 +369,8 @@ fn an_rpm_database_with_a_generated_column_is_refused_with_a_note() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("rpmdb.sqlite");
     hostile_db(&db, "x", "generated");
-    let r = json(&hostile_image(dir.path(), &db, Vec::new()));
+    let (r, peak) = json_and_peak(&hostile_image(dir.path(), &db, Vec::new()));
+    assert!(peak < PEAK_BOUND, "the scan peaked at {} MiB", peak >> 20);
     let notes = r["notes"].to_string();
     assert!(
         notes.contains(
@@ -375,7 +401,8 @@ fn an_amplifying_rpm_header_is_cut_at_the_layers_path_bound_with_a_note() {
     assert!(kept <= MAX_KEPT && l.owned.len() < MAX_KEPT / 3000, "{} paths, {kept} bytes", l.owned.len());
     assert_eq!(l.packages.len(), 2, "both packages are named: {:?}", l.packages);
 
-    let r = json(&hostile_image(dir.path(), &db, Vec::new()));
+    let (r, peak) = json_and_peak(&hostile_image(dir.path(), &db, Vec::new()));
+    assert!(peak < PEAK_BOUND, "the scan peaked at {} MiB", peak >> 20);
     let notes = r["notes"].to_string();
     assert!(notes.contains("rpm-sqlite record not read: package 2: file paths past the layer's bound"), "{notes}");
     let f = r["findings"].as_array().unwrap().iter().find(|f| f["path"] == HOPPER).expect("the library is judged");
