@@ -19,6 +19,34 @@ mod rpm;
 /// Metadata files larger than this are not read (a RECORD of 200k lines is ~20 MiB).
 pub const MAX_METADATA: u64 = 32 << 20;
 
+/// What one layer's package records may keep, in bytes: the file paths they name (each counted
+/// with its entry, [`path_cost`]), dpkg versions and `Requires-Dist` pins. An eighth of the
+/// scan's default memory budget (`layer::budget::DEFAULT`): ~150,000 paths of 150 bytes, where a
+/// layer of the whole CUDA toolkit keeps a few thousand. Fixed, not `--memory`'s, so a layer's
+/// cached analysis does not depend on the flag. Each is counted before it is made: a few bytes of
+/// a record can join a long directory name many times (an rpm header's directory and base names,
+/// a RECORD's lines under a deep site-packages), so a record's size does not bound its paths.
+pub const MAX_KEPT: usize = (crate::layer::budget::DEFAULT / 8) as usize;
+
+/// What a kept path or pair costs beyond its bytes: its `String`s and index here, and its node in
+/// the image's lookup.
+const ENTRY: usize = 64;
+
+/// What keeping a path of `len` bytes costs against [`MAX_KEPT`].
+const fn path_cost(len: usize) -> usize {
+    len + ENTRY
+}
+
+/// The note of the record that reached [`MAX_KEPT`]: what it and the layer's later records name
+/// is not kept (their packages still are).
+fn cut_note(what: &str) -> String {
+    format!(
+        "{what} past the layer's bound of {} for its package records: the rest of them, here and in \
+         later records of the layer, not kept (their files are named by no package)",
+        crate::layer::budget::mib(MAX_KEPT as u64)
+    )
+}
+
 /// A wheel's `variant.json` larger than this is not read (one variant's properties take a few
 /// hundred bytes; PEP 825 sets no bound).
 pub const MAX_VARIANT_JSON: u64 = 1 << 20;
@@ -126,6 +154,18 @@ pub struct LayerPackages {
     /// The layer's `os-release`, if it has one.
     #[serde(default)]
     pub os_release: Option<OsRelease>,
+    /// Bytes kept toward [`MAX_KEPT`] while the layer's records are read; `full` once one was
+    /// cut there (later ones name their packages, nothing more).
+    #[serde(skip)]
+    kept: usize,
+    #[serde(skip)]
+    full: bool,
+    /// `packages[..indexed]` by value, for [`LayerPackages::add`]'s search: a layer of many
+    /// records (a `.list` a package) made that search quadratic.
+    #[serde(skip)]
+    index: std::collections::HashMap<Package, usize>,
+    #[serde(skip)]
+    indexed: usize,
 }
 
 /// A wheel variant property (PEP 825 draft): `nvidia :: sm_arch :: 90_real`.
@@ -241,30 +281,34 @@ pub enum Reader {
 pub static RECORDS: &[Record] = &[
     Record {
         kind: "pip-record",
-        // 2: run-time compilers without an extension (ptxas) are owned too.
-        version: 2,
+        // 2: run-time compilers without an extension (ptxas) are owned too. 3: paths kept at
+        // most `MAX_KEPT` a layer.
+        version: 3,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "RECORD",
         read: Reader::Bytes(pip_record),
     },
     Record {
         kind: "pip-metadata",
-        version: 1,
+        // 2: pins kept at most `MAX_KEPT` a layer.
+        version: 2,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with(".dist-info") && name == "METADATA",
         read: Reader::Bytes(pip_metadata),
     },
     Record {
         kind: "dpkg-list",
-        // 2: run-time compilers without an extension (ptxas) are owned too.
-        version: 2,
+        // 2: run-time compilers without an extension (ptxas) are owned too. 3: paths kept at
+        // most `MAX_KEPT` a layer.
+        version: 3,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/var/lib/dpkg/info") && name.ends_with(".list"),
         read: Reader::Bytes(dpkg_list),
     },
     Record {
         kind: "dpkg-status",
-        version: 1,
+        // 2: versions kept at most `MAX_KEPT` a layer.
+        version: 2,
         max: MAX_METADATA,
         // `status.d/*` in distroless images.
         is: |dir, name| {
@@ -276,8 +320,8 @@ pub static RECORDS: &[Record] = &[
     Record {
         kind: "conda-meta",
         // 2: run-time compilers without an extension (ptxas) are owned too. 3: metadata that is
-        // not JSON is a note, not silence.
-        version: 3,
+        // not JSON is a note, not silence. 4: paths kept at most `MAX_KEPT` a layer.
+        version: 4,
         max: MAX_METADATA,
         is: |dir, name| dir.ends_with("/conda-meta") && name.ends_with(".json"),
         read: Reader::Bytes(conda_meta),
@@ -291,8 +335,9 @@ pub static RECORDS: &[Record] = &[
     },
     Record {
         kind: "rpm-sqlite",
-        // 2: at most `rpm::MAX_PACKAGES` packages are read.
-        version: 2,
+        // 2: at most `rpm::MAX_PACKAGES` packages are read. 3: only rpm's plain `Packages`
+        // table, read within a step budget; paths kept at most `MAX_KEPT` a layer.
+        version: 3,
         max: rpm::MAX_DB,
         // `/usr/lib/sysimage/rpm` on Fedora 36+ and openSUSE (`/var/lib/rpm` links there).
         is: |dir, name| name == "rpmdb.sqlite" && rpm::is_db_dir(dir),
@@ -435,7 +480,7 @@ fn pip_record(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> Re
             None => line.split(',').next().unwrap_or(""),
         };
         if !file.is_empty() && interesting(file) {
-            l.owned.push((join(site, file), i));
+            l.own_joined(site, file, i)?;
         }
     }
     Ok(())
@@ -452,7 +497,7 @@ fn pip_metadata(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> 
         }
         if let Some(req) = line.strip_prefix("Requires-Dist:") {
             let req = req.trim();
-            if crate::knowledge::get().related_requirement(req) {
+            if crate::knowledge::get().related_requirement(req) && l.keep(n.len() + req.len(), "requirements")? {
                 l.requires.push((n.clone(), req.to_string()));
             }
         }
@@ -468,7 +513,7 @@ fn dpkg_list(l: &mut LayerPackages, _dir: &str, name: &str, bytes: &[u8]) -> Rea
     let i = l.add(Package::new(PackageManager::Deb, pkg, ""));
     for line in text.lines() {
         if interesting(line) {
-            l.owned.push((line.trim().to_string(), i));
+            l.own(line.trim(), i)?;
         }
     }
     Ok(())
@@ -479,7 +524,9 @@ fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> 
     let text = &*text(bytes);
     for stanza in text.split("\n\n") {
         let field = |k: &str| stanza.lines().find_map(|line| line.strip_prefix(k).map(|v| v.trim().to_string()));
-        if let (Some(p), Some(v)) = (field("Package:"), field("Version:")) {
+        if let (Some(p), Some(v)) = (field("Package:"), field("Version:"))
+            && l.keep(p.len() + v.len(), "dpkg versions")?
+        {
             l.dpkg_versions.push((p, v));
         }
     }
@@ -488,21 +535,116 @@ fn dpkg_status(l: &mut LayerPackages, _dir: &str, _name: &str, bytes: &[u8]) -> 
 
 /// conda's `conda-meta/<package>.json`: name, version and files relative to the prefix.
 fn conda_meta(l: &mut LayerPackages, dir: &str, _name: &str, bytes: &[u8]) -> ReadResult {
+    use serde::de::DeserializeSeed;
     let text = &*text(bytes);
-    #[derive(Deserialize)]
-    struct Meta {
-        name: String,
-        version: String,
-        #[serde(default)]
-        files: Vec<String>,
-    }
-    let m = serde_json::from_str::<Meta>(text).map_err(|e| format!("not conda package metadata ({e})"))?;
     let prefix = dir.rsplit_once('/').map_or("", |x| x.0);
+    let (was_full, room) = (l.full, MAX_KEPT - l.kept);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let m = CondaMeta { prefix: prefix.len(), room }
+        .deserialize(&mut de)
+        .and_then(|m| de.end().map(|()| m))
+        .map_err(|e| format!("not conda package metadata ({e})"))?;
     let i = l.add(Package::new(PackageManager::Conda, &m.name, &m.version));
-    for f in m.files.iter().filter(|f| interesting(f)) {
-        l.owned.push((join(prefix, f), i));
+    for f in &m.files {
+        l.own_joined(prefix, f, i)?;
+    }
+    // The files the room left out, after those it held (said once, by the record that cut).
+    if m.cut && !was_full {
+        l.full = true;
+        return Err(cut_note("file paths"));
     }
     Ok(())
+}
+
+/// What a `conda-meta/*.json` says, read as it streams: of `files`, only those worth keeping,
+/// and only while their paths (under a prefix of `prefix` bytes) fit `room`, so a list of
+/// millions of short names is never held whole. Other keys are read past.
+struct CondaMeta {
+    prefix: usize,
+    room: usize,
+}
+
+struct CondaMetaRead {
+    name: String,
+    version: String,
+    files: Vec<String>,
+    /// Files worth keeping were left out for want of room.
+    cut: bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for CondaMeta {
+    type Value = CondaMetaRead;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<CondaMetaRead, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CondaMeta {
+    type Value = CondaMetaRead;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an object with `name`, `version` and `files`")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(mut self, mut map: A) -> Result<CondaMetaRead, A::Error> {
+        use serde::de::{Error, IgnoredAny};
+        let (mut name, mut version, mut files, mut cut) = (None, None, Vec::new(), false);
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match &*key {
+                "name" => name = Some(map.next_value::<String>()?),
+                "version" => version = Some(map.next_value::<String>()?),
+                "files" => {
+                    let seed = CondaFiles { prefix: self.prefix, room: &mut self.room, cut: &mut cut };
+                    files = map.next_value_seed(seed)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(CondaMetaRead {
+            name: name.ok_or_else(|| A::Error::missing_field("name"))?,
+            version: version.ok_or_else(|| A::Error::missing_field("version"))?,
+            files,
+            cut,
+        })
+    }
+}
+
+/// `files`, as [`CondaMeta`] keeps them.
+struct CondaFiles<'r> {
+    prefix: usize,
+    room: &'r mut usize,
+    cut: &'r mut bool,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for CondaFiles<'_> {
+    type Value = Vec<String>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Vec<String>, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for CondaFiles<'_> {
+    type Value = Vec<String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of paths")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(f) = seq.next_element::<Cow<'de, str>>()? {
+            if !interesting(&f) || *self.cut {
+                continue;
+            }
+            // As `own_joined` will count it.
+            match self.room.checked_sub(path_cost(self.prefix + 1 + f.len())) {
+                Some(left) => {
+                    *self.room = left;
+                    out.push(f.into_owned());
+                }
+                None => *self.cut = true,
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// A wheel's `*.dist-info/variant.json` (PEP 825 draft): its one variant's properties, or why it
@@ -541,6 +683,11 @@ fn quoted(s: &str) -> String {
     format!("`{}{more}`", crate::escape::text(&cut))
 }
 
+/// What a `variant.json`'s properties may hold once each names its namespace and feature: a
+/// long namespace over many short values would otherwise be copied once a value (a 1 MiB file
+/// could make ~60 GB of them).
+const MAX_VARIANT_HELD: usize = 4 * MAX_VARIANT_JSON as usize;
+
 /// The label and properties of a `variant.json`: its `variants` object must hold exactly one
 /// label (PEP 825: "in variant.json, always a single entry"), mapping namespaces to features to
 /// lists of values.
@@ -556,7 +703,7 @@ fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
         return Err(format!("variant label {} is not made of a-z, 0-9, `_` and `.`", quoted(label)));
     }
     let namespaces = namespaces.as_object().ok_or_else(|| format!("variant {} is not an object", quoted(label)))?;
-    let mut properties = Vec::new();
+    let (mut properties, mut held) = (Vec::new(), 0usize);
     for (ns, features) in namespaces {
         let features = features.as_object().ok_or_else(|| format!("namespace {} is not an object", quoted(ns)))?;
         for (feature, values) in features {
@@ -571,6 +718,13 @@ fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
                         quoted(value)
                     ));
                 }
+                held += ns.len() + feature.len() + value.len();
+                if held > MAX_VARIANT_HELD {
+                    return Err(format!(
+                        "properties of more than {} once each names its namespace and feature: not a wheel's",
+                        crate::layer::budget::mib(MAX_VARIANT_HELD as u64)
+                    ));
+                }
                 properties.push(Property::new(ns, feature, value));
             }
         }
@@ -581,12 +735,74 @@ fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
 }
 
 impl LayerPackages {
+    /// The index of `p` in `packages`, added unless an equal one is there.
     fn add(&mut self, p: Package) -> usize {
-        if let Some(i) = self.packages.iter().position(|q| q == &p) {
-            return i;
+        for (i, q) in self.packages.iter().enumerate().skip(self.indexed) {
+            self.index.entry(q.clone()).or_insert(i);
         }
+        self.indexed = self.packages.len();
+        if let Some(i) = self.index.get(&p) {
+            return *i;
+        }
+        self.push(p)
+    }
+
+    /// Adds `p` as a package of its own (an equal one may be there: rpm's multilib pairs).
+    fn push(&mut self, p: Package) -> usize {
         self.packages.push(p);
         self.packages.len() - 1
+    }
+
+    /// Counts `bytes` (and an entry) against [`MAX_KEPT`] before they are kept: whether to keep
+    /// them, or the note of the record that reached the bound; after that, later records keep
+    /// nothing more and say nothing.
+    fn keep(&mut self, bytes: usize, what: &str) -> Result<bool, String> {
+        if self.full {
+            return Ok(false);
+        }
+        if self.fits(bytes + ENTRY) { Ok(true) } else { Err(cut_note(what)) }
+    }
+
+    /// Whether `cost` more bytes fit [`MAX_KEPT`] (and are now counted); once some do not, nothing
+    /// more does.
+    fn fits(&mut self, cost: usize) -> bool {
+        match self.kept.checked_add(cost).filter(|k| !self.full && *k <= MAX_KEPT) {
+            Some(k) => self.kept = k,
+            None => self.full = true,
+        }
+        !self.full
+    }
+
+    /// Keeps `path` as a file of `packages[i]`; a path longer than the walkers take names no
+    /// file of the image and is passed over. `Err` (the note) at [`MAX_KEPT`]; `Ok` with nothing
+    /// kept once a record has been cut there.
+    fn own(&mut self, path: &str, i: usize) -> ReadResult {
+        if path.len() > crate::layer::path::MAX_PATH || self.full {
+            return Ok(());
+        }
+        if !self.fits(path_cost(path.len())) {
+            return Err(cut_note("file paths"));
+        }
+        self.owned.push((path.to_string(), i));
+        Ok(())
+    }
+
+    /// [`LayerPackages::own`] for `rel` joined onto `base`, counted before it is made (at its
+    /// longest: `..` only shortens it), so a long base joined to many short lines makes no more
+    /// than the bound.
+    fn own_joined(&mut self, base: &str, rel: &str, i: usize) -> ReadResult {
+        let longest = base.len() + 1 + rel.len();
+        if self.full {
+            return Ok(());
+        }
+        if !self.fits(path_cost(longest)) {
+            return Err(cut_note("file paths"));
+        }
+        let path = join(base, rel);
+        if path.len() <= crate::layer::path::MAX_PATH {
+            self.owned.push((path, i));
+        }
+        Ok(())
     }
 
     /// Reads one record (of a kind [`record_kind`] named for `path`) from what its reader takes:
@@ -611,7 +827,7 @@ pub fn fuzz_records(data: &[u8]) -> usize {
             let _ = l.read(kind, path, RecordData::Bytes(data));
         }
     }
-    l.packages.len() + usize::from(rpm::parse_header(data).is_ok())
+    l.packages.len() + usize::from(rpm::parse_header(data, &mut |cost| l.fits(cost)).is_ok())
 }
 
 /// A path of each kind of record read from bytes (a test checks none is missing).
@@ -637,7 +853,8 @@ pub fn cuda_related(name: &str, also: &[&str]) -> bool {
 /// The packages of an image, layers applied in order (a later record of a path wins).
 #[derive(Debug, Clone, Default)]
 pub struct ImagePackages {
-    pub owner: std::collections::BTreeMap<String, Package>,
+    /// Shared, not copied: a package owning many files is held once, however long its name.
+    pub owner: std::collections::BTreeMap<String, std::sync::Arc<Package>>,
     pub all: std::collections::BTreeSet<Package>,
     pub requires: Vec<(String, String)>,
 }
@@ -670,12 +887,13 @@ impl ImagePackages {
                     *p = Package::rpm(&p.name, &p.version, q, os);
                 }
             }
+            let pkgs: Vec<std::sync::Arc<Package>> = pkgs.into_iter().map(std::sync::Arc::new).collect();
             for (path, i) in &l.owned {
                 if !stale(&pkgs[*i]) {
                     out.owner.insert(path.clone(), pkgs[*i].clone());
                 }
             }
-            out.all.extend(pkgs.into_iter().filter(|p| !stale(p)));
+            out.all.extend(pkgs.iter().filter(|p| !stale(p)).map(|p| Package::clone(p)));
             out.requires.extend(l.requires.iter().cloned());
         }
         out.requires.sort();
@@ -685,7 +903,7 @@ impl ImagePackages {
 
     /// The package owning `path` or, failing that, one of its other names (symlinks, links).
     pub fn owner_of<'a>(&self, paths: impl IntoIterator<Item = &'a str>) -> Option<Package> {
-        paths.into_iter().find_map(|p| self.owner.get(p).cloned())
+        paths.into_iter().find_map(|p| self.owner.get(p).map(|p| Package::clone(p)))
     }
 }
 
@@ -724,6 +942,68 @@ mod tests {
         assert_eq!(cudnn.version, "9.1.0.70-1");
         assert_eq!(img.owner_of(["/opt/conda/lib/libcupy.so"]).unwrap().manager, PackageManager::Conda);
         assert_eq!(pypi_normalize("nvidia_cublas_cu12"), "nvidia-cublas-cu12");
+    }
+
+    /// Records whose few bytes join into many long paths (a RECORD's or a conda-meta's short
+    /// names under a deep prefix, a `.list` of one long path many times): what a layer keeps is
+    /// counted before it is made, the record that reaches the bound says so, and later records
+    /// still name their packages. On 3b91db5 each of these held ~800 MB of paths.
+    #[test]
+    fn what_a_layers_records_keep_is_bounded_and_the_cut_is_a_note() {
+        let deep = format!("/{}", "s".repeat(4000));
+        let n = 200_000;
+        let cut = |l: &mut LayerPackages, path: &str, text: &str| {
+            let kind = record_kind(path).unwrap();
+            l.read(kind, path, RecordData::Bytes(text.as_bytes())).unwrap_err()
+        };
+        let kept = |l: &LayerPackages| l.owned.iter().map(|(p, _)| path_cost(p.len())).sum::<usize>();
+        let record = "a.so,,\n".repeat(n);
+        // A `.list` names its paths whole: many of them, not long ones.
+        let list = format!("/usr/lib/{}/a.so\n", "l".repeat(86)).repeat(250_000);
+        let files = vec!["a.so"; n];
+        let conda = serde_json::json!({"name": "c", "version": "1", "files": files}).to_string();
+        for (path, text) in [
+            (format!("{deep}/x-1.0.dist-info/RECORD"), record.as_str()),
+            ("/var/lib/dpkg/info/x:amd64.list".to_string(), list.as_str()),
+            (format!("{deep}/conda-meta/c-1.json"), conda.as_str()),
+        ] {
+            let mut l = LayerPackages::default();
+            let note = cut(&mut l, &path, text);
+            assert!(note.starts_with("file paths past the layer's bound of 32 MiB for its package records"), "{note}");
+            assert!(
+                kept(&l) <= MAX_KEPT && l.owned.len() > 1000,
+                "{path}: {} paths, {} bytes",
+                l.owned.len(),
+                kept(&l)
+            );
+            assert_eq!(l.packages.len(), 1);
+            // The paths kept are the record's, attributed to its package.
+            let img = ImagePackages::from_layers([&l]);
+            assert_eq!(img.owner_of([l.owned[0].0.as_str()]).as_ref(), l.packages.first(), "{path}");
+            // A later record in the layer names its package and keeps nothing more, in silence.
+            read(&mut l, "/var/lib/dpkg/info/later.list", "/usr/lib/liblater.so\n");
+            assert_eq!((l.packages.len(), l.owned.len() > 1000), (2, true));
+            assert!(!l.owned.iter().any(|(p, _)| p == "/usr/lib/liblater.so"));
+        }
+        // dpkg versions and Requires-Dist pins are counted alike.
+        let mut l = LayerPackages::default();
+        let status = "Package: p\nVersion: 1\n\n".repeat(MAX_KEPT / ENTRY + 1);
+        assert!(cut(&mut l, "/var/lib/dpkg/status", &status).starts_with("dpkg versions past the layer's bound"));
+        assert!(l.dpkg_versions.len() < MAX_KEPT / ENTRY);
+    }
+
+    /// Equal packages from many records of a layer are one package (found by value, not by a
+    /// search of every one before it: a layer of many `.list` files made that quadratic).
+    #[test]
+    fn a_package_named_by_many_records_is_one() {
+        let mut l = LayerPackages::default();
+        for i in 0..3 {
+            read(&mut l, &format!("/var/lib/dpkg/info/p{i}:amd64.list"), "/usr/lib/libp.so\n");
+            read(&mut l, &format!("/var/lib/dpkg/info/p{i}:arm64.list"), "/usr/lib/libq.so\n");
+        }
+        let names: Vec<&str> = l.packages.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["p0", "p1", "p2"]);
+        assert_eq!(l.owned.iter().map(|(_, i)| *i).collect::<Vec<_>>(), [0, 0, 1, 1, 2, 2]);
     }
 
     /// PEP 825's `*.dist-info/variant.json`: the one label's properties, sorted (numbers as
@@ -776,6 +1056,16 @@ mod tests {
         let bad = error(r#"{"variants": {"a": {"NVIDIA\u001b[2J": {"sm_arch": ["90_real"]}}}}"#);
         assert!(bad.starts_with("`NVIDIA\\x1b[2J` :: `sm_arch` :: `90_real` is not a variant property"), "{bad}");
         assert!(error(r#"{"variants": {"A B": {}}}"#).starts_with("variant label `A B`"));
+        // A long namespace over many short values is not copied once a value (on 3b91db5 this
+        // file of 216 KiB makes 50,000 copies of the 16 KiB namespace, ~800 MB).
+        let values = vec!["1"; 50_000];
+        let ns = "n".repeat(16 << 10);
+        let wide = serde_json::json!({"variants": {"a": {ns: {"f": values}}}}).to_string();
+        assert!(wide.len() < MAX_VARIANT_JSON as usize);
+        assert_eq!(
+            error(&wide),
+            "properties of more than 4 MiB once each names its namespace and feature: not a wheel's"
+        );
     }
 
     #[test]

@@ -88,11 +88,45 @@ fn scan(image: &str, format: &str) -> (Option<i32>, String, String) {
     (out.status.code(), String::from_utf8(out.stdout).unwrap(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// The sm_90a library is judged (CL001 on L4) whatever its database says.
+fn assert_hopper_judged(r: &Value) {
+    let findings = &r["findings"];
+    assert!(
+        findings.as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == HOPPER),
+        "the library is judged all the same: {findings:#}"
+    );
+}
+
 fn json(image: &str) -> Value {
     let (code, out, err) = scan(image, "json");
     assert_eq!(code, Some(1), "the sm_90a library cannot run on L4: {err}");
     serde_json::from_str(&out).unwrap()
 }
+
+/// [`json`], with the scan's peak resident memory in bytes: its `getrusage` maxrss, read by a
+/// Python parent that runs nothing else (this process runs other tests' scans at once).
+fn json_and_peak(image: &str) -> (Value, u64) {
+    const PEAK: &str = "import resource, subprocess, sys\n\
+        r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE)\n\
+        sys.stdout.buffer.write(r.stdout)\n\
+        sys.stderr.write('maxrss_kib=%d exit=%d' % (resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r.returncode))";
+    let out = Std::new("python3")
+        .args(["-c", PEAK])
+        .arg(assert_cmd::cargo::cargo_bin("cudalint"))
+        .args(["scan", image, "--gpu", "L4", "--quiet", "--format", "json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let tail = err.rsplit_once("maxrss_kib=").unwrap_or_else(|| panic!("{err}")).1;
+    let (kib, exit) = tail.split_once(" exit=").unwrap();
+    assert_eq!(exit, "1", "the sm_90a library cannot run on L4: {err}");
+    (serde_json::from_slice(&out.stdout).unwrap(), kib.parse::<u64>().unwrap() << 10)
+}
+
+/// Generous beside what a scan of these small images takes (~30 to ~100 MiB in a debug build),
+/// far below what the attacks took on 3b91db5 (426 MiB for the generated column, 705 for the
+/// amplifying header).
+const PEAK_BOUND: u64 = 256 << 20;
 
 #[test]
 fn an_rpm_image_names_its_cuda_packages_in_json_sarif_and_cyclonedx() {
@@ -170,11 +204,7 @@ fn a_corrupt_rpm_database_is_a_note_and_changes_no_verdict() {
     let r = json(&format!("oci:{}", layout.display()));
     let notes = r["notes"].to_string();
     assert!(notes.contains("/var/lib/rpm/rpmdb.sqlite: rpm-sqlite record not read"), "{notes}");
-    assert!(
-        r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == HOPPER),
-        "{:#}",
-        r["findings"]
-    );
+    assert_hopper_judged(&r);
     assert!(!r.to_string().contains("pkg:rpm/"), "no package from a database the last layer replaced: {r:#}");
 }
 
@@ -201,7 +231,9 @@ fn a_berkeley_db_rpm_database_is_named_as_unread() {
 }
 
 /// Writes an `rpmdb.sqlite` as an attacker would, with Python's sqlite3: `view` makes `Packages`
-/// a view; `many` a `Packages` table of that many copies of one small header; otherwise a
+/// a view; `generated` gives it a generated `blob`; `amplify` holds the header naming `name` and
+/// one whose few bytes join into far more paths; a number, a `Packages` table of that many copies
+/// of one small header; otherwise a
 /// `Packages` table with one header naming `name` (owning the sm_90a library) and one header
 /// whose index lies about its data's size.
 fn hostile_db(path: &Path, name: &str, mode: &str) {
@@ -228,6 +260,23 @@ db = sqlite3.connect(path)
 if mode == "view":
     db.execute("CREATE TABLE t (hnum INTEGER PRIMARY KEY, blob BLOB)")
     db.execute("CREATE VIEW Packages AS SELECT * FROM t")
+elif mode == "generated":
+    # Every read of `blob` computes 64 MiB of text: rpm's columns, one of them generated.
+    db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, "
+               "blob BLOB AS (CAST(replace(hex(zeroblob(1 << 24)), '0', 'ab') AS BLOB)))")
+    db.executemany("INSERT INTO Packages (hnum) VALUES (?)", ((i,) for i in range(1, 5)))
+elif mode == "amplify":
+    # One header of 1 MiB: a directory name of 3,000 bytes and 116,000 base names `a.so` in it,
+    # each 9 bytes of the header (name and index) and a 3,005-byte path once joined.
+    n = 116_000
+    amp = header([
+        (1000, 6, 1, b"amplifier\0"), (1001, 6, 1, b"1\0"), (1002, 6, 1, b"1\0"),
+        (1022, 6, 1, b"x86_64\0"), (1116, 4, n, struct.pack(">I", 0) * n),
+        (1117, 8, n, b"a.so\0" * n), (1118, 8, 1, b"/" + b"d" * 3000 + b"/\0"),
+    ])
+    db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
+    db.execute("INSERT INTO Packages (blob) VALUES (?)", (good,))
+    db.execute("INSERT INTO Packages (blob) VALUES (?)", (amp,))
 elif mode.isdigit():
     db.execute("CREATE TABLE Packages (hnum INTEGER PRIMARY KEY AUTOINCREMENT, blob BLOB NOT NULL)")
     db.executemany("INSERT INTO Packages (blob) VALUES (?)", ((good,) for _ in range(int(mode))))
@@ -297,11 +346,7 @@ fn an_rpm_database_past_the_package_bound_is_cut_with_a_note() {
     let notes = r["notes"].to_string();
     assert!(notes.contains("rpm-sqlite record not read: more than 100000 packages: the rest not read"), "{notes}");
     assert!(notes.contains("rpm's write-ahead log holds 3145728 bytes"), "{notes}");
-    assert!(
-        r["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "CL001" && f["path"] == HOPPER),
-        "the library is judged all the same: {:#}",
-        r["findings"]
-    );
+    assert_hopper_judged(&r);
 }
 
 /// A `Packages` that is a view (which could make a query cost anything) is refused.
@@ -314,6 +359,55 @@ fn an_rpm_database_whose_packages_is_a_view_is_refused() {
     let notes = r["notes"].to_string();
     assert!(notes.contains("rpm-sqlite record not read: not an rpm sqlite database (no `Packages` table)"), "{notes}");
     assert!(!r.to_string().contains("pkg:rpm/"), "{r:#}");
+}
+
+/// A `Packages` whose `blob` is a generated column makes every read of it compute what the
+/// image's author chose (on 3b91db5, 1.7 GiB for one constant expression): it is refused before
+/// a row is read, in a note, and the rest of the image is judged as before.
+#[test]
+fn an_rpm_database_with_a_generated_column_is_refused_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpmdb.sqlite");
+    hostile_db(&db, "x", "generated");
+    let (r, peak) = json_and_peak(&hostile_image(dir.path(), &db, Vec::new()));
+    assert!(peak < PEAK_BOUND, "the scan peaked at {} MiB", peak >> 20);
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains(
+            "rpm-sqlite record not read: not an rpm sqlite database (`Packages` column `blob` is generated; \
+             rpm's table has the plain columns `hnum` INTEGER PRIMARY KEY and `blob`)"
+        ),
+        "{notes}"
+    );
+    assert_hopper_judged(&r);
+    assert!(!r.to_string().contains("pkg:rpm/"), "{r:#}");
+}
+
+/// One header of 1 MiB whose 116,000 base names share a 3,000-byte directory joins into 350 MB
+/// of paths (1.5 GiB on 3b91db5 once copied into the lookups): the paths a layer keeps are
+/// bounded, counted before they are made, and the cut is a note. The package read before it
+/// still names its library.
+#[test]
+fn an_amplifying_rpm_header_is_cut_at_the_layers_path_bound_with_a_note() {
+    use cudalint::packages::{LayerPackages, MAX_KEPT, RecordData, record_kind};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("rpmdb.sqlite");
+    hostile_db(&db, "llm-hopper-kernels", "amplify");
+    let path = "/var/lib/rpm/rpmdb.sqlite";
+    let mut l = LayerPackages::default();
+    let note = l.read(record_kind(path).unwrap(), path, RecordData::File(&db)).unwrap_err();
+    assert!(note.starts_with("package 2: file paths past the layer's bound of 32 MiB"), "{note}");
+    let kept: usize = l.owned.iter().map(|(p, _)| p.len()).sum();
+    assert!(kept <= MAX_KEPT && l.owned.len() < MAX_KEPT / 3000, "{} paths, {kept} bytes", l.owned.len());
+    assert_eq!(l.packages.len(), 2, "both packages are named: {:?}", l.packages);
+
+    let (r, peak) = json_and_peak(&hostile_image(dir.path(), &db, Vec::new()));
+    assert!(peak < PEAK_BOUND, "the scan peaked at {} MiB", peak >> 20);
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("rpm-sqlite record not read: package 2: file paths past the layer's bound"), "{notes}");
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["path"] == HOPPER).expect("the library is judged");
+    assert_eq!(f["rule"], "CL001");
+    assert_eq!(f["purl"], "pkg:rpm/rhel/llm-hopper-kernels@1-1?arch=x86_64&distro=rhel-9.4", "{f:#}");
 }
 
 /// The database `rpm` wrote, with bytes changed anywhere (pages, the Packages b-tree, header
