@@ -293,8 +293,12 @@ pub fn scan_stream<R: Read>(
     while let Some(e) = walker.next_entry().map_err(|e| bad(&e))? {
         let Some(name) = member_name(&e.path) else { continue };
         match e.kind {
-            Kind::Symlink => {
-                if let Some(t) = link_target(&name, e.link.as_deref().unwrap_or_default()) {
+            // Links between members, as the seek path follows them: Docker before 25 links a
+            // repeated layer's `<id>/layer.tar` to the first copy (a hard link names the member).
+            Kind::Symlink | Kind::Hardlink => {
+                let target = e.link.as_deref().unwrap_or_default();
+                let t = if e.kind == Kind::Hardlink { member_name(target) } else { link_target(&name, target) };
+                if let Some(t) = t {
                     store.links.insert(name, t);
                 }
             }
@@ -346,13 +350,25 @@ pub fn scan_stream<R: Read>(
     // Whatever follows the archive's end marker is not part of it.
     let files = (store.small.contains_key("manifest.json"), store.small.contains_key("index.json"));
     let (resolved, source) = resolve(&mut store, files, layout, want, platform, label)?;
+    // A layer may be listed more than once (every step that changes nothing makes the same
+    // empty layer): its blob is stored once and was read once; each listing takes a copy of its
+    // analysis, the last one the analysis itself.
+    let keys: Vec<String> = resolved.layers.iter().map(|l| follow(&store.links, &l.key)).collect();
+    let mut listings: HashMap<&str, usize> = HashMap::new();
+    for key in &keys {
+        *listings.entry(key).or_default() += 1;
+    }
     let mut layers = Vec::new();
-    for l in &resolved.layers {
-        let key = follow(&store.links, &l.key);
-        let o = outcomes.remove(&key).ok_or_else(|| ScanError::Layer {
-            layer: l.id(),
-            message: format!("not in the archive (member {key})"),
-        })??;
+    for (l, key) in resolved.layers.iter().zip(&keys) {
+        let left = listings.get_mut(key.as_str()).expect("counted above");
+        *left -= 1;
+        let o = match outcomes.get(key) {
+            Some(Ok(o)) if *left > 0 => o.clone(),
+            Some(_) => outcomes.remove(key).expect("present")?,
+            None => {
+                return Err(ScanError::Layer { layer: l.id(), message: format!("not in the archive (member {key})") });
+            }
+        };
         layers.push(blob::check(l, o, opts.verify)?);
     }
     progress.finish();

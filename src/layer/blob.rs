@@ -61,6 +61,7 @@ impl<R: Read, F: Fn(u64)> Read for Counting<R, F> {
 }
 
 /// What reading a layer blob produced, before its digests are checked.
+#[derive(Clone)]
 pub struct Outcome {
     pub summary: LayerSummary,
     pub compression: Compression,

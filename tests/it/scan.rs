@@ -362,3 +362,284 @@ pub fn which(tool: &str) -> String {
         ),
     }
 }
+
+/// The empty tar's digest: the layer every build step that changes nothing makes.
+const EMPTY_LAYER: &str = "sha256:5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef";
+
+/// An image whose layers repeat, as builds make them: the empty layer twice, and a layer
+/// holding a CUDA library twice, with a layer between that deletes the library (so the second
+/// copy is what puts it back) and adds another.
+fn repeating(c: Comp) -> Image {
+    let lib = tar(&[Ent::File("opt/cuda/libsm90a.so", read_fixture("libsm90a.so"))]);
+    let empty = tar(&[]);
+    assert_eq!(sha(&empty), EMPTY_LAYER);
+    let mid = tar(&[
+        Ent::File("opt/cuda/.wh.libsm90a.so", vec![]),
+        Ent::File("opt/plain/libconcat.so", read_fixture("libconcat.so")),
+    ]);
+    Image::new(vec![(lib.clone(), c), (empty.clone(), c), (mid, c), (empty, c), (lib, c)])
+}
+
+/// How a legacy `docker save` archive stores a layer listed again.
+#[derive(Clone, Copy, Debug)]
+enum Repeat {
+    /// The manifest names the same member again (podman and skopeo: `<diff_id>.tar`).
+    Listed,
+    /// `<id>/layer.tar` is a symbolic link to the first copy (Docker before 25, podman).
+    Symlink,
+    /// `<id>/layer.tar` is a hard link to the first copy.
+    Hardlink,
+}
+
+/// A legacy docker-archive of `img` whose repeated layers are stored once. `reversed`: the
+/// members in the opposite order to the manifest's, `manifest.json` first (links still
+/// follow the member they name, as a tar needs).
+fn legacy_repeating(img: &Image, repeat: Repeat, reversed: bool) -> Vec<u8> {
+    let b = img.build();
+    let cfg_name = format!("{}.json", crate::images::hex_of(&sha(&b.config)));
+    enum Member {
+        File(Vec<u8>),
+        Symlink(String),
+        Hardlink(String),
+    }
+    let mut names = vec![String::new(); img.layers.len()];
+    let mut members: Vec<(String, Member)> = Vec::new();
+    let mut first: BTreeMap<String, String> = BTreeMap::new();
+    let order: Vec<usize> =
+        if reversed { (0..img.layers.len()).rev().collect() } else { (0..img.layers.len()).collect() };
+    for i in order {
+        let layer = &img.layers[i].0;
+        let digest = sha(layer);
+        let own = match repeat {
+            Repeat::Listed => format!("{}.tar", crate::images::hex_of(&digest)),
+            Repeat::Symlink | Repeat::Hardlink => format!("{:064x}/layer.tar", i + 1),
+        };
+        names[i] = match (first.get(&digest), repeat) {
+            (None, _) => {
+                first.insert(digest, own.clone());
+                members.push((own.clone(), Member::File(layer.clone())));
+                own
+            }
+            (Some(stored), Repeat::Listed) => stored.clone(),
+            (Some(stored), Repeat::Symlink) => {
+                members.push((own.clone(), Member::Symlink(format!("../{stored}"))));
+                own
+            }
+            (Some(stored), Repeat::Hardlink) => {
+                members.push((own.clone(), Member::Hardlink(stored.clone())));
+                own
+            }
+        };
+    }
+    let manifest = serde_json::json!([{"Config": cfg_name, "RepoTags": ["test/repeat:1"], "Layers": names}]);
+    let docs = [("manifest.json".to_string(), serde_json::to_vec(&manifest).unwrap()), (cfg_name, b.config)];
+    let docs = docs.into_iter().map(|(n, d)| (n, Member::File(d)));
+    let all: Vec<(String, Member)> =
+        if reversed { docs.chain(members).collect() } else { members.into_iter().chain(docs).collect() };
+    let mut t = tar::Builder::new(Vec::new());
+    for (name, m) in all {
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        match m {
+            Member::File(data) => {
+                h.set_size(data.len() as u64);
+                t.append_data(&mut h, &name, &data[..]).unwrap();
+            }
+            Member::Symlink(to) => {
+                h.set_entry_type(tar::EntryType::Symlink);
+                h.set_size(0);
+                t.append_link(&mut h, &name, &to).unwrap();
+            }
+            Member::Hardlink(to) => {
+                h.set_entry_type(tar::EntryType::Link);
+                h.set_size(0);
+                t.append_link(&mut h, &name, &to).unwrap();
+            }
+        }
+    }
+    t.into_inner().unwrap()
+}
+
+/// A scan's JSON document (`format`: json or inventory), its exit code and stderr: by path, or
+/// with the same bytes on standard input.
+fn scan_json(archive: &Path, stdin: bool, format: &str) -> (Option<i32>, serde_json::Value, String) {
+    let mut c = Command::cargo_bin("cudalint").unwrap();
+    c.args(["scan", "--format", format, "--quiet", "--gpu", "H100"]);
+    if stdin {
+        c.arg("-").pipe_stdin(archive).unwrap();
+    } else {
+        c.arg(archive);
+    }
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    // What differs by design: an oci-archive on disk is titled by its file name (a stream has
+    // none), and an uncompressed layer read by seeking is not hashed unless asked to be.
+    if let Some(image) = v.get_mut("image").and_then(|i| i.as_object_mut()) {
+        image.remove("name");
+        for l in image.get_mut("layers").and_then(|l| l.as_array_mut()).into_iter().flatten() {
+            l.as_object_mut().unwrap().remove("verified");
+        }
+    }
+    (out.status.code(), v, stderr)
+}
+
+/// `archive` read by path and from standard input: the same exit (0) and the same findings and
+/// inventory; returns the inventory's files, less their layer digests (which name compressed
+/// blobs), and the image's layer digests.
+fn same_by_path_and_stream(what: &str, archive: &Path) -> (serde_json::Value, Vec<String>) {
+    let mut inventory = serde_json::Value::Null;
+    for format in ["json", "inventory"] {
+        let (code, path, err) = scan_json(archive, false, format);
+        assert_eq!(code, Some(0), "{what} by path, --format {format}: {err}");
+        let (code, stream, err) = scan_json(archive, true, format);
+        assert_eq!(code, Some(0), "{what} from stdin, --format {format}: {err}");
+        assert_eq!(stream, path, "{what}: --format {format} from stdin vs by path");
+        inventory = path;
+    }
+    let layers: Vec<String> =
+        inventory["image"]["layers"].as_array().unwrap().iter().map(|l| l["digest"].as_str().unwrap().into()).collect();
+    let mut files = inventory["files"].take();
+    for f in files.as_array_mut().unwrap() {
+        let layer = f.as_object_mut().unwrap().remove("layer").unwrap();
+        // The library comes from the last listing of its layer (the first is whited out).
+        if f["path"] == "/opt/cuda/libsm90a.so" {
+            assert_eq!(layer.as_str(), Some(layers[4].as_str()), "{what}");
+        }
+    }
+    (files, layers)
+}
+
+/// Every image-archive shape whose layers repeat (the empty layer, a library's layer) and whose
+/// members come in another order than the manifest lists them reads the same from standard
+/// input, in one pass, as by path: each stored blob is read once and its analysis serves every
+/// listing, which keeps its position in the image.
+#[test]
+fn repeated_layers_read_the_same_by_path_and_from_stdin_in_every_archive_shape() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = repeating(Comp::None);
+    let mut shapes: Vec<(String, Vec<u8>)> = Vec::new();
+    for repeat in [Repeat::Listed, Repeat::Symlink, Repeat::Hardlink] {
+        for reversed in [false, true] {
+            shapes.push((format!("legacy {repeat:?} reversed={reversed}"), legacy_repeating(&plain, repeat, reversed)));
+        }
+    }
+    shapes.push(("Docker 25+".into(), crate::images::docker_archive_25(&plain, &plain, "test/repeat:1")));
+    for c in [Comp::None, Comp::Gzip] {
+        let d = tmp.path().join(format!("layout-{c:?}"));
+        oci_layout(&d, &[&repeating(c)]);
+        shapes.push((format!("oci-archive {c:?}"), tar_dir(&d)));
+    }
+    let mut first: Option<(String, serde_json::Value)> = None;
+    for (i, (what, bytes)) in shapes.iter().enumerate() {
+        let p = tmp.path().join(format!("{i}.tar"));
+        std::fs::write(&p, bytes).unwrap();
+        let (files, layers) = same_by_path_and_stream(what, &p);
+        assert_eq!(layers.len(), 5, "{what}: every listing keeps its position");
+        assert_eq!(layers[1], layers[3], "{what}");
+        assert_eq!(layers[0], layers[4], "{what}");
+        let paths: Vec<&str> = files.as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+        assert_eq!(paths, ["/opt/cuda/libsm90a.so", "/opt/plain/libconcat.so"], "{what}");
+        match &first {
+            None => first = Some((what.clone(), files)),
+            Some((name0, want)) => assert_eq!(&files, want, "{what} vs {name0}"),
+        }
+    }
+}
+
+/// skopeo writes the repeating image as a docker-archive and an oci-archive (the writer
+/// podman save uses): each reads the same by path and from standard input.
+#[test]
+fn skopeo_archives_with_repeated_layers_read_the_same_by_path_and_from_stdin() {
+    let skopeo = which("skopeo");
+    let d = tempfile::tempdir().unwrap();
+    let layout = d.path().join("layout");
+    oci_layout(&layout, &[&repeating(Comp::Gzip)]);
+    let src = format!("oci:{}:latest", layout.display());
+    let da = d.path().join("docker.tar");
+    let oa = d.path().join("oci.tar");
+    let mut seen = Vec::new();
+    for (dst, file) in [
+        (format!("docker-archive:{}:test/repeat:1", da.display()), &da),
+        (format!("oci-archive:{}:latest", oa.display()), &oa),
+    ] {
+        let out =
+            std::process::Command::new(&skopeo).args(["--insecure-policy", "copy", "-q", &src, &dst]).output().unwrap();
+        assert!(out.status.success(), "skopeo copy {dst}: {}", String::from_utf8_lossy(&out.stderr));
+        seen.push(same_by_path_and_stream(&dst, file).0);
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+/// A real `podman build` whose steps repeat layers (COPY of an empty directory makes the empty
+/// layer; the same COPY twice makes one layer twice), saved in both of podman's formats: `podman
+/// save IMG | cudalint scan -` reads as `podman save -o x.tar IMG; cudalint scan x.tar`. Podman
+/// runs rootful with its own storage under a temporary directory (vfs: no overlay mounts).
+#[cfg(feature = "slow-tests")]
+#[test]
+fn podman_saves_of_a_build_with_repeated_layers_read_the_same_by_path_and_from_a_pipe() {
+    let podman = which("podman");
+    let d = tempfile::tempdir().unwrap();
+    let ctx = d.path().join("ctx");
+    std::fs::create_dir_all(ctx.join("empty")).unwrap();
+    std::fs::copy(fixture("libsm90a.so"), ctx.join("libsm90a.so")).unwrap();
+    std::fs::write(
+        ctx.join("Containerfile"),
+        "FROM scratch\nCOPY libsm90a.so /opt/cuda/\nCOPY empty/ /\nCOPY libsm90a.so /opt/cuda/\nCOPY empty/ /\n",
+    )
+    .unwrap();
+    let storage = [
+        format!("--root={}", d.path().join("root").display()),
+        format!("--runroot={}", d.path().join("run").display()),
+        "--storage-driver=vfs".to_string(),
+    ];
+    let podman = |args: &[&str]| {
+        let mut c = std::process::Command::new(&podman);
+        c.args(&storage).args(args);
+        c
+    };
+    crate::util::run(podman(&["build", "-q", "--network=none", "-t", "localhost/repeat:1"]).arg(&ctx));
+    let config: serde_json::Value = serde_json::from_str(&crate::util::run(&mut podman(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .RootFS.Layers}}",
+        "localhost/repeat:1",
+    ])))
+    .unwrap();
+    let diff_ids: Vec<&str> = config.as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert_eq!(diff_ids.len(), 4, "{diff_ids:?}");
+    assert_eq!((diff_ids[1], diff_ids[3]), (EMPTY_LAYER, EMPTY_LAYER), "{diff_ids:?}");
+    let bin = assert_cmd::cargo::cargo_bin("cudalint");
+    for format in ["docker-archive", "oci-archive"] {
+        let file = d.path().join(format!("{format}.tar"));
+        crate::util::run(podman(&["save", "--format", format, "-o"]).arg(&file).arg("localhost/repeat:1"));
+        let by_path = crate::util::run(
+            std::process::Command::new(&bin).args(["scan", "--format", "inventory", "--quiet"]).arg(&file),
+        );
+        let mut save = podman(&["save", "--format", format, "localhost/repeat:1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let piped = std::process::Command::new(&bin)
+            .args(["scan", "--format", "inventory", "--quiet", "-"])
+            .stdin(save.stdout.take().unwrap())
+            .output()
+            .unwrap();
+        assert!(save.wait().unwrap().success(), "podman save --format {format}");
+        assert_eq!(piped.status.code(), Some(0), "{format} from a pipe: {}", String::from_utf8_lossy(&piped.stderr));
+        let mut by_path: serde_json::Value = serde_json::from_str(&by_path).unwrap();
+        let mut piped: serde_json::Value = serde_json::from_slice(&piped.stdout).unwrap();
+        for v in [&mut by_path, &mut piped] {
+            // As in scan_json: the file name titles an oci-archive, seeks leave layers unhashed.
+            v["image"].as_object_mut().unwrap().remove("name");
+            for l in v["image"]["layers"].as_array_mut().unwrap() {
+                l.as_object_mut().unwrap().remove("verified");
+            }
+        }
+        assert_eq!(piped, by_path, "podman save --format {format}: from a pipe vs by path");
+        assert_eq!(by_path["image"]["layers"].as_array().unwrap().len(), 4, "{format}");
+        assert_eq!(by_path["files"][0]["path"], "/opt/cuda/libsm90a.so", "{format}");
+    }
+}
