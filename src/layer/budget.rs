@@ -245,6 +245,13 @@ mod tests {
         assert_eq!(b.in_use(), 0);
     }
 
+    /// Package records keep at most an eighth of the default budget (packages sit below `layer`
+    /// and cannot name it).
+    #[test]
+    fn package_records_keep_an_eighth_of_the_default_budget() {
+        assert_eq!(crate::packages::MAX_KEPT as u64, DEFAULT / 8);
+    }
+
     #[test]
     fn sizes() {
         assert_eq!(parse_size("256M"), Ok(256 << 20));

@@ -106,6 +106,12 @@ pub fn ancestors(p: &str) -> impl Iterator<Item = &str> {
 mod tests {
     use super::*;
 
+    /// Package records bound the paths they keep as the walk bounds names.
+    #[test]
+    fn package_records_bound_paths_as_the_walk_does() {
+        assert_eq!(MAX_PATH, crate::packages::MAX_PATH);
+    }
+
     #[test]
     fn hostile_paths_stay_inside_the_root() {
         assert_eq!(normalize(b"./usr//lib/../lib64/x.so").unwrap(), ("/usr/lib64/x.so".into(), false));

@@ -26,7 +26,11 @@ pub const MAX_METADATA: u64 = 32 << 20;
 /// cached analysis does not depend on the flag. Each is counted before it is made: a few bytes of
 /// a record can join a long directory name many times (an rpm header's directory and base names,
 /// a RECORD's lines under a deep site-packages), so a record's size does not bound its paths.
-pub const MAX_KEPT: usize = (crate::layer::budget::DEFAULT / 8) as usize;
+pub const MAX_KEPT: usize = 32 << 20;
+
+/// Longest path kept: Linux PATH_MAX, as the tar walk bounds names (`layer::path::MAX_PATH`,
+/// which a test holds equal; packages sit below `layer`, so the walk's constant is not imported).
+pub const MAX_PATH: usize = 4096;
 
 /// What a kept path or pair costs beyond its bytes: its `String`s and index here, and its node in
 /// the image's lookup.
@@ -43,7 +47,7 @@ fn cut_note(what: &str) -> String {
     format!(
         "{what} past the layer's bound of {} for its package records: the rest of them, here and in \
          later records of the layer, not kept (their files are named by no package)",
-        crate::layer::budget::mib(MAX_KEPT as u64)
+        format!("{} MiB", MAX_KEPT >> 20)
     )
 }
 
@@ -722,7 +726,7 @@ fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
                 if held > MAX_VARIANT_HELD {
                     return Err(format!(
                         "properties of more than {} once each names its namespace and feature: not a wheel's",
-                        crate::layer::budget::mib(MAX_VARIANT_HELD as u64)
+                        format!("{} MiB", MAX_VARIANT_HELD >> 20)
                     ));
                 }
                 properties.push(Property::new(ns, feature, value));
@@ -777,7 +781,7 @@ impl LayerPackages {
     /// file of the image and is passed over. `Err` (the note) at [`MAX_KEPT`]; `Ok` with nothing
     /// kept once a record has been cut there.
     fn own(&mut self, path: &str, i: usize) -> ReadResult {
-        if path.len() > crate::layer::path::MAX_PATH || self.full {
+        if path.len() > MAX_PATH || self.full {
             return Ok(());
         }
         if !self.fits(path_cost(path.len())) {
@@ -799,7 +803,7 @@ impl LayerPackages {
             return Err(cut_note("file paths"));
         }
         let path = join(base, rel);
-        if path.len() <= crate::layer::path::MAX_PATH {
+        if path.len() <= MAX_PATH {
             self.owned.push((path, i));
         }
         Ok(())

@@ -10,8 +10,7 @@
 
 use std::path::Path;
 
-use super::{LayerPackages, Package, ReadResult, RpmQualifiers, interesting};
-use crate::layer::path::MAX_PATH;
+use super::{LayerPackages, MAX_PATH, Package, ReadResult, RpmQualifiers, interesting};
 
 /// An rpmdb larger than this is not read (a RHEL 9 image with the CUDA toolkit holds ~60 MB).
 pub const MAX_DB: u64 = 1 << 30;
