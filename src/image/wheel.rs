@@ -345,7 +345,7 @@ pub fn tagged_names(file: &File, project: &str, version: &str) -> Result<Vec<Str
         .filter_map(|n| n.strip_suffix(".dist-info/WHEEL"))
         .find(|stem| {
             stem.rsplit_once('-')
-                .is_some_and(|(n, v)| crate::image::lock::normalize(n) == project && v.eq_ignore_ascii_case(version))
+                .is_some_and(|(n, v)| crate::packages::pypi_normalize(n) == project && v.eq_ignore_ascii_case(version))
         })
         .map(str::to_string)
         .ok_or_else(|| format!("no {project}-{version} .dist-info/WHEEL in it"))?;
