@@ -45,9 +45,9 @@ const fn path_cost(len: usize) -> usize {
 /// is not kept (their packages still are).
 fn cut_note(what: &str) -> String {
     format!(
-        "{what} past the layer's bound of {} for its package records: the rest of them, here and in \
+        "{what} past the layer's bound of {} MiB for its package records: the rest of them, here and in \
          later records of the layer, not kept (their files are named by no package)",
-        format!("{} MiB", MAX_KEPT >> 20)
+        MAX_KEPT >> 20
     )
 }
 
@@ -725,8 +725,8 @@ fn parse_variant_json(text: &str) -> Result<(String, Vec<Property>), String> {
                 held += ns.len() + feature.len() + value.len();
                 if held > MAX_VARIANT_HELD {
                     return Err(format!(
-                        "properties of more than {} once each names its namespace and feature: not a wheel's",
-                        format!("{} MiB", MAX_VARIANT_HELD >> 20)
+                        "properties of more than {} MiB once each names its namespace and feature: not a wheel's",
+                        MAX_VARIANT_HELD >> 20
                     ));
                 }
                 properties.push(Property::new(ns, feature, value));
