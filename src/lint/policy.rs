@@ -12,7 +12,6 @@ use super::report::PolicyFiles;
 use super::rules::{self, EvalError, FailOn, Rule};
 use super::targets::{self, Target};
 use super::{LintOptions, LintReport};
-use crate::cuda::CudaVersion;
 use crate::device::DeviceReport;
 use crate::image::ImageReport;
 
@@ -128,10 +127,7 @@ impl TargetSpec {
         };
         let declared = match (driver, cuda_driver) {
             (Some(d), _) => Some(targets::driver(d).map(|(d, c)| (Some(d), c))?),
-            (None, Some(c)) => Some((
-                None,
-                CudaVersion::parse(c).ok_or_else(|| ConfigError::new(format!("{c:?} is not a CUDA version (12.2)")))?,
-            )),
+            (None, Some(c)) => Some((None, targets::cuda_driver(c)?)),
             (None, None) => None,
         };
         if let Some((d, c)) = declared {

@@ -144,11 +144,46 @@ pub fn arch(spec: &str) -> Result<Vec<Target>, ConfigError> {
 }
 
 pub fn driver(spec: &str) -> Result<(DriverVersion, CudaVersion), ConfigError> {
-    let d = DriverVersion::parse(spec)
-        .ok_or_else(|| ConfigError::new(format!("{spec:?} is not a driver version (535.104.05)")))?;
+    let d = DriverVersion::parse(spec).ok_or_else(|| {
+        // A CUDA version where the driver's belongs is the common slip: say which flag takes it.
+        let hint = match cuda_version(spec) {
+            Some(c) => format!(
+                ": {c} is a CUDA version; give it as --cuda-driver {c} (config: cuda_driver), or the driver's \
+                 own version as --driver"
+            ),
+            None => String::new(),
+        };
+        ConfigError::new(format!("{spec:?} is not a driver version (535.104.05){hint}"))
+    })?;
     let c = tables::cuda_for_driver(&d)
         .ok_or_else(|| ConfigError::new(format!("driver {d} is older than any CUDA 11 driver")))?;
     Ok((d, c))
+}
+
+/// `--cuda-driver` (config `cuda_driver`): the CUDA version a driver reports, `MAJOR[.MINOR]`
+/// (12.2). A driver version there (550.54.15) is refused naming `--driver`, never read as CUDA
+/// 550.54.
+pub fn cuda_driver(spec: &str) -> Result<CudaVersion, ConfigError> {
+    if let Some(c) = cuda_version(spec) {
+        return Ok(c);
+    }
+    let hint = if DriverVersion::parse(spec).is_some() {
+        format!(": it is a driver version; give it as --driver {} (config: driver)", spec.trim())
+    } else {
+        String::new()
+    };
+    Err(ConfigError::new(format!("{spec:?} is not a CUDA version (12.2){hint}")))
+}
+
+/// `MAJOR[.MINOR]` with a major a CUDA release can have (below 100, where drivers start).
+fn cuda_version(spec: &str) -> Option<CudaVersion> {
+    let s = spec.trim();
+    let parts: Vec<&str> = s.split('.').collect();
+    let digits = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if parts.len() > 2 || !parts.iter().all(digits) {
+        return None;
+    }
+    CudaVersion::parse(s).filter(|c| c.major < 100)
 }
 
 /// Targets from a file: `nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv`
@@ -276,6 +311,24 @@ pub fn dedup(mut t: Vec<Target>) -> Vec<Target> {
 
 #[cfg(test)]
 mod tests {
+    /// A driver version where a CUDA version belongs, and the reverse, are refused naming the
+    /// flag that takes them (550.54.15 was read as CUDA 550.54; 12.4 got no hint).
+    #[test]
+    fn driver_and_cuda_versions_are_not_taken_for_each_other() {
+        use super::{CudaVersion, cuda_driver, driver};
+        assert_eq!(cuda_driver("12.4").unwrap(), CudaVersion { major: 12, minor: 4 });
+        assert_eq!(cuda_driver("13").unwrap(), CudaVersion { major: 13, minor: 0 });
+        let e = cuda_driver("550.54.15").unwrap_err().to_string();
+        assert!(e.contains("is not a CUDA version") && e.contains("--driver 550.54.15"), "{e}");
+        let e = cuda_driver("12.4.1").unwrap_err().to_string();
+        assert!(e.contains("is not a CUDA version") && !e.contains("--driver"), "{e}");
+        assert!(driver("535.104.05").is_ok());
+        let e = driver("12.4").unwrap_err().to_string();
+        assert!(e.contains("is not a driver version") && e.contains("--cuda-driver 12.4"), "{e}");
+        let e = driver("latest").unwrap_err().to_string();
+        assert!(!e.contains("--cuda-driver"), "{e}");
+    }
+
     #[test]
     fn other_vendors_are_told_apart_from_every_nvidia_name() {
         for g in gpus::GPUS {
