@@ -55,7 +55,7 @@ mod safe_fs;
 mod wheels;
 
 pub use codec::{Decoded, decode, decode_within, encode};
-pub use safe_fs::write_new_file;
+pub use safe_fs::{open_regular_path, write_new_file};
 pub use wheels::{WheelCache, sha256_of};
 
 /// The most an entry file may be on disk (compressed entries are far smaller than `MAX_ENTRY`):

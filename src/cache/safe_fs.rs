@@ -171,23 +171,41 @@ impl DirFd {
     }
 }
 
+/// Why someone else could change a file's bytes: group or others may write it, or a user other
+/// than this one or root owns it; None when only they can (the key file, a cached wheel).
+pub fn writable_by_others(m: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    if m.mode() & 0o022 != 0 {
+        return Some("group or others may write it: refused (chmod 600)");
+    }
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let me = unsafe { libc::getuid() };
+    (m.uid() != me && m.uid() != 0).then_some("owned by another user: refused")
+}
+
+/// `path` opened to read (followed: the caller named it), a regular file only: a FIFO, device,
+/// directory or socket is refused without blocking, the error saying which (`a FIFO`).
+pub fn open_regular_path(path: &Path) -> io::Result<File> {
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;
+    let t = kind_of(&fd)?;
+    if t != FileType::RegularFile {
+        return Err(refused(what(t)));
+    }
+    Ok(File::from(fd))
+}
+
 /// The key file's bytes (at most 4 KiB). It may be a link (a Kubernetes Secret mount is
 /// one); it must be a regular file that neither group nor others may write, owned by this
 /// user or root.
 pub fn read_key_file(p: &Path) -> io::Result<Vec<u8>> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(p)?;
     let m = f.metadata()?;
     if !m.is_file() {
         return Err(refused("not a regular file"));
     }
-    if m.mode() & 0o022 != 0 {
-        return Err(refused("group or others may write it: refused (chmod 600)"));
-    }
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let me = unsafe { libc::getuid() };
-    if m.uid() != me && m.uid() != 0 {
-        return Err(refused("owned by another user: refused"));
+    if let Some(why) = writable_by_others(&m) {
+        return Err(refused(why));
     }
     let mut buf = Vec::new();
     f.take(4097).read_to_end(&mut buf)?;

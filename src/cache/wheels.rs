@@ -144,10 +144,7 @@ impl WheelCache {
 
 /// Whether only this user (or root) can change the file's bytes.
 fn private(f: &File) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let me = unsafe { libc::getuid() };
-    f.metadata().is_ok_and(|m| m.mode() & 0o022 == 0 && (m.uid() == me || m.uid() == 0))
+    f.metadata().is_ok_and(|m| super::safe_fs::writable_by_others(&m).is_none())
 }
 
 /// Test builds only: `CUDALINT_TEST_AFTER_HASH`, a shell command run (with the entry's path as

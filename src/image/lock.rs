@@ -757,30 +757,12 @@ pub struct Opened {
 /// A lock's `path`, opened as the one descriptor it is hashed and read through: a regular file
 /// only (a FIFO, a device such as `/dev/zero`, a directory or a socket is refused at once).
 fn open_regular(path: &Path) -> Result<std::fs::File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let t = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?.file_type();
-    if !t.is_file() {
-        use std::os::unix::fs::FileTypeExt;
-        let what = if t.is_fifo() {
-            "a FIFO"
-        } else if t.is_char_device() || t.is_block_device() {
-            "a device"
-        } else if t.is_dir() {
-            "a directory"
-        } else {
-            "not a regular file"
-        };
-        return Err(format!(
-            "{}: {what}, not a wheel file: refused (a lock's path names a regular file)",
-            path.display()
-        ));
-    }
-    Ok(f)
+    crate::cache::open_regular_path(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => {
+            format!("{}: {e}, not a wheel file: refused (a lock's path names a regular file)", path.display())
+        }
+        _ => format!("{}: {e}", path.display()),
+    })
 }
 
 /// A netrc file's credentials: `(machine, login, password)`, `machine` None for `default`.
