@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/fetch-test-wheels.sh" >/dev/null
-"$(dirname "$0")/install-test-deps.sh" skopeo podman docker-registry openssl xmllint:libxml2-utils chromium \
+"$(dirname "$0")/install-test-deps.sh" skopeo podman containerd ctr:containerd dockerd:docker.io docker:docker.io docker-registry openssl xmllint:libxml2-utils chromium \
   groff:groff-base setpriv:util-linux mkfifo:coreutils tar flock:util-linux \
   gcc ld.bfd:binutils ld.gold:binutils objcopy:binutils ld.lld:lld patchelf llvm-objcopy:llvm \
   zstd xz:xz-utils readelf:binutils rpmbuild:rpm

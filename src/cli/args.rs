@@ -300,6 +300,33 @@ pub struct ReadArgs {
     /// cudart versions).
     #[arg(long)]
     pub deep: bool,
+    /// Where a bare IMAGE reference (`myimg:latest`, `registry/repo:tag`) is looked for, in
+    /// order: the first store that runs here and holds it is read (Trivy's --image-src). Stores:
+    /// docker (DOCKER_HOST), podman (CONTAINER_HOST, else the rootful or rootless socket),
+    /// containerd (--containerd-address), remote (the registry).
+    #[arg(
+        long,
+        env = "CUDALINT_IMAGE_SRC",
+        value_delimiter = ',',
+        value_name = "STORES",
+        default_value = "docker,podman,containerd,remote",
+        value_parser = parse_image_src
+    )]
+    pub image_src: Vec<crate::image::ImageSrc>,
+    /// containerd's socket, for `containerd:NAME` and bare references (as `ctr --address`).
+    #[arg(long, env = "CONTAINERD_ADDRESS", value_name = "PATH", default_value = crate::image::containerd::DEFAULT_ADDRESS)]
+    pub containerd_address: PathBuf,
+    /// containerd's namespace (as `ctr --namespace`): Docker's containerd keeps images in `moby`,
+    /// Kubernetes' in `k8s.io`.
+    #[arg(long, env = "CONTAINERD_NAMESPACE", value_name = "NS", default_value = crate::image::containerd::DEFAULT_NAMESPACE)]
+    pub containerd_namespace: String,
+}
+
+fn parse_image_src(s: &str) -> Result<crate::image::ImageSrc, String> {
+    s.trim().parse().map_err(|_| {
+        let all: Vec<&str> = crate::image::ImageSrc::ALL.iter().map(|k| k.as_str()).collect();
+        format!("{s:?} is not a store (one of {})", all.join(", "))
+    })
 }
 
 /// How to reach registries (for IMAGE references like `registry/repo:tag`).
@@ -494,6 +521,11 @@ pub fn scan_options(r: &ReadArgs, reg: &RegistryArgs, config_memory: Option<u64>
     opts.inspect.every_cubin = r.cubins;
     opts.inspect.lean = !r.deep;
     opts.registry = reg.options()?;
+    opts.image_src = r.image_src.clone();
+    opts.containerd = crate::image::containerd::Options {
+        address: r.containerd_address.clone(),
+        namespace: r.containerd_namespace.clone(),
+    };
     reg.layer_options(&mut opts)?;
     Ok(opts)
 }

@@ -53,6 +53,9 @@ pub fn run(a: AuditArgs) -> anyhow::Result<ExitCode> {
         input.image_map.insert(from.to_string(), to.to_string());
     }
     let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
+    // A manifest's image is what the cluster pulls: the registry's, not a local copy of the
+    // same name (`--image REF=podman:NAME` maps one to a local store on purpose).
+    opts.image_src = vec![crate::image::ImageSrc::Remote];
     opts.registry.images_named_by_input("audit").map_err(anyhow::Error::msg)?;
     let judge =
         |inv: &crate::image::ImageReport, targets: Vec<crate::lint::targets::Target>| policy.judge(inv, &targets, None);

@@ -43,9 +43,10 @@ pub enum Command {
     /// and 2 when the scan could not finish. IMAGE: a docker-archive (`docker save` output), `-`
     /// for standard input, an OCI layout directory, an oci-archive, a root filesystem directory, a
     /// single file, a Python wheel, a lockfile (pylock.toml, uv.lock, hashed requirements, pip's
-    /// report), or a registry reference (`nvcr.io/nvidia/pytorch:25.01-py3`,
-    /// `docker://...`); prefixes `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force
-    /// the kind.
+    /// report), a registry reference (`nvcr.io/nvidia/pytorch:25.01-py3`, `docker://...`) or an
+    /// image in a local store (`docker-daemon:NAME`, `podman:NAME`, `containerd:NAME`; a bare
+    /// `name:tag` tries them, then the registry); prefixes `docker-archive:`, `oci:`,
+    /// `oci-archive:`, `dir:`, `file:` force the kind.
     Scan(Box<scan::ScanArgs>),
     /// On which GPUs and drivers does an image run? The support matrix over every GPU cudalint
     /// knows (`cudalint gpus`), grouped by architecture: native, PTX JIT, arch-gated (optional
@@ -486,6 +487,9 @@ mod tests {
                 crate::image::Source::Dir(_) => "dir:",
                 crate::image::Source::File(_) => "file:",
                 crate::image::Source::Registry(_) => "docker://",
+                crate::image::Source::Daemon(crate::image::daemon::Engine::Docker, _) => "docker-daemon:",
+                crate::image::Source::Daemon(crate::image::daemon::Engine::Podman, _) => "podman:",
+                crate::image::Source::Containerd(_) => "containerd:",
                 other => panic!("{prefix} read as {other:?}"),
             };
             assert_eq!(kind, *prefix);

@@ -247,6 +247,8 @@ pub fn run(mut a: RegistryScanArgs) -> anyhow::Result<ExitCode> {
     let chosen = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry_args, policy.config.memory)?;
     opts.progress = false;
+    // The registry's own images, not local copies of the same names.
+    opts.image_src = vec![crate::image::ImageSrc::Remote];
     let shard = a.shard.as_deref().map(crate::registry::shard::parse).transpose()?;
     let fingerprint = fingerprint(&policy, &opts, &chosen);
     let previous = a.since.as_deref().map(|p| Previous::load(p, &a.registry, &fingerprint, &opts.trust)).transpose()?;

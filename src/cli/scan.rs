@@ -14,9 +14,12 @@ pub struct ScanArgs {
     /// directory, an oci-archive, a root filesystem directory, a single file, a Python wheel, a
     /// lockfile (pylock.toml, uv.lock, requirements*.txt with --hash, pip's --report JSON: judged
     /// as the image its wheels make for --platform and --python), or a registry reference
-    /// (`registry/repo:tag`, `repo@sha256:...`, `docker://...`). Prefixes
-    /// `docker-archive:`, `oci:`, `oci-archive:`, `dir:`, `file:` force the kind. Archives may be
-    /// gzip- or zstd-compressed; pick one image of several with `docker-archive:PATH:TAG` or
+    /// (`registry/repo:tag`, `repo@sha256:...`, `docker://...`), or an image in a local store
+    /// (`docker-daemon:NAME`, `podman:NAME`, `containerd:NAME`). A bare `name:tag` is looked up
+    /// in the local Docker, Podman and containerd stores, then the registry (--image-src); a
+    /// path-like argument naming no file is "no such file". Prefixes `docker-archive:`, `oci:`,
+    /// `oci-archive:`, `dir:`, `file:`, `docker://` force the kind. Archives may be gzip- or
+    /// zstd-compressed; pick one image of several with `docker-archive:PATH:TAG` or
     /// `docker-archive:PATH:@N`.
     pub image: String,
     #[command(flatten)]

@@ -88,7 +88,7 @@ pub(super) fn registry_only(image: &str, reg: &RegistryArgs) -> anyhow::Result<(
         _ => return Ok(()),
     };
     match crate::image::Source::parse(image) {
-        Ok(crate::image::Source::Registry(_)) | Err(_) => Ok(()),
+        Ok(crate::image::Source::Registry(_) | crate::image::Source::Reference(_)) | Err(_) => Ok(()),
         Ok(_) => anyhow::bail!(
             "{}: {flag} needs an image in a registry (attestations are OCI referrers of its manifest); this is a local \
              image",

@@ -7,6 +7,8 @@
 pub mod analysis_store;
 mod archive;
 pub mod attest;
+pub mod containerd;
+pub mod daemon;
 mod layout;
 pub mod lock;
 pub mod oci;
@@ -116,6 +118,21 @@ pub struct ScanOptions {
     pub python: Option<String>,
     /// The most a lockfile's wheel whose size the lock does not give may be (`--max-wheel-size`).
     pub max_wheel: u64,
+    /// Where a bare `name:tag` is looked for, in order (`--image-src`); default: a registry only
+    /// (the CLI's default tries the local stores first).
+    pub image_src: Vec<ImageSrc>,
+    /// containerd's socket and namespace (`containerd:NAME`, and bare references).
+    pub containerd: containerd::Options,
+}
+
+crate::schema::words! {
+    /// The stores a bare image reference is looked up in (`--image-src`, Trivy's word).
+    pub enum ImageSrc {
+        Docker = "docker",
+        Podman = "podman",
+        Containerd = "containerd",
+        Remote = "remote",
+    }
 }
 
 /// Layers pulled from registries and analysed (read and walked, any source) by the scans that
@@ -146,6 +163,8 @@ impl Default for ScanOptions {
             memory: Arc::default(),
             python: None,
             max_wheel: lock::MAX_WHEEL,
+            image_src: vec![ImageSrc::Remote],
+            containerd: containerd::Options::default(),
         }
     }
 }
@@ -166,8 +185,15 @@ pub enum Source {
     Wheel(PathBuf),
     /// A lockfile: the image its wheels would make (`image/lock.rs`).
     Lock(PathBuf, lock::LockKind),
-    /// An image in a registry (`registry/repo:tag`, `docker://...`).
+    /// An image in a registry (`docker://...`).
     Registry(String),
+    /// An image in a local Docker Engine or Podman (`docker-daemon:NAME`, `podman:NAME`).
+    Daemon(daemon::Engine, String),
+    /// An image in containerd's store (`containerd:NAME`).
+    Containerd(String),
+    /// A bare reference (`name:tag`, `registry/repo:tag`): looked up in the stores
+    /// `ScanOptions::image_src` lists, in order.
+    Reference(String),
 }
 
 /// `path[:ref]` (skopeo's syntax): the whole string if it names an existing file, else the
@@ -208,11 +234,34 @@ pub const PREFIXES: &[(&str, ReadPrefixed)] = &[
     ("file:", |_, rest| Source::File(rest.into())),
     // The registry client reads the whole reference, prefix and all.
     ("docker://", |spec, _| Source::Registry(spec.to_string())),
+    ("docker-daemon:", |_, rest| Source::Daemon(daemon::Engine::Docker, rest.to_string())),
+    ("podman:", |_, rest| Source::Daemon(daemon::Engine::Podman, rest.to_string())),
+    ("containerd:", |_, rest| Source::Containerd(rest.to_string())),
 ];
 
 /// A tar header cut short: the ustar magic is there, the 512-byte block is not whole.
 pub(crate) fn tar_magic(head: &[u8]) -> bool {
     head.get(257..262) == Some(b"ustar")
+}
+
+/// Whether a spec that names no file reads as a path the user meant (then it is "no such
+/// file", not a registry lookup of a mistyped path): absolute or relative to `.`/`~`, a file
+/// name cudalint reads by its extension, or a path whose directory exists here.
+fn path_like(spec: &str) -> bool {
+    const EXTENSIONS: &[&str] =
+        &[".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz", ".tar.bz2", ".whl", ".toml", ".lock", ".txt", ".json"];
+    if spec.starts_with(['/', '.', '~']) {
+        return true;
+    }
+    // A tag cannot hold a '.' after its last ':'... but `x.tar` names no tag: look at the end.
+    let lower = spec.to_ascii_lowercase();
+    if EXTENSIONS.iter().any(|e| lower.ends_with(e)) && !spec.contains('@') {
+        return true;
+    }
+    match spec.rsplit_once('/') {
+        Some((dir, _)) if !dir.contains(':') => Path::new(dir).is_dir(),
+        _ => false,
+    }
 }
 
 /// The first bytes of a file given without a prefix, or by `file:`.
@@ -242,12 +291,10 @@ impl Source {
             Ok(m) => m,
             // Not a file: an image reference, if it reads as one.
             Err(e)
-                if e.kind() == std::io::ErrorKind::NotFound
-                    && spec.contains(['/', ':', '@'])
-                    && !spec.starts_with(['/', '.']) =>
+                if e.kind() == std::io::ErrorKind::NotFound && spec.contains(['/', ':', '@']) && !path_like(spec) =>
             {
                 crate::registry::parse_reference(spec)?;
-                return Ok(Source::Registry(spec.to_string()));
+                return Ok(Source::Reference(spec.to_string()));
             }
             Err(e) => return Err(ScanError::io(&p, e)),
         };
@@ -332,6 +379,9 @@ crate::schema::words! {
         File = "file",
         Wheel = "wheel",
         Lock = "lock",
+        DockerDaemon = "docker-daemon",
+        Podman = "podman",
+        Containerd = "containerd",
     }
 }
 
@@ -605,7 +655,48 @@ pub fn scan(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
         Source::Wheel(p) => wheel::scan(&p, opts),
         Source::Lock(p, kind) => lock::scan(&p, kind, opts),
         Source::Registry(r) => remote::scan(&r, opts),
+        Source::Daemon(engine, name) => daemon::scan(engine, &name, opts),
+        Source::Containerd(name) => containerd::scan(&name, opts),
+        Source::Reference(r) => scan_reference(&r, opts),
     }
+}
+
+/// A bare reference, looked up in each store of `--image-src` in turn (Trivy's order: Docker,
+/// Podman, containerd, then the registry): the first that holds it is read, and stderr says
+/// which. A store that does not run here is passed over; one that cannot be asked (permission
+/// denied, no answer) is passed over with a note, as Trivy does; one that holds the image and
+/// fails to give it stops the scan (fail closed: no fall through to another copy).
+fn scan_reference(spec: &str, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
+    use daemon::Lookup;
+    // Attestations live beside a registry's manifests.
+    let registry_only = opts.attest || opts.from_attestation;
+    let shown = crate::escape::text(spec);
+    let mut tried = Vec::new();
+    let found = |place: &str| {
+        // Said even with --quiet: which copy was judged is part of the verdict.
+        eprintln!("cudalint: reading {shown} from {place}");
+    };
+    for src in &opts.image_src {
+        let lookup = match src {
+            ImageSrc::Remote => return remote::scan(spec, opts),
+            _ if registry_only => continue,
+            ImageSrc::Docker => daemon::try_scan(daemon::Engine::Docker, spec, opts, &found)?,
+            ImageSrc::Podman => daemon::try_scan(daemon::Engine::Podman, spec, opts, &found)?,
+            ImageSrc::Containerd => containerd::try_scan(spec, opts, &found)?,
+        };
+        match lookup {
+            Lookup::Found(report) => return Ok(*report),
+            Lookup::Absent => tried.push(src.as_str().to_string()),
+            Lookup::Unusable(why) => {
+                eprintln!("cudalint: note: {shown}: the local {src} store was passed over: {why}");
+                tried.push(format!("{src}: {why}"));
+            }
+        }
+    }
+    Err(ScanError::Image(format!(
+        "{shown}: not in the local stores tried ({}); --image-src leaves out the registry (add remote, or use docker://)",
+        if tried.is_empty() { "none".to_string() } else { tried.join(", ") }
+    )))
 }
 
 #[cfg(test)]
@@ -613,6 +704,26 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    /// A spec naming no file reads as a path when it looks like one, else as a reference.
+    #[test]
+    fn missing_paths_are_not_taken_for_references() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("build")).unwrap();
+        let in_dir = |s: &str| d.path().join(s).display().to_string();
+        for path in ["./img.tar", "img.tar", "out/img.tar.gz", "~/x", "locks/pylock.toml", "/abs/img"] {
+            assert!(path_like(path), "{path}");
+        }
+        // A directory that exists here: `build/img` is a path even without an extension.
+        assert!(path_like(&in_dir("build/img")));
+        for reference in ["ubuntu:24.04", "nvcr.io/nvidia/pytorch:25.01-py3", "localhost:5000/a/b", "team/app"] {
+            assert!(!path_like(reference), "{reference}");
+        }
+        assert!(matches!(Source::parse("nvcr.io/nvidia/pytorch:25.01-py3"), Ok(Source::Reference(_))));
+        assert!(matches!(Source::parse("docker://ubuntu:24.04"), Ok(Source::Registry(_))));
+        assert!(matches!(Source::parse("podman:localhost/x:1"), Ok(Source::Daemon(daemon::Engine::Podman, _))));
+        assert!(matches!(Source::parse("out/img.tar"), Err(ScanError::Io { .. })));
+    }
 
     /// The schema's list of sources is every kind a report can name.
     #[test]

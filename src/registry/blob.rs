@@ -116,6 +116,15 @@ pub struct BlobReader {
     cur: bytes::Bytes,
 }
 
+impl BlobReader {
+    /// A reader fed by the other end's sends (a stream another task downloads): a sent error
+    /// is the read's, a dropped sender its end.
+    pub fn channel() -> (tokio::sync::mpsc::Sender<io::Result<bytes::Bytes>>, BlobReader) {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        (tx, BlobReader { rx, cur: bytes::Bytes::new() })
+    }
+}
+
 impl Read for BlobReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.cur.is_empty() {

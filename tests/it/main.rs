@@ -28,6 +28,8 @@ mod kubernetes;
 mod layer_compression;
 mod layer_tar;
 mod layering;
+#[cfg(feature = "slow-tests")]
+mod local_stores;
 mod lock;
 #[cfg(feature = "slow-tests")]
 mod registry;

@@ -109,6 +109,8 @@ pub fn run(mut a: ServeArgs) -> anyhow::Result<ExitCode> {
     let platforms = super::args::platforms(a.read.platform.take().as_deref())?;
     let mut opts = scan_options(&a.read, &a.registry, policy.config.memory)?;
     opts.progress = false;
+    // What a registry's webhook names is in that registry: never answered from a local store.
+    opts.image_src = vec![crate::image::ImageSrc::Remote];
     // One registry contact that trickles holds a worker: serve's own bounds are tighter than a
     // one-off scan's (each still overridable).
     if a.registry.registry_stall_timeout.is_none() {
