@@ -34,13 +34,13 @@ fn wait_for_socket(p: &Path, d: &mut Daemon, what: &str) {
 }
 
 /// Podman with its own storage (vfs: no overlay mounts) under `dir`.
-struct Podman {
+pub struct Podman {
     bin: String,
     storage: Vec<String>,
 }
 
 impl Podman {
-    fn new(dir: &Path) -> Podman {
+    pub fn new(dir: &Path) -> Podman {
         Podman {
             bin: which("podman"),
             storage: vec![
@@ -51,7 +51,7 @@ impl Podman {
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.args(&self.storage).args(args);
         c
@@ -149,7 +149,7 @@ fn without_source(mut v: serde_json::Value) -> serde_json::Value {
 
 /// The Containerfile of the issue: repeated empty layers (COPY of an empty directory, twice)
 /// and a CUDA library (sm_90a only: fails an L4), built by a real `podman build`.
-fn build(podman: &Podman, dir: &Path) {
+pub fn build(podman: &Podman, dir: &Path) {
     let ctx = dir.join("ctx");
     std::fs::create_dir_all(ctx.join("empty")).unwrap();
     std::fs::copy(fixture("libsm90a.so"), ctx.join("libsm90a.so")).unwrap();

@@ -579,27 +579,10 @@ fn skopeo_archives_with_repeated_layers_read_the_same_by_path_and_from_stdin() {
 #[cfg(feature = "slow-tests")]
 #[test]
 fn podman_saves_of_a_build_with_repeated_layers_read_the_same_by_path_and_from_a_pipe() {
-    let podman = which("podman");
     let d = tempfile::tempdir().unwrap();
-    let ctx = d.path().join("ctx");
-    std::fs::create_dir_all(ctx.join("empty")).unwrap();
-    std::fs::copy(fixture("libsm90a.so"), ctx.join("libsm90a.so")).unwrap();
-    std::fs::write(
-        ctx.join("Containerfile"),
-        "FROM scratch\nCOPY libsm90a.so /opt/cuda/\nCOPY empty/ /\nCOPY libsm90a.so /opt/cuda/\nCOPY empty/ /\n",
-    )
-    .unwrap();
-    let storage = [
-        format!("--root={}", d.path().join("root").display()),
-        format!("--runroot={}", d.path().join("run").display()),
-        "--storage-driver=vfs".to_string(),
-    ];
-    let podman = |args: &[&str]| {
-        let mut c = std::process::Command::new(&podman);
-        c.args(&storage).args(args);
-        c
-    };
-    crate::util::run(podman(&["build", "-q", "--network=none", "-t", "localhost/repeat:1"]).arg(&ctx));
+    let built = crate::local_stores::Podman::new(d.path());
+    crate::local_stores::build(&built, d.path());
+    let podman = |args: &[&str]| built.cmd(args);
     let config: serde_json::Value = serde_json::from_str(&crate::util::run(&mut podman(&[
         "image",
         "inspect",
