@@ -324,6 +324,28 @@ fn config_errors_say_the_path_came_from_the_config() {
 }
 
 #[test]
+fn every_unknown_config_key_is_named_in_one_error() {
+    let d = repo();
+    // Three typos in three tables: one run names them all, each where it is and what was meant.
+    std::fs::write(
+        d.path().join("cudalint.toml"),
+        "fail_on = \"warning\"\n\n[targets]\ngpu = [\"H100\"]\n\n[rules]\ndisable = [\"CL007\"]\nseverty = {}\n",
+    )
+    .unwrap();
+    let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100"]);
+    assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    for said in [
+        "cudalint.toml:1: 3 unknown keys: ",
+        "fail_on (line 1; did you mean fail-on?)",
+        "targets.gpu (line 4; did you mean gpus?)",
+        "rules.severty (line 8; did you mean severity?)",
+    ] {
+        assert!(r.stderr.contains(said), "{said}: {}", r.stderr);
+    }
+}
+
+#[test]
 fn fail_on_never_reports_without_failing() {
     let d = tempfile::tempdir().unwrap();
     for word in ["never", "none", "NONE"] {
