@@ -168,7 +168,10 @@ pub enum Format {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let code = run(cli).unwrap_or_else(|e| report_error(&e));
     if std::env::var_os("CUDALINT_STATS").is_some() {
         print_stats();
@@ -180,8 +183,40 @@ pub fn main() -> ExitCode {
 /// partial "clean" result). Messages carry file names and registry answers, so no control
 /// character reaches the terminal.
 fn report_error(e: &anyhow::Error) -> ExitCode {
-    eprintln!("cudalint: error: {}", crate::escape::text(&chain_text(e)));
+    eprintln!("{}", error_line(&chain_text(e)));
     ExitCode::from(2)
+}
+
+/// Every error cudalint prints starts so: clap's usage errors and the run's own alike, so that
+/// one prefix finds them in a CI log (where stderr of several tools is mixed, the name says
+/// whose it is, as `cudalint: note:` does).
+const ERROR_PREFIX: &str = "cudalint: error: ";
+
+/// An error message as printed: the prefix, then the message with its control characters
+/// escaped (it carries file names and registry answers: no newline of theirs starts a line).
+fn error_line(message: &str) -> String {
+    format!("{ERROR_PREFIX}{}", crate::escape::text(message))
+}
+
+/// A command line clap refused (exit 2), said as every other error is: clap's own `error: `
+/// becomes [`ERROR_PREFIX`]; the lines clap adds (what is missing, the usage, the hint) follow,
+/// each escaped. `--help` and `--version` are not errors: clap prints them (exit 0).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Bare `cudalint` prints the help (on stderr, exit 2): no error message to prefix.
+    if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        e.exit();
+    }
+    // Plain text: the rest of cudalint's stderr is not coloured either.
+    let text = e.render().to_string();
+    let mut lines = text.trim_end().lines();
+    let first = lines.next().unwrap_or_default();
+    let mut out = error_line(first.strip_prefix("error: ").unwrap_or(first));
+    for l in lines {
+        out.push('\n');
+        out.push_str(&crate::escape::text(l));
+    }
+    eprintln!("{out}");
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
 /// The error and its causes joined by ": ", each said once: many library errors print their
