@@ -1,5 +1,5 @@
 //! The command line around the scan: `version`, the JSON of `gpus` and `rules`, the one error
-//! style.
+//! style, and the `CUDALINT_*` variables a CI job sets instead of flags.
 
 use std::process::Output;
 
@@ -123,4 +123,66 @@ fn a_usage_error_and_a_runtime_error_share_one_prefix() {
     let help = cudalint().args(["scan", "--help"]).output().unwrap();
     assert_eq!(help.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&help.stdout).starts_with("Check an image"));
+}
+
+#[test]
+fn every_flag_a_ci_job_sets_has_its_variable() {
+    let help = String::from_utf8(cudalint().args(["scan", "--help"]).output().unwrap().stdout).unwrap();
+    for v in VARIABLES {
+        assert!(help.contains(&format!("[env: {v}=]")), "`scan --help` does not list {v}");
+    }
+    // CUDALINT_FORMAT picks the report, as --format does.
+    let o = cudalint().env("CUDALINT_FORMAT", "json").args(["scan", &demo(), "--gpu", "H100", "-q"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("a JSON report");
+    assert_eq!(v["schema"], cudalint::schema::LINT);
+    // CUDALINT_OUTPUT is its file; a flag given wins over the variable.
+    let d = tempfile::tempdir().unwrap();
+    let o = cudalint()
+        .current_dir(d.path())
+        .env("CUDALINT_FORMAT", "json")
+        .env("CUDALINT_OUTPUT", "report.json")
+        .args(["scan", &demo(), "--gpu", "H100", "-q", "--format", "sarif"])
+        .output()
+        .unwrap();
+    assert!(o.stdout.is_empty());
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    // Scan's formats are not support's, gpus' or audit's: the variable set for the gate leaves
+    // the other commands of the job alone.
+    let o = cudalint().env("CUDALINT_FORMAT", "sarif").env("CUDALINT_OUTPUT", "x").args(["gpus"]).output().unwrap();
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).starts_with("GPU "));
+    let o = cudalint()
+        .current_dir(d.path())
+        .env("CUDALINT_FORMAT", "sarif")
+        .env("CUDALINT_OUTPUT", "x")
+        .args(["support", &demo(), "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("driver floor: "), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(!d.path().join("x").exists());
+    // CUDALINT_CONFIG is the configuration: its fail-on never lets the failing scan pass.
+    std::fs::write(d.path().join("ci.toml"), "fail-on = \"never\"\n").unwrap();
+    let scan = |env: &[(&str, &str)]| {
+        let mut c = cudalint();
+        c.current_dir(d.path()).args(["scan", &demo(), "--gpu", "L4", "-q"]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    assert_eq!(scan(&[]).status.code(), Some(1));
+    assert_eq!(scan(&[("CUDALINT_CONFIG", "ci.toml")]).status.code(), Some(0));
+    let o = scan(&[("CUDALINT_CONFIG", "missing.toml")]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("CUDALINT_CONFIG missing.toml: no such file"), "{o:?}");
+    // CUDALINT_PLATFORM and CUDALINT_PYTHON are read: a value the flag refuses is refused.
+    let o = scan(&[("CUDALINT_PLATFORM", "plan9")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("plan9"), "{o:?}");
+    let lock = root().join("fixtures/lock/pylock.toml").display().to_string();
+    let o = cudalint().env("CUDALINT_PYTHON", "three").args(["scan", &lock, "--gpu", "H100", "-q"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("three"), "{o:?}");
 }

@@ -22,6 +22,9 @@ fn cli(dir: &Path, args: &[&str]) -> Run {
         .env_remove("CUDALINT_GPU")
         .env_remove("CUDALINT_DRIVER")
         .env_remove("CUDALINT_FAIL_ON")
+        .env_remove("CUDALINT_CONFIG")
+        .env_remove("CUDALINT_FORMAT")
+        .env_remove("CUDALINT_OUTPUT")
         .args(args)
         .output()
         .unwrap();
