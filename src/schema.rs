@@ -24,6 +24,12 @@ pub const REGISTRY_SUMMARY: &str = "cudalint.registry-summary/v1";
 pub const SUPPORT: &str = "cudalint.support/v1";
 /// `cudalint diff --format json`.
 pub const DIFF: &str = "cudalint.diff/v1";
+/// `cudalint gpus --format json`.
+pub const GPUS: &str = "cudalint.gpus/v1";
+/// `cudalint rules --format json`.
+pub const RULES: &str = "cudalint.rules/v1";
+/// `cudalint version --format json`.
+pub const VERSION: &str = "cudalint.version/v1";
 /// Entries of the layer-analysis cache and store.
 pub const LAYER_CACHE: &str = "cudalint.layer-cache/v2";
 

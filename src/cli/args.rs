@@ -49,7 +49,7 @@ impl TargetArgs {
 pub struct PolicyArgs {
     /// Configuration file (default: the nearest cudalint.toml from the current directory up to
     /// the repository root; the report's header names the one in use).
-    #[arg(long)]
+    #[arg(long, env = "CUDALINT_CONFIG")]
     pub config: Option<PathBuf>,
     /// A directory of additional rules (*.toml). Repeatable.
     #[arg(long)]
@@ -90,7 +90,10 @@ impl PolicyArgs {
         // A value given here is named by its flag when it is wrong: a bare "No such file" from
         // a CI job's long command line does not say which of five paths it was.
         let files = [("--config", &self.config), ("--ignore-file", &self.ignore_file), ("--baseline", &self.baseline)];
-        for (flag, p) in files.iter().filter_map(|(f, p)| p.as_ref().map(|p| (f, p))) {
+        for (flag, p) in files.iter().filter_map(|(f, p)| p.as_ref().map(|p| (*f, p))) {
+            // A path set for the whole job is named by its variable: no command line shows it.
+            let from_env = flag == "--config" && std::env::var_os("CUDALINT_CONFIG").as_deref() == Some(p.as_os_str());
+            let flag = if from_env { "CUDALINT_CONFIG" } else { flag };
             if !p.is_file() {
                 anyhow::bail!("{flag} {}: {}", p.display(), missing(p));
             }
@@ -267,11 +270,11 @@ impl From<VerifyArg> for crate::image::Verify {
 pub struct ReadArgs {
     /// Platform to scan from a multi-platform image (os/arch[/variant]); default: this host's.
     /// For a lockfile, the platform whose wheels are installed (default linux/amd64).
-    #[arg(long)]
+    #[arg(long, env = "CUDALINT_PLATFORM")]
     pub platform: Option<String>,
     /// For a lockfile (pylock.toml, uv.lock, requirements.txt with hashes, pip's --report): the
     /// Python whose wheels are installed and whose markers hold (default 3.12).
-    #[arg(long, value_name = "X.Y")]
+    #[arg(long, value_name = "X.Y", env = "CUDALINT_PYTHON")]
     pub python: Option<String>,
     /// For a lockfile: the most a wheel whose size the lock does not give may be (a requirements
     /// file, pip's --report), refused at the byte past it (default 8G). A wheel whose size the

@@ -65,7 +65,7 @@ pub enum Command {
     #[command(mut_arg("fail_on", |a| a.help(FAIL_ON_ROWS)))]
     Diff(Box<support::DiffArgs>),
     /// List the GPUs cudalint knows and their compute capabilities.
-    Gpus,
+    Gpus(GpusArgs),
     /// List the rules (built-in and from --rules).
     Rules(RulesArgs),
     /// Print a rule's documentation.
@@ -90,6 +90,9 @@ pub enum Command {
     /// The layer cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Print the version, and the digests of the built-in rules and knowledge it judges by
+    /// (`--version` prints the version alone).
+    Version(VersionArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `cudalint completions bash > /etc/bash_completion.d/cudalint`.
     Completions { shell: clap_complete::Shell },
@@ -151,6 +154,23 @@ pub struct RulesArgs {
     /// A directory of additional rules (*.toml). Repeatable.
     #[arg(long)]
     pub rules: Vec<PathBuf>,
+    /// Output format (json: docs/schema.md).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GpusArgs {
+    /// Output format (json: docs/schema.md).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct VersionArgs {
+    /// Output format (json: docs/schema.md).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(clap::Args, Debug)]
@@ -169,7 +189,10 @@ pub enum Format {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let code = run(cli).unwrap_or_else(|e| report_error(&e));
     if std::env::var_os("CUDALINT_STATS").is_some() {
         print_stats();
@@ -181,8 +204,40 @@ pub fn main() -> ExitCode {
 /// partial "clean" result). Messages carry file names and registry answers, so no control
 /// character reaches the terminal.
 fn report_error(e: &anyhow::Error) -> ExitCode {
-    eprintln!("cudalint: error: {}", crate::escape::text(&chain_text(e)));
+    eprintln!("{}", error_line(&chain_text(e)));
     ExitCode::from(2)
+}
+
+/// Every error cudalint prints starts so: clap's usage errors and the run's own alike, so that
+/// one prefix finds them in a CI log (where stderr of several tools is mixed, the name says
+/// whose it is, as `cudalint: note:` does).
+const ERROR_PREFIX: &str = "cudalint: error: ";
+
+/// An error message as printed: the prefix, then the message with its control characters
+/// escaped (it carries file names and registry answers: no newline of theirs starts a line).
+fn error_line(message: &str) -> String {
+    format!("{ERROR_PREFIX}{}", crate::escape::text(message))
+}
+
+/// A command line clap refused (exit 2), said as every other error is: clap's own `error: `
+/// becomes [`ERROR_PREFIX`]; the lines clap adds (what is missing, the usage, the hint) follow,
+/// each escaped. `--help` and `--version` are not errors: clap prints them (exit 0).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    // Bare `cudalint` prints the help (on stderr, exit 2): no error message to prefix.
+    if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        e.exit();
+    }
+    // Plain text: the rest of cudalint's stderr is not coloured either.
+    let text = e.render().to_string();
+    let mut lines = text.trim_end().lines();
+    let first = lines.next().unwrap_or_default();
+    let mut out = error_line(first.strip_prefix("error: ").unwrap_or(first));
+    for l in lines {
+        out.push('\n');
+        out.push_str(&crate::escape::text(l));
+    }
+    eprintln!("{out}");
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
 /// The error and its causes joined by ": ", each said once: many library errors print their
@@ -209,9 +264,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Scan(a) => scan::run(*a)?,
         Command::Support(a) => support::run(*a)?,
         Command::Diff(a) => support::diff(*a)?,
-        Command::Gpus => gpus()?,
+        Command::Gpus(a) => gpus(a.format)?,
         Command::Rules(a) => list_rules(a)?,
         Command::Explain(a) => explain(a)?,
+        Command::Version(a) => version(a.format)?,
         Command::Registry(a) => registry::run(*a)?,
         Command::DeviceChild { device, load, skip, kernels } => {
             if load { crate::device::load_worker(device) } else { crate::device::child(device, skip, &kernels) }?;
@@ -416,24 +472,79 @@ fn fit_last(lead: &str, last: &str, width: Option<usize>) -> String {
     crate::report::text::wrap_list(lead, &words, " ", room).trim_end().to_string()
 }
 
-fn gpus() -> anyhow::Result<ExitCode> {
-    use crate::cuda::gpus::{GPUS, Host, architecture};
+/// A document of `gpus`, `rules` or `version --format json`: the `schema` and `tool` every
+/// JSON document starts with (docs/schema.md), then its own fields.
+#[derive(serde::Serialize)]
+struct Document<T: serde::Serialize> {
+    schema: &'static str,
+    tool: crate::schema::Tool,
+    #[serde(flatten)]
+    body: T,
+}
+
+fn json_document<T: serde::Serialize>(schema: &'static str, body: T) -> anyhow::Result<String> {
+    let mut out = serde_json::to_string_pretty(&Document { schema, tool: crate::schema::Tool::current(), body })?;
+    out.push('\n');
+    Ok(out)
+}
+
+/// A row of `gpus --format json`: the text's columns.
+#[derive(serde::Serialize)]
+struct GpuRow {
+    name: &'static str,
+    cc: String,
+    architecture: &'static str,
+    hosts: crate::cuda::gpus::Host,
+    aliases: &'static [&'static str],
+    secondary_source: bool,
+}
+
+/// A row of `rules --format json`: the text's columns.
+#[derive(serde::Serialize)]
+struct RuleRow<'a> {
+    code: &'a str,
+    name: &'a str,
+    severity: crate::lint::rules::Severity,
+    scope: crate::lint::rules::Scope,
+    summary: &'a str,
+}
+
+fn gpus(format: Format) -> anyhow::Result<ExitCode> {
+    use crate::cuda::gpus::{GPUS, architecture};
+    // By compute capability; the table's order (the best-known product first) within one.
+    let mut gpus: Vec<&crate::cuda::gpus::Gpu> = GPUS.iter().collect();
+    gpus.sort_by_key(|g| g.cc);
+    if format == Format::Json {
+        let gpus: Vec<GpuRow> = gpus
+            .iter()
+            .map(|g| GpuRow {
+                name: g.name,
+                cc: g.cc.to_string(),
+                architecture: architecture(g.cc),
+                hosts: g.host,
+                aliases: g.aliases,
+                secondary_source: g.unconfirmed,
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Gpus {
+            gpus: Vec<GpuRow>,
+        }
+        write_stdout(&json_document(crate::schema::GPUS, Gpus { gpus })?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     // Columns as wide as their longest cell; the aliases, of any length, go last.
-    let w = GPUS.iter().map(|g| g.name.chars().count()).max().unwrap_or(0).max("GPU".len());
-    let wa = GPUS.iter().map(|g| architecture(g.cc).len()).max().unwrap_or(0).max("architecture".len());
+    let w = gpus.iter().map(|g| g.name.chars().count()).max().unwrap_or(0).max("GPU".len());
+    let wa = gpus.iter().map(|g| architecture(g.cc).len()).max().unwrap_or(0).max("architecture".len());
     let width = stdout_width();
     let mut out = format!("{:<w$}  {:<4}  {:<wa$}  {:<6}  also\n", "GPU", "cc", "architecture", "hosts");
-    for g in GPUS {
-        let host = match g.host {
-            Host::Any => "any",
-            Host::Arm64 => "arm64",
-            Host::Jetson => "jetson",
-        };
+    for g in gpus {
         let mut also = g.aliases.join(", ");
         if g.unconfirmed {
             also = if also.is_empty() { "(secondary source)".into() } else { format!("{also} (secondary source)") };
         }
-        let lead = format!("{:<w$}  {:<4}  {:<wa$}  {host:<6}  ", g.name, g.cc.to_string(), architecture(g.cc));
+        let lead =
+            format!("{:<w$}  {:<4}  {:<wa$}  {:<6}  ", g.name, g.cc.to_string(), architecture(g.cc), g.host.as_str());
         out.push_str(&fit_last(&lead, &also, width));
         out.push('\n');
     }
@@ -442,10 +553,30 @@ fn gpus() -> anyhow::Result<ExitCode> {
 }
 
 fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
-    let rules = crate::lint::rules::load(&a.rules)?;
+    let mut rules = crate::lint::rules::load(&a.rules)?;
+    // By code, the user's rules among the built-in ones (codes are unique).
+    rules.sort_by(|a, b| a.code.cmp(&b.code));
     let scope = |r: &crate::lint::rules::Rule| {
         serde_json::to_value(r.scope).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
     };
+    if a.format == Format::Json {
+        let rules: Vec<RuleRow> = rules
+            .iter()
+            .map(|r| RuleRow {
+                code: &r.code,
+                name: &r.name,
+                severity: r.severity,
+                scope: r.scope,
+                summary: &r.summary,
+            })
+            .collect();
+        #[derive(serde::Serialize)]
+        struct Rules<'a> {
+            rules: Vec<RuleRow<'a>>,
+        }
+        write_stdout(&json_document(crate::schema::RULES, Rules { rules })?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let wc = rules.iter().map(|r| r.code.len()).max().unwrap_or(0);
     let wn = rules.iter().map(|r| r.name.len()).max().unwrap_or(0);
     let ws = rules.iter().map(|r| scope(r).len()).max().unwrap_or(0);
@@ -456,6 +587,48 @@ fn list_rules(a: RulesArgs) -> anyhow::Result<ExitCode> {
         out.push_str(&fit_last(&lead, &r.summary, width));
         out.push('\n');
     }
+    write_stdout(&out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cudalint version`: what a bug report needs beside the version: which built-in rules and
+/// knowledge this binary judges by (two builds of one version can differ in them).
+fn version(format: Format) -> anyhow::Result<ExitCode> {
+    let mut rules = crate::digest::Hasher::sha256();
+    for (name, text) in crate::lint::rules::BUILTIN_RULES {
+        rules.update(name.as_bytes());
+        rules.update(text.as_bytes());
+    }
+    let rules = rules.finish();
+    let count = crate::lint::rules::BUILTIN_RULES.len();
+    let knowledge = &crate::knowledge::get().digest;
+    let out = match format {
+        // Fields in the order the text says them.
+        Format::Json => {
+            #[derive(serde::Serialize)]
+            struct Version<'a> {
+                version: &'static str,
+                rules: Digests<'a>,
+                knowledge: Digests<'a>,
+            }
+            #[derive(serde::Serialize)]
+            struct Digests<'a> {
+                #[serde(skip_serializing_if = "Option::is_none")]
+                builtin: Option<usize>,
+                digest: &'a str,
+            }
+            let v = Version {
+                version: env!("CARGO_PKG_VERSION"),
+                rules: Digests { builtin: Some(count), digest: &rules },
+                knowledge: Digests { builtin: None, digest: knowledge },
+            };
+            json_document(crate::schema::VERSION, v)?
+        }
+        Format::Text => format!(
+            "cudalint {}\nrules: {count} built in, {rules}\nknowledge: {knowledge}\n",
+            env!("CARGO_PKG_VERSION")
+        ),
+    };
     write_stdout(&out)?;
     Ok(ExitCode::SUCCESS)
 }

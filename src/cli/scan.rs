@@ -9,6 +9,10 @@ use super::args::{PolicyArgs, ReadArgs, RegistryArgs, TargetArgs, scan_options};
 use crate::report::{self, Format, RenderConfig, Subject, count};
 
 #[derive(clap::Args, Debug)]
+// CUDALINT_FORMAT and CUDALINT_OUTPUT are scan's alone: `support`, `diff` and `audit` take other
+// formats, and a job that sets them for its gate must not have those commands refuse the value or
+// write over the gate's report.
+#[command(mut_arg("output", |a| a.env("CUDALINT_OUTPUT")))]
 pub struct ScanArgs {
     /// The image: a docker-archive (`docker save` output), `-` for standard input, an OCI layout
     /// directory, an oci-archive, a root filesystem directory, a single file, a Python wheel, a
@@ -38,7 +42,7 @@ pub struct ScanArgs {
     /// (`--format sarif=cudalint.sarif --format markdown=summary.md --format text`). `inventory`
     /// is the scan's file listing as JSON, `listing` as text; a run that asks only for
     /// `cyclonedx`, `inventory` or `listing` needs no targets and never fails the gate.
-    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<Format>())]
+    #[arg(long, value_name = "FMT[=PATH]", value_parser = super::args::report_parser::<Format>(), env = "CUDALINT_FORMAT")]
     pub format: Vec<super::args::Report<Format>>,
     /// A CycloneDX JSON SBOM of this image (from Syft, Trivy, ...): `--format cyclonedx` writes it
     /// with cudalint's properties added to the binaries it lists and the binaries it misses added

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use super::error::ConfigError;
-use super::error::{line_of, parse_toml};
+use super::error::{check_keys, fields, line_of, parse_toml};
 use super::report::Finding;
 use super::rules::{FailOn, Rule, Severity};
 
@@ -259,8 +259,30 @@ pub struct RawConfig {
     path: PathBuf,
 }
 
+/// The keys each table of `cudalint.toml` takes ([`check_keys`]).
+fn config_keys(table: &str) -> Option<&'static [&'static str]> {
+    match table {
+        "" => Some(fields::<ConfigFile>()),
+        "targets" => Some(fields::<TargetsCfg>()),
+        "rules" => Some(fields::<RulesCfg>()),
+        "knowledge" => Some(fields::<KnowledgeCfg>()),
+        "ignore" => Some(fields::<IgnoreEntry>()),
+        _ => None,
+    }
+}
+
+/// The keys each table of a TOML ignore file takes.
+fn ignore_file_keys(table: &str) -> Option<&'static [&'static str]> {
+    match table {
+        "" => Some(fields::<IgnoreFile>()),
+        "ignore" => Some(fields::<IgnoreEntry>()),
+        _ => None,
+    }
+}
+
 pub fn read(path: &Path) -> Result<RawConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    check_keys(&text, path.display(), config_keys)?;
     let file: ConfigFile = parse_toml(&text, path.display())?;
     Ok(RawConfig { file, text, path: path.to_path_buf() })
 }
@@ -355,6 +377,7 @@ pub fn read_ignore_file(path: &Path, rules: &[Rule]) -> Result<Vec<Ignore>, Conf
     if !toml {
         return ignore_lines(&text, path, rules);
     }
+    check_keys(&text, path.display(), ignore_file_keys)?;
     let f: IgnoreFile = parse_toml(&text, path.display())?;
     ignore_entries(f.ignore, &text, path, rules)
 }
@@ -425,6 +448,31 @@ mod tests {
             ConfigError { file: None, line: Some(3), message: "m".into() }.in_file("t.csv").to_string(),
             "t.csv:3: m"
         );
+    }
+
+    #[test]
+    fn every_unknown_key_of_every_table_is_named_at_once() {
+        let good = "fail-on = \"warning\"\nmemory = \"1G\"\n[targets]\ngpus = [\"H100\"]\narch = []\n\
+                    driver = \"550.54.15\"\nfrom = []\n[rules]\ndisable = [\"CL007\"]\ndirs = []\n\
+                    [rules.severity]\nCL002 = \"info\"\n[knowledge]\nextend = []\n\
+                    [[ignore]]\nrule = \"CL001\"\npath = \"/x\"\ntarget = \"L4\"\nreason = \"r\"\nexpires = \"2030-01-01\"\n";
+        let (_d, p) = file(good);
+        read(&p).unwrap().resolve(&rules()).unwrap();
+        let (_d, p) =
+            file("[targets]\ngpu = [\"H100\"]\n[rules]\nseverty = {}\n[[ignore]]\nrule = \"CL001\"\nreasn = \"x\"\n");
+        let e = read(&p).err().unwrap();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert_eq!(
+            e.message,
+            "3 unknown keys: targets.gpu (line 2; did you mean gpus?), rules.severty (line 4; did you mean \
+             severity?), ignore[0].reasn (line 7; did you mean reason?)"
+        );
+        // An ignore file in TOML is checked the same way.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("ignore.toml");
+        std::fs::write(&p, "[[ignore]]\nrule = \"CL001\"\nreason = \"x\"\npaths = \"/a\"\n").unwrap();
+        let e = read_ignore_file(&p, &rules()).unwrap_err();
+        assert_eq!(e.message, "unknown key: ignore[0].paths (line 4; did you mean path?)");
     }
 
     #[test]

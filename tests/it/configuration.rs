@@ -22,6 +22,9 @@ fn cli(dir: &Path, args: &[&str]) -> Run {
         .env_remove("CUDALINT_GPU")
         .env_remove("CUDALINT_DRIVER")
         .env_remove("CUDALINT_FAIL_ON")
+        .env_remove("CUDALINT_CONFIG")
+        .env_remove("CUDALINT_FORMAT")
+        .env_remove("CUDALINT_OUTPUT")
         .args(args)
         .output()
         .unwrap();
@@ -321,6 +324,28 @@ fn config_errors_say_the_path_came_from_the_config() {
     std::fs::create_dir_all(d.path().join("ci/cudalint-rules")).unwrap();
     let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100"]);
     assert_eq!(r.code, Some(1), "{}", r.stderr);
+}
+
+#[test]
+fn every_unknown_config_key_is_named_in_one_error() {
+    let d = repo();
+    // Three typos in three tables: one run names them all, each where it is and what was meant.
+    std::fs::write(
+        d.path().join("cudalint.toml"),
+        "fail_on = \"warning\"\n\n[targets]\ngpu = [\"H100\"]\n\n[rules]\ndisable = [\"CL007\"]\nseverty = {}\n",
+    )
+    .unwrap();
+    let r = cli(d.path(), &["scan", &demo(), "--quiet", "--gpu", "H100"]);
+    assert_eq!(r.code, Some(2), "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    for said in [
+        "cudalint.toml:1: 3 unknown keys: ",
+        "fail_on (line 1; did you mean fail-on?)",
+        "targets.gpu (line 4; did you mean gpus?)",
+        "rules.severty (line 8; did you mean severity?)",
+    ] {
+        assert!(r.stderr.contains(said), "{said}: {}", r.stderr);
+    }
 }
 
 #[test]

@@ -5,6 +5,7 @@
 mod audit;
 #[cfg(feature = "slow-tests")]
 mod census;
+mod cli;
 mod configuration;
 mod cuobjdump;
 mod cyclonedx;

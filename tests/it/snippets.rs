@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use crate::scan::which;
-use crate::util::root;
+use crate::util::{root, run as util_run};
 
 /// Commands that cannot run here, by a substring, with the reason and the test that covers them.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -281,4 +281,57 @@ fn the_extraction_finds_commands_and_files() {
     );
     assert!(matches_output("a\n…\nd\n", "a\nb\nc\nd\n"));
     assert!(!matches_output("a\nd\n", "a\nb\nd\n"));
+}
+
+/// The README's first screen: how to test it, quick and full, and what each subcommand does.
+const FIRST_SCREEN: usize = 50;
+
+#[test]
+fn the_readme_first_screen_has_the_test_commands_and_every_subcommand() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let top_text = readme.lines().take(FIRST_SCREEN).collect::<Vec<_>>().join("\n") + "\n";
+    // The commands, as lines of a shell block (a comment may follow): the quick tier that
+    // docs/contributing.md names, and the whole suite.
+    let shell: Vec<String> = blocks(&top_text)
+        .iter()
+        .filter(|b| b.lang == "sh")
+        .flat_map(|b| b.body.lines().map(|l| l.split(" #").next().unwrap().trim().to_string()).collect::<Vec<_>>())
+        .collect();
+    for cmd in ["cargo test", "scripts/test.sh"] {
+        assert!(
+            shell.iter().any(|l| l == cmd),
+            "`{cmd}` is not in a sh block of the README's first {FIRST_SCREEN} lines"
+        );
+    }
+    let contributing = std::fs::read_to_string(root().join("docs/contributing.md")).unwrap();
+    assert!(contributing.contains("a plain `cargo test` runs the quick one"), "docs/contributing.md's quick tier");
+    // CI runs the README's full command.
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    assert!(ci.lines().any(|l| l.trim() == "scripts/test.sh"), ".ci/run does not run scripts/test.sh:\n{ci}");
+    // The command table, whole, within the first screen.
+    let lines: Vec<&str> = readme.lines().collect();
+    let heading = lines.iter().position(|l| *l == "## Subcommands").expect("a Subcommands section");
+    let first = heading + lines[heading..].iter().position(|l| l.starts_with('|')).expect("its table");
+    let end = first + lines[first..].iter().take_while(|l| l.starts_with('|')).count();
+    assert!(end <= FIRST_SCREEN, "the command table ends at line {end}, past the first {FIRST_SCREEN}");
+    // Header and separator, then one row per command: its name in the first cell's backticks.
+    let rows: Vec<&str> = lines[first + 2..end].iter().filter_map(|l| l.split('`').nth(1)).collect();
+    assert_eq!(rows.len(), end - first - 2, "a row without a `command`");
+    // Every subcommand `cudalint --help` lists has its row, and every row is a subcommand.
+    let help = util_run(Std::new(assert_cmd::cargo::cargo_bin("cudalint")).arg("--help"));
+    let listed: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(listed.len() >= 15, "{help}");
+    let mut a = listed.clone();
+    let mut b = rows.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "`cudalint --help`'s subcommands against the README's table");
 }
