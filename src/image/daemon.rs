@@ -176,7 +176,9 @@ impl Api {
             Endpoint::Unix(_) => "localhost",
             Endpoint::Tcp(a) => a,
         };
-        format!("http://{host}/v1.41{path}")
+        // Unversioned: each engine answers at its own API version (Docker 29 refuses clients
+        // older than 1.44; Podman serves the same paths), and these two calls are in every one.
+        format!("http://{host}{path}")
     }
 
     fn what(&self, name: &str) -> String {
