@@ -321,9 +321,34 @@ pub struct SourceBuild {
     pub variable: String,
     /// What the build does without it.
     pub default: String,
+    /// The SASS architectures the build makes without the variable, as SM numbers (`["80",
+    /// "90"]`). Empty: it depends on the build machine (its visible GPUs), and `docker build`
+    /// shows none, so no GPU is known to run what it makes.
+    #[serde(default)]
+    pub default_archs: Vec<String>,
+    /// The only architectures the variable acts on (flash-attn builds 80, 90, 100 and 120 and
+    /// passes over any other value); empty: any.
+    #[serde(default)]
+    pub takes: Vec<String>,
+    /// The setting a fix writes, with `{sm}` (`80;89;90`) or `{torch}` (`8.0;8.9;9.0+PTX`) for
+    /// the architectures: `CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES={sm}"`. Empty:
+    /// `VARIABLE="{torch}"` for `TORCH_CUDA_ARCH_LIST`, else `VARIABLE="{sm}"`.
+    #[serde(default)]
+    pub setting: String,
     pub source: String,
     #[serde(default)]
     pub cases: Vec<Case>,
+}
+
+impl SourceBuild {
+    /// The setting's template: the row's, else the variable set to the list in its own form.
+    pub fn setting_template(&self) -> String {
+        match (self.setting.is_empty(), self.variable.as_str()) {
+            (false, _) => self.setting.clone(),
+            (true, "TORCH_CUDA_ARCH_LIST") => format!("{}=\"{{torch}}\"", self.variable),
+            (true, v) => format!("{v}=\"{{sm}}\""),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -527,6 +552,18 @@ impl Knowledge {
         {
             if prefixes.iter().any(String::is_empty) {
                 return Err(empty(at, "prefix"));
+            }
+        }
+        for s in &self.source_builds {
+            let sm = |a: &String| a.len() >= 2 && a.bytes().all(|b| b.is_ascii_digit()) && !a.starts_with('0');
+            if let Some(a) = s.default_archs.iter().chain(&s.takes).find(|a| !sm(a)) {
+                let m = format!("source_build {:?}: {a:?} is not an SM number (as 80 or 120)", s.package);
+                return Err(bad(&s.at, m));
+            }
+            if !s.setting.is_empty() && !s.setting.contains("{sm}") && !s.setting.contains("{torch}") {
+                let m =
+                    format!("source_build {:?}: a setting names the architectures with {{sm}} or {{torch}}", s.package);
+                return Err(bad(&s.at, m));
             }
         }
         for b in &self.builds {

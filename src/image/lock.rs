@@ -1089,8 +1089,35 @@ fn check(p: &Pick, (hash, size): &(String, u64), inside: bool) -> Result<(), Str
     Ok(())
 }
 
+/// The extension of a source distribution's file name (`.tar.gz`, `.zip`, and the older
+/// archives pip still builds), None for anything else.
+fn sdist_ext(file: &str) -> Option<&'static str> {
+    [".tar.gz", ".zip", ".tar.bz2", ".tgz", ".tar.xz", ".tar"].into_iter().find(|e| file.ends_with(e))
+}
+
+/// The project (PEP 503 normalised) and version a wheel's or an sdist's file name says:
+/// `flash_attn-2.8.3.tar.gz` -> (`flash-attn`, `2.8.3`). An sdist's name may hold dashes (older
+/// ones do: `antlr4-python3-runtime-4.9.3.tar.gz`), its version none.
+fn project_of(file: &str) -> Option<(String, String)> {
+    if file.ends_with(".whl") {
+        let mut parts = file.splitn(3, '-');
+        return Some((normalize(parts.next()?), parts.next()?.to_string()));
+    }
+    let stem = file.strip_suffix(sdist_ext(file)?)?;
+    let (name, version) = stem.rsplit_once('-')?;
+    Some((normalize(name), version.to_string()))
+}
+
+/// The sha256 of a local file (a find-links directory's sdist), read through the descriptor
+/// `open_regular` checked.
+fn local_sha256(path: &Path) -> Result<String, String> {
+    let mut f = open_regular(path)?;
+    crate::cache::sha256_of(&mut f).map(|(h, _)| h).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// For requirements without URLs: each one's wheel from the find-links places and the indexes
-/// (PEP 691 JSON, else PEP 503 HTML), the best-ranked file whose sha256 the line lists.
+/// (PEP 691 JSON, else PEP 503 HTML), the best-ranked wheel whose sha256 the line lists, else
+/// (no wheel installs here) an sdist whose sha256 it lists: a package built at install time.
 fn resolve_requirements(
     reqs: Vec<Requirement>,
     index: &[String],
@@ -1129,12 +1156,8 @@ fn resolve_requirements(
             plan.picks.push(Pick { name: r.name, version: r.version, wheel: w.clone() });
             continue;
         }
-        let stem = |file: &str| {
-            let mut parts = file.splitn(3, '-');
-            (normalize(parts.next().unwrap_or_default()), parts.next().unwrap_or_default().to_string())
-        };
-        let mut cands: Vec<Listed> =
-            listed.iter().filter(|l| stem(&l.file) == (r.name.clone(), r.version.clone())).cloned().collect();
+        let ours = |l: &Listed| project_of(&l.file).is_some_and(|(n, v)| n == r.name && v == r.version);
+        let mut cands: Vec<Listed> = listed.iter().filter(|l| ours(l)).cloned().collect();
         for ix in &indexes {
             let url = format!("{}/{}/", ix.trim_end_matches('/'), r.name);
             let Some((page, body, json)) = f.page(&url, "application/vnd.pypi.simple.v1+json, text/html;q=0.1")? else {
@@ -1153,7 +1176,7 @@ fn resolve_requirements(
                 cands.extend(html_links(&page, &body));
             }
         }
-        cands.retain(|l| stem(&l.file) == (r.name.clone(), r.version.clone()));
+        cands.retain(ours);
         let wheels: Vec<WheelRef> = cands
             .iter()
             .filter(|l| l.file.ends_with(".whl"))
@@ -1172,22 +1195,47 @@ fn resolve_requirements(
                 Some(WheelRef { file: l.file.clone(), url, path, sha256: sha, size: None })
             })
             .collect();
-        match best(t, wheels.iter()) {
-            Some(w) => plan.picks.push(Pick { name: r.name, version: r.version, wheel: w.clone() }),
-            None if cands.iter().any(|l| !l.file.ends_with(".whl")) => plan.unbuilt.push((r.name, r.version)),
-            None => {
-                return Err(format!(
-                    "line {}: {}=={}: no wheel for {} with Python {}.{} whose sha256 the line lists, in {}",
-                    r.line,
-                    r.name,
-                    r.version,
-                    t.platform,
-                    t.python.0,
-                    t.python.1,
-                    indexes.iter().chain(find_links).map(|u| shown(u)).collect::<Vec<_>>().join(", ")
-                ));
+        if let Some(w) = best(t, wheels.iter()) {
+            plan.picks.push(Pick { name: r.name, version: r.version, wheel: w.clone() });
+            continue;
+        }
+        // No wheel installs here: pip builds the sdist, if the line's hashes name one (as the
+        // other lock formats name theirs). A line whose hashes name no file pip could install is
+        // a lock its index does not match, and stays an error.
+        let sdists: Vec<&Listed> = cands.iter().filter(|l| sdist_ext(&l.file).is_some()).collect();
+        let mut unhashed = Vec::new();
+        let mut matched = false;
+        for l in &sdists {
+            let sha = match (&l.sha256, l.url.strip_prefix("file://")) {
+                (Some(h), _) => Some(h.clone()),
+                // A find-links directory's file: hashed here, as pip would before building it.
+                (None, Some(p)) => Some(local_sha256(Path::new(p))?),
+                (None, None) => None,
+            };
+            match sha {
+                Some(h) => matched |= r.hashes.contains(&h),
+                None => unhashed.push(l.file.clone()),
             }
         }
+        if matched {
+            plan.unbuilt.push((r.name, r.version));
+            continue;
+        }
+        let unhashed = if unhashed.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} listed with no sha256: not taken)", unhashed.join(", "))
+        };
+        return Err(format!(
+            "line {}: {}=={}: no wheel for {} with Python {}.{} and no sdist whose sha256 the line lists, in {}{unhashed}: the lock does not match its index",
+            r.line,
+            r.name,
+            r.version,
+            t.platform,
+            t.python.0,
+            t.python.1,
+            indexes.iter().chain(find_links).map(|u| shown(u)).collect::<Vec<_>>().join(", ")
+        ));
     }
     Ok(plan)
 }
@@ -1343,6 +1391,17 @@ mod tests {
         assert!(e.contains("no --hash"), "{e}");
         let e = read_requirements("y>=1 --hash=sha256:aa\n", &t, &mut i, &mut f).unwrap_err();
         assert!(e.contains("not pinned"), "{e}");
+    }
+
+    #[test]
+    fn wheel_and_sdist_names_say_their_project_and_version() {
+        let p = |f: &str| project_of(f).map(|(n, v)| format!("{n} {v}"));
+        assert_eq!(p("flash_attn-2.8.3.tar.gz").as_deref(), Some("flash-attn 2.8.3"));
+        assert_eq!(p("antlr4-python3-runtime-4.9.3.tar.gz").as_deref(), Some("antlr4-python3-runtime 4.9.3"));
+        assert_eq!(p("Demo.Kernels-1.0.zip").as_deref(), Some("demo-kernels 1.0"));
+        assert_eq!(p("flash_attn-2.8.3-cp311-cp311-linux_x86_64.whl").as_deref(), Some("flash-attn 2.8.3"));
+        assert_eq!(p("flash_attn-2.8.3.exe"), None);
+        assert_eq!(p("noversion.tar.gz"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod policy;
 mod report;
 pub mod rules;
 mod run;
+mod source_builds;
 pub mod support;
 pub mod targets;
 pub mod variables;

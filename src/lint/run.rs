@@ -18,7 +18,7 @@ use super::targets::Target;
 use super::variables::{
     BinaryTargetVars, BinaryVars, Bindings, CompilerTargetVars, DeviceModuleVars, ImageTargetVars, ImageVars,
 };
-use super::{compilers, config, variants, verdict};
+use super::{compilers, config, source_builds, variants, verdict};
 use crate::image::ImageReport;
 use crate::schema::{self, Tool};
 
@@ -558,8 +558,15 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
     findings.extend(gate.fire(vars, None, None)?);
 
     // What decides each target before any kernel runs: said once, at image level.
-    let mut deploys: Vec<verdict::Deploy> =
-        targets.iter().map(|t| verdict::deploy(scan, &f.binaries, &f.floor, t)).collect();
+    let mut deploys: Vec<verdict::Deploy> = targets
+        .iter()
+        .map(|t| {
+            let mut d = verdict::deploy(scan, &f.binaries, &f.floor, t);
+            let built = source_builds::on_target(scan, t, targets);
+            (d.unbuilt_cuda, d.unbuilt_cuda_fix) = (built.failing, built.fix);
+            d
+        })
+        .collect();
     let covs = judge_coverage(&f, targets);
     let caused = target_rules(&gate, &image, &f, &covs, targets, &mut deploys, &mut findings)?;
     let matrix = binary_rules(&gate, scan, &image, &fix, &f, &covs, targets, &deploys, &mut findings)?;

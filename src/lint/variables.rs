@@ -79,7 +79,7 @@ pub const FIX: Variable = Variable {
 pub const DEPLOY: Variable = Variable {
     name: "deploy",
     note: "image-target scope",
-    about: "What decides a target before any kernel runs: the image's driver floor and the GPU's own driver window.",
+    about: "What decides a target before any kernel runs: the image's driver floor and the GPU's own driver window; and what a lockfile's packages built at install make for it.",
     fields: Deploy::FIELDS,
     list_of: None,
 };

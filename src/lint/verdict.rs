@@ -25,7 +25,8 @@ use crate::schema::documented;
 
 documented! {
     /// What decides a target before any kernel: the image's driver floor and the GPU's own driver
-    /// window (`deploy` in rules of scope `image-target`).
+    /// window, and what a lockfile's packages built at install make for it (`deploy` in rules of
+    /// scope `image-target`).
     #[derive(Debug, Clone, Default, Serialize)]
     pub struct Deploy {
         /// the target's driver meets the image's floor (or its driver is not known)
@@ -57,6 +58,15 @@ documented! {
         pub unbuildable_architecture: String,
         /// the builds to install instead, per package
         pub unbuildable_fix: String,
+        /// a lockfile's packages with no wheel for the platform whose build compiles CUDA code (the knowledge base's
+        /// `[[source_build]]`) and makes none that runs here: built during `docker build`, where no GPU is visible,
+        /// without the variable it gets its default list, whose SASS does not run on this GPU (or a list from the
+        /// build machine's GPUs, which shows none). Each with that variable and default: `flash-attn 2.8.3
+        /// (FLASH_ATTN_CUDA_ARCHS; without it: 80;90;100;120 ...)`
+        pub unbuilt_cuda: Vec<String>,
+        /// what builds them for every target: the variable set to the targets' architectures (`ENV
+        /// TORCH_CUDA_ARCH_LIST="8.0;8.9;9.0+PTX"`), or why no value it takes makes code for this GPU
+        pub unbuilt_cuda_fix: String,
     }
 }
 

@@ -169,6 +169,16 @@ fn a_bad_knowledge_file_stops_the_run_at_its_line() {
             "[[compiler_file]]\nkey = \"k\"\nnames = [\"ourcc\"]\nkind = \"ptxass\"\nsource = \"s\"\n",
             "is not one of",
         ),
+        (
+            "sm.toml",
+            "[[source_build]]\npackage = \"p\"\nvariable = \"V\"\ndefault = \"d\"\ndefault_archs = [\"8.0\"]\nsource = \"s\"\n",
+            "\"8.0\" is not an SM number",
+        ),
+        (
+            "setting.toml",
+            "[[source_build]]\npackage = \"p\"\nvariable = \"V\"\ndefault = \"d\"\nsetting = \"V=80\"\nsource = \"s\"\n",
+            "with {sm} or {torch}",
+        ),
     ] {
         std::fs::write(d.path().join(name), text).unwrap();
         let (code, _, err) = scan(d.path(), &spec, &["--no-cache", "--gpu", "L4", "--knowledge", name]);

@@ -50,7 +50,11 @@ impl Index {
         std::fs::create_dir_all(dir.join("files")).unwrap();
         for w in wheels {
             let file = w.file_name().unwrap().to_string_lossy().into_owned();
-            let project = normalize(file.split('-').next().unwrap());
+            // A wheel's project ends at its first dash, an sdist's at its last.
+            let project = match file.strip_suffix(".tar.gz") {
+                Some(stem) => normalize(stem.rsplit_once('-').unwrap().0),
+                None => normalize(file.split('-').next().unwrap()),
+            };
             let page = dir.join("simple").join(&project);
             std::fs::create_dir_all(&page).unwrap();
             std::os::unix::fs::symlink(w, dir.join("files").join(&file)).unwrap();
@@ -111,6 +115,56 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 fn wheel(d: &Path, version: &str) -> PathBuf {
     d.join(format!("wheels/demo_kernels-{version}-py3-none-manylinux_2_28_x86_64.whl"))
+}
+
+/// `dir/NAME-VERSION.tar.gz`: a source distribution that uv and pip resolve without building or
+/// fetching anything, named as setuptools before 69 named them (the name's dashes kept). uv reads
+/// its static metadata (`pyproject.toml`'s `[project]`); pip asks its in-tree PEP 517 backend,
+/// which needs nothing installed, for its metadata. It stands in for a package whose build
+/// compiles CUDA code: nothing here builds it.
+fn sdist(dir: &Path, name: &str, version: &str) -> PathBuf {
+    use crate::images::{Comp, Ent, compress, tar};
+    let stem = format!("{name}-{version}");
+    let dist_info = format!("{}-{version}.dist-info", name.replace('-', "_"));
+    let metadata = format!("Metadata-Version: 2.2\nName: {name}\nVersion: {version}\n");
+    let files = [
+        ("PKG-INFO", metadata.clone()),
+        (
+            "pyproject.toml",
+            format!(
+                "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n\n[project]\nname = \"{name}\"\nversion = \"{version}\"\n"
+            ),
+        ),
+        (
+            "backend.py",
+            format!(
+                "import os\n\ndef prepare_metadata_for_build_wheel(d, config_settings=None):\n    os.makedirs(os.path.join(d, {dist_info:?}))\n    with open(os.path.join(d, {dist_info:?}, 'METADATA'), 'w') as f:\n        f.write({metadata:?})\n    return {dist_info:?}\n\ndef build_wheel(d, config_settings=None, metadata_directory=None):\n    raise RuntimeError('a stand-in: not built')\n"
+            ),
+        ),
+    ];
+    let entries: Vec<Ent> = files
+        .iter()
+        .map(|(f, text)| Ent::File(Box::leak(format!("{stem}/{f}").into_boxed_str()), text.as_bytes().to_vec()))
+        .collect();
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(format!("{stem}.tar.gz"));
+    std::fs::write(&p, compress(&tar(&entries), Comp::Gzip)).unwrap();
+    p
+}
+
+/// Each finding as `RULE TARGET: MESSAGE => FIX` (`image` for an image-wide one), sorted.
+fn findings(r: &serde_json::Value) -> Vec<String> {
+    let mut f: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let target = f["target"].as_str().unwrap_or("image");
+            format!("{} {target}: {} => {}", f["rule"].as_str().unwrap(), f["message"], f["fix"])
+        })
+        .collect();
+    f.sort();
+    f
 }
 
 #[test]
@@ -244,15 +298,55 @@ sdist = {{ path = "sdists/antlr4-python3-runtime-4.9.3.tar.gz", hashes = {{ sha2
     assert_eq!(f.len(), 1, "{r}");
     assert_eq!(f[0]["rule"], "CL026");
     assert!(f[0]["message"].as_str().unwrap().contains("antlr4-python3-runtime 4.9.3"), "{r}");
-    // A package whose build compiles CUDA code, with no wheel here: an error naming its variable.
+    // A package whose build compiles CUDA code, with no wheel here: an error naming its variable,
+    // on the T4 only (its default list's sm_80 runs on the L4's 8.9, nothing of it on 7.5).
     let lock = lock.replace("antlr4-python3-runtime", "flash-attn").replace("4.9.3", "2.8.3");
     std::fs::write(d.path().join("pylock.toml"), lock).unwrap();
     let (code, out, err) =
-        cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4", "--no-cache", "--format", "json"]);
+        cudalint(d.path(), &["scan", "pylock.toml", "--gpu", "L4,T4", "--no-cache", "--format", "json"]);
     assert_eq!(code, Some(1), "{err}");
     let r = json(&out);
-    let f = r["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "CL027").expect("CL027");
-    assert!(f["message"].as_str().unwrap().contains("flash-attn 2.8.3 (FLASH_ATTN_CUDA_ARCHS"), "{f}");
+    let f: Vec<&serde_json::Value> =
+        r["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == "CL027").collect();
+    assert_eq!(f.len(), 1, "{r}");
+    assert_eq!(f[0]["target"], "T4");
+    assert!(f[0]["message"].as_str().unwrap().contains("flash-attn 2.8.3 (FLASH_ATTN_CUDA_ARCHS"), "{r}");
+}
+
+/// A hashed requirements line whose hashes name an sdist (no wheel): a package built at
+/// install, as in the other formats, whether the sdist comes from an index page (its sha256 in
+/// the link) or a find-links directory (hashed there). A line whose hashes name nothing listed
+/// is a lock its index does not match: the scan stops, naming the line.
+#[test]
+fn a_hashed_requirements_line_of_an_sdist_is_built_at_install_and_one_matching_nothing_stops_the_scan() {
+    let d = fixtures();
+    let pure = sdist(&d.path().join("served"), "antlr4-python3-runtime", "4.9.3");
+    let cuda = sdist(&d.path().join("sdists"), "flash-attn", "2.8.3");
+    let w = wheel(d.path(), "1.0.0");
+    let index = Index::serve(&d.path().join("index"), &[w.clone(), pure.clone()]);
+    let text = format!(
+        "--index-url {}\n--find-links sdists\ndemo-kernels==1.0.0 --hash=sha256:{}\nflash-attn==2.8.3 --hash=sha256:{}\nantlr4-python3-runtime==4.9.3 \\\n    --hash=sha256:{}\n",
+        index.url,
+        sha256(&w),
+        sha256(&cuda),
+        sha256(&pure)
+    );
+    std::fs::write(d.path().join("requirements.txt"), &text).unwrap();
+    let scan = || cudalint(d.path(), &["scan", "requirements.txt", "--gpu", "L4,T4", "--no-cache", "--format", "json"]);
+    let (code, out, err) = scan();
+    assert_eq!(code, Some(1), "{err}");
+    let f = findings(&json(&out));
+    assert_eq!(f.len(), 2, "{f:#?}");
+    assert!(f[0].starts_with("CL026 image: ") && f[0].contains("antlr4-python3-runtime 4.9.3"), "{f:#?}");
+    assert!(f[1].starts_with("CL027 T4: ") && f[1].contains("flash-attn 2.8.3"), "{f:#?}");
+    // The flash-attn line's hash names no file: not a package built at install, a broken lock.
+    std::fs::write(d.path().join("requirements.txt"), text.replace(&sha256(&cuda), &"0".repeat(64))).unwrap();
+    let (code, _, err) = scan();
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("line 4: flash-attn==2.8.3: no wheel for linux/amd64 with Python 3.12 and no sdist whose sha256 the line lists"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -362,6 +456,79 @@ mod real_lockers {
             cudalint(d.path(), &["diff", "old/uv.lock", "app/uv.lock", "--python", "3.11", "--no-cache"]);
         assert_eq!(code, Some(1), "{out}{err}");
         assert!(out.lines().any(|l| l.starts_with("lost: ") && l.contains("L4")), "{out}");
+    }
+
+    /// The same sdist-only packages, a pure one and flash-attn (a `[[source_build]]` package,
+    /// stood in for by a local sdist), beside a wheel, through all four formats, each written by
+    /// the real locker: a requirements file with `--hash` lines (`uv pip compile
+    /// --generate-hashes`), `uv.lock`, `pylock.toml` (`uv export`) and pip's `--report`. Each
+    /// gives the same findings: CL026 naming the pure package, CL027 naming flash-attn on the T4
+    /// only, since its default list (80;90;100;120, SASS only) runs on the A100's 8.0 and has
+    /// nothing for 7.5. (The requirements file used to stop the scan with exit 2.)
+    #[test]
+    fn an_sdist_only_package_is_the_same_finding_in_every_lock_format() {
+        let d = fixtures();
+        let sd = d.path().join("sdists");
+        let files = [
+            wheel(d.path(), "1.0.0"),
+            sdist(&sd, "flash-attn", "2.8.3"),
+            sdist(&sd, "antlr4-python3-runtime", "4.9.3"),
+        ];
+        let index = Index::serve(&d.path().join("index"), &files);
+        let app = d.path().join("app");
+        std::fs::create_dir(&app).unwrap();
+        let pins = ["demo-kernels==1.0.0", "flash-attn==2.8.3", "antlr4-python3-runtime==4.9.3"];
+        std::fs::write(
+            app.join("pyproject.toml"),
+            format!(
+                "[project]\nname = \"app\"\nversion = \"0.1.0\"\nrequires-python = \">=3.11\"\ndependencies = {pins:?}\n\n[tool.uv]\npackage = false\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(app.join("req.in"), pins.join("\n") + "\n").unwrap();
+        let uv_run = |args: &[&str]| {
+            let mut c = Std::new(uv());
+            c.current_dir(&app).env("UV_NO_CACHE", "1").env("UV_PYTHON_DOWNLOADS", "never").args(args);
+            c.args(["--quiet", "--index-url", &index.url]);
+            run(&mut c);
+        };
+        uv_run(&["lock"]);
+        uv_run(&["export", "--format", "pylock.toml", "-o", "pylock.toml"]);
+        let platform = ["--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28"];
+        let compile = ["pip", "compile", "req.in", "--generate-hashes", "--emit-index-url", "-o", "requirements.txt"];
+        uv_run(&[&compile[..], &platform].concat());
+        let target = app.join("target");
+        let mut pip_args = vec!["install", "--quiet", "--disable-pip-version-check", "--dry-run"];
+        pip_args.extend(["--report", "report.json", "--index-url", &index.url, "--no-deps"]);
+        pip_args.extend(["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"]);
+        pip_args.extend(["--target", target.to_str().unwrap()]);
+        pip_args.extend(pins);
+        run(Std::new(pip()).current_dir(&app).args(&pip_args));
+        let requirements = std::fs::read_to_string(app.join("requirements.txt")).unwrap();
+        assert!(requirements.contains("flash-attn==2.8.3 \\\n    --hash=sha256:"), "{requirements}");
+        let mut seen = Vec::new();
+        for lock in ["requirements.txt", "uv.lock", "pylock.toml", "report.json"] {
+            let (code, out, err) = cudalint(
+                &app,
+                &["scan", lock, "--gpu", "A100,T4", "--python", "3.11", "--no-cache", "--quiet", "--format", "json"],
+            );
+            assert_eq!(code, Some(1), "{lock}: {err}");
+            let r = json(&out);
+            let h = headlines(&r);
+            assert!(h[0] == "A100: runs (native)" && h[1].starts_with("T4: fails"), "{lock}: {h:?}");
+            seen.push((lock, findings(&r)));
+        }
+        let (_, first) = &seen[0];
+        assert_eq!(first.len(), 2, "{first:#?}");
+        assert!(
+            first[0].starts_with("CL026 image: ") && first[0].contains("antlr4-python3-runtime 4.9.3"),
+            "{first:#?}"
+        );
+        assert!(!first[0].contains("flash-attn"), "{first:#?}");
+        assert!(first[1].starts_with("CL027 T4: ") && first[1].contains("flash-attn 2.8.3"), "{first:#?}");
+        for (lock, f) in &seen[1..] {
+            assert_eq!(f, first, "{lock} differs from requirements.txt");
+        }
     }
 
     /// The stock `torch==2.8.0` closure locked by uv against a loopback index of its wheels: the
@@ -589,7 +756,7 @@ fn index_failures_name_the_url_without_its_password_and_every_transfer_is_bounde
     let index = format!("http://ci-bot:{TOKEN}@127.0.0.1:{}/simple", server.port);
     let refused = format!("http://ci-bot:{TOKEN}@127.0.0.1:{}/simple", closed_port());
     let cases: Vec<(&str, &str, String)> = vec![
-        ("p404", &index, format!("no wheel for linux/amd64 with Python 3.12 whose sha256 the line lists, in http://ci-bot:****@127.0.0.1:{}/simple", server.port)),
+        ("p404", &index, format!("no wheel for linux/amd64 with Python 3.12 and no sdist whose sha256 the line lists, in http://ci-bot:****@127.0.0.1:{}/simple", server.port)),
         ("p403", &index, "/simple/p403/: HTTP 403".into()),
         ("p500", &index, "/simple/p500/: HTTP 500".into()),
         ("prefused", &refused, "http://ci-bot:****@127.0.0.1:".into()),
