@@ -249,6 +249,15 @@ pub struct CompilerCheck {
     pub facts: compilers::CompilerFacts,
 }
 
+impl CompilerCheck {
+    /// The table knows the compiler's release, it emits code for the target, and the target's
+    /// driver loads that code: what every report calls a passing check.
+    pub fn passed(&self) -> bool {
+        let f = &self.facts;
+        f.known && f.knows_target && f.driver_problem.is_empty()
+    }
+}
+
 /// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot
 /// target the GPU); those findings name it as their `cause`.
 pub const ROOT_CAUSE_RULE: &str = "CL019";

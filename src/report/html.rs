@@ -524,7 +524,7 @@ fn compilers(o: &mut String, r: &LintReport) {
     o.push_str("<table id=\"compiler-checks\">\n<thead><tr><th>target</th><th>what</th><th>compiler</th><th>asks for</th><th>verdict</th></tr></thead>\n<tbody>\n");
     for c in &r.compiler_checks {
         let f = &c.facts;
-        let ok = f.knows_target && f.driver_problem.is_empty();
+        let ok = c.passed();
         let verdict = if !f.known && !f.why.is_empty() {
             format!("not judged: {}", f.why)
         } else if !f.known {
