@@ -75,6 +75,9 @@ pub struct MatrixRow {
     pub path: String,
     /// Layer the file comes from (digest or archive path), empty if unknown.
     pub layer: String,
+    /// The Dockerfile step that made that layer (the image config's history), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// The package that installed the file, where known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<Package>,

@@ -204,10 +204,12 @@ fn fold(group: &[&MatrixRow]) -> MatrixRow {
         }
     }
     let managed: u64 = group.iter().map(|m| m.library_managed_modules).sum();
-    let layer = if group.iter().all(|m| m.layer == first.layer) { first.layer.clone() } else { String::new() };
+    let one_layer = group.iter().all(|m| m.layer == first.layer);
+    let layer = if one_layer { first.layer.clone() } else { String::new() };
     MatrixRow {
         path: if dir == "/" { dir } else { format!("{dir}/") },
         layer,
+        step: first.step.clone().filter(|_| one_layer),
         package: first.package.clone(),
         modules: 0,
         library_managed_modules: managed,

@@ -527,3 +527,31 @@ fn passing_runtime_compiler_checks_show_in_text_and_markdown() {
         assert!(!l.contains("V100"), "a failing check is a finding, not on the line: {l}");
     }
 }
+
+/// A target that fails with every binary native there (its driver is below the image's CUDA 13
+/// floor) has its HTML column marked failing, its header and each of its cells; the same GPU
+/// on a driver that runs the image is not. The cells keep their own class either way.
+#[test]
+fn a_failing_targets_html_column_is_marked_failing_though_its_cells_are_native() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = d.path().join("rootfs/usr/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(fixture("../verdict/libstale.so"), lib.join("libstale.so")).unwrap();
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    for (driver, fails) in [("535.54.03", true), ("580.65.06", false)] {
+        let out = d.path().join(driver);
+        std::fs::create_dir_all(&out).unwrap();
+        let (_, _, html, json) = four_formats(&out, &[&image, "--gpu", "L4", "--driver", driver]);
+        assert_eq!(json["headlines"][0]["verdict"] == "fails", fails, "{}", json["headlines"]);
+        assert_eq!(json["matrix"][0]["cells"][0]["class"], "native");
+        let head = html.split("<th ").find(|t| t.starts_with("data-target=\"L4\"")).expect("L4's column header");
+        assert_eq!(head.contains(" class=\"fails\""), fails, "{head}");
+        let cells: Vec<&str> =
+            html.split("<td ").filter(|t| t.starts_with("class=\"cell ") && t.contains("data-target=\"L4\"")).collect();
+        assert_eq!(cells.len(), 1, "{html}");
+        for c in cells {
+            assert!(c.starts_with("class=\"cell v-native"), "{c}");
+            assert_eq!(c.contains(" col-fails"), fails, "{c}");
+        }
+    }
+}

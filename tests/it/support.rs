@@ -126,8 +126,8 @@ fn markdown_and_html_have_a_row_per_gpu() {
     // The scan report's grid, a column per compute capability (named by its first GPU).
     assert!(
         html.contains("<table id=\"matrix\">")
-            && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\">")
-            && !html.contains("<th data-target=\"RTX 5090\">")
+            && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\"")
+            && !html.contains("<th data-target=\"RTX 5090\"")
     );
 }
 
