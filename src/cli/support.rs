@@ -225,7 +225,7 @@ pub struct DiffArgs {
     /// The image after it.
     pub new: String,
     /// Fail (exit 1) when the new image does not run on these GPUs; default: when it drops any
-    /// GPU the old one ran on.
+    /// GPU the old one ran on. The GPU table and its unchanged count are these GPUs' only.
     #[arg(long, visible_alias = "gpus", value_delimiter = ',')]
     pub gpu: Vec<String>,
     /// The fleet's driver: fail when the new image's driver floor is above it.

@@ -995,13 +995,15 @@ impl Fetcher {
     }
 
     /// Every wheel on disk, checked, in the plan's order: the ones not cached or local are
-    /// downloaded `jobs` at a time.
-    fn wheels(&self, picks: &[Pick], jobs: usize) -> Result<Vec<Opened>, String> {
+    /// downloaded `jobs` at a time, their bytes counted on `progress` as they come.
+    fn wheels(&self, picks: &[Pick], jobs: usize, progress: &super::progress::Progress) -> Result<Vec<Opened>, String> {
         use futures_util::StreamExt;
         let local: Vec<Option<Opened>> = picks.iter().map(|p| self.local(p)).collect::<Result<_, _>>()?;
         let missing: Vec<&Pick> = picks.iter().zip(&local).filter(|(_, l)| l.is_none()).map(|(p, _)| p).collect();
         let fetched: Vec<Result<Opened, String>> = self.rt.block_on(
-            futures_util::stream::iter(missing.into_iter().map(|p| self.download(p))).buffered(jobs.max(1)).collect(),
+            futures_util::stream::iter(missing.into_iter().map(|p| self.download(p, progress)))
+                .buffered(jobs.max(1))
+                .collect(),
         );
         let mut fetched = fetched.into_iter();
         local.into_iter().map(|l| l.map_or_else(|| fetched.next().expect("one per missing wheel"), Ok)).collect()
@@ -1010,7 +1012,7 @@ impl Fetcher {
     /// Downloads one wheel into the cache, within the stall and deadline bounds and at most the
     /// lock's size (else `--max-wheel-size`), refused at the byte past it; renamed into place
     /// only once its size and sha256 match. The file written is the one analysed.
-    async fn download(&self, p: &Pick) -> Result<Opened, String> {
+    async fn download(&self, p: &Pick, progress: &super::progress::Progress) -> Result<Opened, String> {
         use crate::registry::http;
         let w = &p.wheel;
         let url = w.url.as_deref().ok_or_else(|| format!("{} {}: {} has no URL", p.name, p.version, w.file))?;
@@ -1031,6 +1033,7 @@ impl Fetcher {
             match body.chunk().await {
                 Ok(Some(chunk)) => {
                     h.update(&chunk);
+                    progress.add(chunk.len() as u64);
                     tmp.write_all(&chunk).map_err(|e| format!("{}: {e}", self.cache.shown().display()))?;
                 }
                 Ok(None) => break,
@@ -1266,8 +1269,9 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
     }
     .map_err(bad)?;
     let mut layers = Vec::new();
-    let progress = super::progress::Progress::new(opts.progress, None, plan.picks.len());
-    progress.message(format!("fetching {} wheels", plan.picks.len()));
+    // Wheels done of the lock's, and bytes downloaded: a bytes bar with nothing to count read
+    // `0 B 0 B/s` throughout.
+    let progress = super::progress::Progress::items(opts.progress, plan.picks.len() as u64, "wheels");
     // A wheel analysed before is neither fetched, hashed nor read again: its analysis comes from
     // the layer cache, filed under the sha256 the lock pins, the analyser and knowledge digest
     // (in every key), the analysis options and the Python it is installed for, and
@@ -1281,11 +1285,13 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
         plan.picks.iter().map(|p| opts.cache.as_ref().and_then(|c| c.get(&key(p)))).collect();
     let todo: Vec<Pick> =
         plan.picks.iter().zip(&analysed).filter(|(_, a)| a.is_none()).map(|(p, _)| p.clone()).collect();
-    let files = fetcher.wheels(&todo, opts.jobs).map_err(bad)?;
+    progress.done((plan.picks.len() - todo.len()) as u64);
+    progress.message(format!("fetching {} wheels", todo.len()));
+    let files = fetcher.wheels(&todo, opts.jobs, &progress).map_err(bad)?;
+    progress.message("analysing".to_string());
     // Each wheel is inflated whole (its CRCs are checked only at a member's end): `jobs` wheels
     // at a time, each with a deflate window only, so the budget's layer windows do not apply.
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let done = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<Option<Result<crate::layer::analyze::LayerSummary, ScanError>>> =
         (0..todo.len()).map(|_| None).collect();
     let slots: Vec<std::sync::Mutex<&mut Option<_>>> = results.iter_mut().map(std::sync::Mutex::new).collect();
@@ -1299,8 +1305,7 @@ pub fn scan(path: &Path, kind: LockKind, opts: &ScanOptions) -> Result<ImageRepo
                         ScanError::input(path, shown(&format!("{} {} ({}): {e}", p.name, p.version, p.wheel.file)))
                     });
                     **slots[i].lock().expect("one writer per slot") = Some(r);
-                    let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                    progress.message(format!("wheels analysed: {n}/{}", todo.len()));
+                    progress.done(1);
                 }
             });
         }

@@ -56,11 +56,23 @@ pub struct CompilerChange {
     pub version: Change<String>,
 }
 
-/// A package whose build changed: `torch 2.8.0 → 2.9.0`, `nvidia-cublas-cu12 → nvidia-cublas`.
+crate::schema::words! {
+    /// What became of a package between the two images.
+    pub enum PackageDelta {
+        Added = "added",
+        Removed = "removed",
+        /// Another version, or another build of it (`nvidia-cublas-cu12` → `nvidia-cublas`).
+        Changed = "changed",
+    }
+}
+
+/// A package that came, went or changed: `torch 2.8.0 → 2.9.0`, `nvidia-cublas-cu12 →
+/// nvidia-cublas`, `flash-attn 2.8.3` removed.
 #[derive(Debug, Clone, Serialize)]
 pub struct PackageChange {
     /// The name without its CUDA suffix (`nvidia-cublas`).
     pub name: String,
+    pub change: PackageDelta,
     /// `nvidia-cublas-cu12 12.8.4.1`; empty: absent.
     pub old: String,
     pub new: String,
@@ -83,7 +95,13 @@ pub struct DiffReport {
     pub floor: Change<String>,
     pub floor_cuda: Change<String>,
     pub summary: Change<String>,
+    /// The GPUs `--gpu` named (empty: none named): `gpus` and `unchanged` cover only these.
+    pub named: Vec<String>,
+    /// GPUs whose result or minimum driver changed (of `named`, where GPUs were named).
     pub gpus: Vec<GpuChange>,
+    /// How many GPUs of the same scope kept their result and minimum driver (a GPU neither
+    /// image applies to counts only where named).
+    pub unchanged: usize,
     pub binaries: Vec<BinaryChange>,
     pub compilers: Vec<CompilerChange>,
     pub packages: Vec<PackageChange>,
@@ -101,20 +119,36 @@ pub struct Side<'a> {
 /// `driver`: the fleet's driver, which the new floor must not exceed.
 pub fn diff(old: Side, new: Side, gpus: &[String], driver: Option<&DriverVersion>) -> DiffReport {
     let result = |s: &SupportReport, name: &str| s.gpus.iter().find(|g| g.name == name).map(|g| g.result);
+    let mut named: Vec<String> = Vec::new();
+    for x in gpus.iter().filter_map(|g| crate::cuda::gpus::lookup(g)) {
+        if !named.iter().any(|n| n == x.name) {
+            named.push(x.name.to_string());
+        }
+    }
     let mut lost = Vec::new();
     let mut gained = Vec::new();
     let mut changes = Vec::new();
+    let mut unchanged = 0;
     for o in &old.support.gpus {
         let Some(n) = new.support.gpus.iter().find(|g| g.name == o.name) else { continue };
+        let asked = named.contains(&o.name);
         if o.result == Support::NotApplicable && n.result == Support::NotApplicable {
+            unchanged += usize::from(asked);
             continue;
         }
+        // Lost and gained say what the image did, whichever GPUs the fleet has; the table and
+        // the count are the fleet's view.
         if o.result.runs() && !n.result.runs() {
             lost.push(o.name.clone());
         } else if !o.result.runs() && n.result.runs() {
             gained.push(o.name.clone());
         }
-        if o.result != n.result || o.min_driver != n.min_driver {
+        if !(named.is_empty() || asked) {
+            continue;
+        }
+        if o.result == n.result && o.min_driver == n.min_driver {
+            unchanged += 1;
+        } else {
             changes.push(GpuChange {
                 name: o.name.clone(),
                 compute_capability: o.compute_capability.clone(),
@@ -125,24 +159,15 @@ pub fn diff(old: Side, new: Side, gpus: &[String], driver: Option<&DriverVersion
     }
     let floor = Change { old: old.support.floor.driver.clone(), new: new.support.floor.driver.clone() };
     let mut failures = Vec::new();
-    let watched: Vec<&String> = if gpus.is_empty() {
-        lost.iter().collect()
-    } else {
-        lost.iter()
-            .filter(|l| gpus.iter().any(|g| crate::cuda::gpus::lookup(g).is_some_and(|x| x.name == *l)))
-            .collect()
-    };
+    let watched: Vec<&str> =
+        lost.iter().filter(|l| named.is_empty() || named.contains(l)).map(String::as_str).collect();
     if !watched.is_empty() {
-        let names: Vec<&str> = watched.iter().map(|s| s.as_str()).collect();
-        failures.push(format!("the new image no longer runs on {}", names.join(", ")));
+        failures.push(format!("the new image no longer runs on {}", watched.join(", ")));
     }
-    for g in gpus {
+    for x in &named {
         // A named GPU the new image does not run on fails the gate even if the old did not.
-        if let Some(x) = crate::cuda::gpus::lookup(g)
-            && result(new.support, x.name).is_some_and(|r| !r.runs() && r != Support::NotApplicable)
-            && !lost.iter().any(|l| l == x.name)
-        {
-            failures.push(format!("the new image does not run on {} (nor did the old one)", x.name));
+        if result(new.support, x).is_some_and(|r| !r.runs() && r != Support::NotApplicable) && !lost.contains(x) {
+            failures.push(format!("the new image does not run on {x} (nor did the old one)"));
         }
     }
     // Raised above the fleet's driver: a floor the old image already had is no news.
@@ -165,7 +190,9 @@ pub fn diff(old: Side, new: Side, gpus: &[String], driver: Option<&DriverVersion
         floor,
         floor_cuda: Change { old: old.support.floor.cuda.clone(), new: new.support.floor.cuda.clone() },
         summary: Change { old: old.support.summary.clone(), new: new.support.summary.clone() },
+        named,
         gpus: changes,
+        unchanged,
         binaries: binaries(old.inventory, new.inventory),
         compilers: compilers(old.inventory, new.inventory),
         packages: packages(old.inventory, new.inventory),
@@ -271,18 +298,68 @@ fn base_name(name: &str) -> String {
     crate::knowledge::get().base_name(name).to_string()
 }
 
-fn packages(old: &ImageReport, new: &ImageReport) -> Vec<PackageChange> {
-    let collect = |inv: &ImageReport| -> BTreeMap<String, String> {
-        inv.cuda_packages.iter().map(|p| (base_name(&p.name), format!("{} {}", p.name, p.version))).collect()
-    };
-    let (o, n) = (collect(old), collect(new));
-    let keys: BTreeSet<&String> = o.keys().chain(n.keys()).collect();
-    keys.into_iter()
-        .filter_map(|k| {
-            let (ov, nv) = (o.get(k).cloned().unwrap_or_default(), n.get(k).cloned().unwrap_or_default());
-            (ov != nv).then(|| PackageChange { name: k.clone(), old: ov, new: nv })
-        })
+/// The packages that matter to a GPU diff: those tied to CUDA by name, and those that own a file
+/// of the inventory (device code, a CUDA library, a compiler), by manager and name.
+fn cuda_owned(inv: &ImageReport) -> BTreeMap<(crate::packages::PackageManager, String), String> {
+    inv.cuda_packages
+        .iter()
+        .chain(inv.files.iter().filter_map(|f| f.package.as_ref()))
+        .map(|p| ((p.manager, p.name.clone()), format!("{} {}", p.name, p.version).trim_end().to_string()))
         .collect()
+}
+
+/// Each package added, removed or at another version; one removed and one added that are builds
+/// of the same package (`nvidia-cublas-cu12` → `nvidia-cublas`) are one change. Several builds of
+/// one name on a side (cu11 and cu12 both installed) are each listed: none hides another.
+fn packages(old: &ImageReport, new: &ImageReport) -> Vec<PackageChange> {
+    let (o, n) = (cuda_owned(old), cuda_owned(new));
+    let mut out = Vec::new();
+    let mut removed: BTreeMap<(crate::packages::PackageManager, String), Vec<&String>> = BTreeMap::new();
+    let mut added: BTreeMap<(crate::packages::PackageManager, String), Vec<&String>> = BTreeMap::new();
+    for (k, ov) in &o {
+        match n.get(k) {
+            Some(nv) if nv != ov => out.push(PackageChange {
+                name: base_name(&k.1),
+                change: PackageDelta::Changed,
+                old: ov.clone(),
+                new: nv.clone(),
+            }),
+            Some(_) => {}
+            None => removed.entry((k.0, base_name(&k.1))).or_default().push(ov),
+        }
+    }
+    for (k, nv) in n.iter().filter(|(k, _)| !o.contains_key(*k)) {
+        added.entry((k.0, base_name(&k.1))).or_default().push(nv);
+    }
+    for (k, gone) in &removed {
+        match (gone.as_slice(), added.get(k).map(Vec::as_slice)) {
+            ([ov], Some([nv])) => out.push(PackageChange {
+                name: k.1.clone(),
+                change: PackageDelta::Changed,
+                old: (*ov).clone(),
+                new: (*nv).clone(),
+            }),
+            _ => out.extend(gone.iter().map(|ov| PackageChange {
+                name: k.1.clone(),
+                change: PackageDelta::Removed,
+                old: (*ov).clone(),
+                new: String::new(),
+            })),
+        }
+    }
+    for (k, came) in &added {
+        if removed.get(k).is_some_and(|g| g.len() == 1) && came.len() == 1 {
+            continue;
+        }
+        out.extend(came.iter().map(|nv| PackageChange {
+            name: k.1.clone(),
+            change: PackageDelta::Added,
+            old: String::new(),
+            new: (*nv).clone(),
+        }));
+    }
+    out.sort_by(|a, b| (&a.name, &a.old, &a.new).cmp(&(&b.name, &b.old, &b.new)));
+    out
 }
 
 #[cfg(test)]

@@ -75,6 +75,9 @@ pub struct MatrixRow {
     pub path: String,
     /// Layer the file comes from (digest or archive path), empty if unknown.
     pub layer: String,
+    /// The Dockerfile step that made that layer (the image config's history), where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// The package that installed the file, where known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub package: Option<Package>,
@@ -247,6 +250,15 @@ pub struct CompilerCheck {
     pub target: String,
     #[serde(flatten)]
     pub facts: compilers::CompilerFacts,
+}
+
+impl CompilerCheck {
+    /// The table knows the compiler's release, it emits code for the target, and the target's
+    /// driver loads that code: what every report calls a passing check.
+    pub fn passed(&self) -> bool {
+        let f = &self.facts;
+        f.known && f.knows_target && f.driver_problem.is_empty()
+    }
 }
 
 /// The rule that says once what many per-binary CL001 findings share (a CUDA major that cannot

@@ -341,6 +341,7 @@ fn binary_rules(
         let mut row = MatrixRow {
             path: b.facts.path.clone(),
             layer: b.facts.layer.clone(),
+            step: Some(b.facts.step.clone()).filter(|s| !s.is_empty()),
             package: scan.files.iter().find(|f| f.file.path == b.facts.path).and_then(|f| f.package.clone()),
             modules: b.facts.modules,
             library_managed_modules: b.facts.library_managed_modules,

@@ -98,7 +98,9 @@ fn style() -> String {
          .sev-error{color:#cf222e;font-weight:bold}.sev-warning{color:#9a6700}\
          pre{white-space:pre-wrap;margin:0}.muted{color:#656d76}.mark{font-weight:bold}\
          ul.marks{list-style:none;padding-left:0}\
-         .some{outline:2px dashed #cf222e;outline-offset:-3px}",
+         .some{outline:2px dashed #cf222e;outline-offset:-3px}\
+         th.fails{background:#ffebe9;box-shadow:inset 0 -3px #cf222e}\
+         td.col-fails{box-shadow:inset 3px 0 #cf222e,inset -3px 0 #cf222e}",
     );
     // The grid scrolls inside its own box: the header row and the binary column stay in view
     // (sticky needs separate borders: collapsed ones scroll away from sticky cells).
@@ -241,7 +243,14 @@ pub fn matrix(o: &mut String, r: &LintReport) {
     o.push_str("<div class=\"grid\">\n<table id=\"matrix\">\n<thead><tr><th class=\"bin\">binary</th>");
     for &i in &order {
         let t = &r.targets[i];
-        let _ = write!(o, "<th data-target=\"{}\">{}</th>", esc(&t.name), target_label(r, t));
+        // A failing target's column is edged red whatever its cells say: a target can fail with
+        // every binary native (a driver below the image's floor, a run-time compiler).
+        let (class, title) = match r.headlines.iter().find(|h| h.target == t.name) {
+            Some(h) => (column_class(h.verdict), format!(" title=\"{}\"", esc(&h.text))),
+            None => ("", String::new()),
+        };
+        let class = if class.is_empty() { String::new() } else { format!(" class=\"{class}\"") };
+        let _ = write!(o, "<th data-target=\"{}\"{class}{title}>{}</th>", esc(&t.name), target_label(r, t));
     }
     o.push_str("<th>layer</th><th>package</th></tr></thead>\n<tbody>\n");
     for shown in super::lines::shown_rows(r) {
@@ -278,9 +287,13 @@ pub fn matrix(o: &mut String, r: &LintReport) {
                 "" | "—" => format!("<span class=\"mark\">{mark}</span>"),
                 rest => format!("<span class=\"mark\">{mark}</span> {}", esc(rest)),
             };
+            let column = match verdict_of(r, &r.targets[i].name).map(column_class) {
+                Some(c) if !c.is_empty() => format!(" col-{c}"),
+                _ => String::new(),
+            };
             let _ = write!(
                 o,
-                "<td class=\"cell {}{}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
+                "<td class=\"cell {}{}{column}\" data-target=\"{}\" data-class=\"{}\" title=\"{} modules, {} run on {}\">{}</td>",
                 css_class(c.class),
                 if partial(c) { " some" } else { "" },
                 esc(&c.target),
@@ -291,8 +304,7 @@ pub fn matrix(o: &mut String, r: &LintReport) {
                 text
             );
         }
-        let layer = if m.layer.is_empty() { "—".to_string() } else { m.layer.clone() };
-        let _ = write!(o, "<td><code title=\"{}\">{}</code></td>", esc(&layer), esc(&short(&layer)));
+        let _ = write!(o, "<td>{}</td>", layer_cell(&m.layer, m.step.as_deref(), STEP_CHARS));
         match &m.package {
             Some(p) => {
                 let _ = write!(
@@ -320,9 +332,11 @@ fn legend(o: &mut String, r: &LintReport, order: &[usize]) {
     let verdicts: Vec<HeadlineVerdict> = order.iter().filter_map(|&i| verdict_of(r, &r.targets[i].name)).collect();
     for &v in HeadlineVerdict::ALL.iter().rev() {
         if verdicts.contains(&v) {
+            let column =
+                if column_class(v).is_empty() { "" } else { "; its column is edged red, whatever its cells say" };
             let _ = writeln!(
                 o,
-                "<li data-for=\"target\" data-mark=\"{m}\"><span class=\"swatch {c}\"><span class=\"mark\">{m}</span> target</span>{}</li>",
+                "<li data-for=\"target\" data-mark=\"{m}\"><span class=\"swatch {c}\"><span class=\"mark\">{m}</span> target</span>{}{column}</li>",
                 esc(headline_meaning(v)),
                 m = esc(headline_mark(v)),
                 c = v.as_str()
@@ -480,8 +494,13 @@ fn cause(o: &mut String, r: &LintReport, severity: Severity, of: &[&Finding]) {
         if let Some(p) = &f.package {
             at.push(format!("<span class=\"muted\">{}</span>", esc(p)));
         }
-        if let Some(s) = &f.step {
-            at.push(format!("<span class=\"muted\">made by <code>{}</code></span>", esc(s)));
+        match (&f.step, &f.layer) {
+            (Some(_), _) => at.push(format!(
+                "<span class=\"muted\">made by {}</span>",
+                layer_cell(f.layer.as_deref().unwrap_or_default(), f.step.as_deref(), usize::MAX)
+            )),
+            (None, Some(l)) => at.push(format!("<span class=\"muted\">layer {}</span>", layer_cell(l, None, 0))),
+            (None, None) => {}
         }
         let _ = write!(
             o,
@@ -524,7 +543,7 @@ fn compilers(o: &mut String, r: &LintReport) {
     o.push_str("<table id=\"compiler-checks\">\n<thead><tr><th>target</th><th>what</th><th>compiler</th><th>asks for</th><th>verdict</th></tr></thead>\n<tbody>\n");
     for c in &r.compiler_checks {
         let f = &c.facts;
-        let ok = f.knows_target && f.driver_problem.is_empty();
+        let ok = c.passed();
         let verdict = if !f.known && !f.why.is_empty() {
             format!("not judged: {}", f.why)
         } else if !f.known {
@@ -564,6 +583,30 @@ fn clip(s: &str, n: usize) -> String {
         None => s.to_string(),
     }
 }
+
+/// The class of a failing target's column header (its cells carry `col-` and it); none for
+/// the others.
+fn column_class(v: HeadlineVerdict) -> &'static str {
+    match v {
+        HeadlineVerdict::Fails => "fails",
+        HeadlineVerdict::Runs | HeadlineVerdict::RunsJit | HeadlineVerdict::Accepted => "",
+    }
+}
+
+/// A layer as people know it: the Dockerfile step that made it (at most `chars` characters,
+/// all of it on hover with the layer's whole digest), else its digest cut short (whole on
+/// hover), else `—`. Escaped.
+fn layer_cell(layer: &str, step: Option<&str>, chars: usize) -> String {
+    match step {
+        Some(s) if layer.is_empty() => format!("<code title=\"{}\">{}</code>", esc(s), esc(&clip(s, chars))),
+        Some(s) => format!("<code title=\"layer {}: {}\">{}</code>", esc(layer), esc(s), esc(&clip(s, chars))),
+        None if layer.is_empty() => "<code>—</code>".to_string(),
+        None => format!("<code title=\"{}\">{}</code>", esc(layer), esc(&short(layer))),
+    }
+}
+
+/// How much of a Dockerfile step a grid cell shows (a finding shows all of it).
+const STEP_CHARS: usize = 80;
 
 /// `sha256:0123456789ab…` for a table cell (the whole digest is in the hover text).
 fn short(digest: &str) -> String {

@@ -92,6 +92,30 @@ pub(crate) fn headline_legend(r: &LintReport) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// The run-time compiler checks that passed, in one line for text and Markdown (HTML and JSON
+/// list each check; the failing ones are findings): per consumer's compiler, the targets it
+/// serves. `run-time compilers that serve their targets: torch.compile / Triton kernels (torch
+/// 2.9.0): ptxas 12.8.93 emits sm_90a for H100, sm_89 for L4`. None when none passed.
+pub(crate) fn compilers_passed(r: &LintReport) -> Option<String> {
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for c in r.compiler_checks.iter().filter(|c| c.passed()) {
+        let f = &c.facts;
+        let consumer = if f.consumer_version.is_empty() {
+            f.consumer.clone()
+        } else {
+            format!("{} {}", f.consumer, f.consumer_version)
+        };
+        let key = format!("{} ({consumer}): {} {}", f.what, f.kind, f.version);
+        let served = format!("{} for {}", f.target_arch, c.target);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(served),
+            None => groups.push((key, vec![served])),
+        }
+    }
+    let parts: Vec<String> = groups.into_iter().map(|(k, v)| format!("{k} emits {}", v.join(", "))).collect();
+    (!parts.is_empty()).then(|| format!("run-time compilers that serve their targets: {}", parts.join("; ")))
+}
+
 /// `1 file`, `2 files`: a count with its noun, singular or plural (`s` appended).
 pub(crate) fn count(n: usize, noun: &str) -> String {
     format!("{} {noun}{}", grouped(n as u64), if n == 1 { "" } else { "s" })
@@ -180,10 +204,12 @@ fn fold(group: &[&MatrixRow]) -> MatrixRow {
         }
     }
     let managed: u64 = group.iter().map(|m| m.library_managed_modules).sum();
-    let layer = if group.iter().all(|m| m.layer == first.layer) { first.layer.clone() } else { String::new() };
+    let one_layer = group.iter().all(|m| m.layer == first.layer);
+    let layer = if one_layer { first.layer.clone() } else { String::new() };
     MatrixRow {
         path: if dir == "/" { dir } else { format!("{dir}/") },
         layer,
+        step: first.step.clone().filter(|_| one_layer),
         package: first.package.clone(),
         modules: 0,
         library_managed_modules: managed,

@@ -70,6 +70,9 @@ fn markdown(r: &LintReport) -> String {
             let _ = writeln!(out, "<sub>{}</sub>\n", md_escape(&l));
         }
     }
+    if let Some(l) = super::lines::compilers_passed(r) {
+        let _ = writeln!(out, "✅ {}\n", md_escape(&l));
+    }
     if let Some(d) = &r.device {
         let _ = writeln!(
             out,

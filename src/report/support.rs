@@ -8,7 +8,7 @@ use super::html::{self, esc};
 use crate::cuda::DriverVersion;
 use crate::lint::LintReport;
 use crate::lint::coverage::Class;
-use crate::lint::diff::DiffReport;
+use crate::lint::diff::{DiffReport, PackageDelta};
 use crate::lint::support::{GpuSupport, Support, SupportReport};
 
 crate::schema::words! {
@@ -343,7 +343,17 @@ fn diff_lines(d: &DiffReport) -> Vec<(&'static str, Vec<String>)> {
             .map(|c| format!("{} of {}: {} → {}", c.kind, c.owner, or_none(&c.version.old), or_none(&c.version.new)))
             .collect(),
     ));
-    out.push(("Packages", d.packages.iter().map(|p| format!("{} → {}", or_none(&p.old), or_none(&p.new))).collect()));
+    out.push((
+        "Packages",
+        d.packages
+            .iter()
+            .map(|p| match p.change {
+                PackageDelta::Added => format!("added: {}", p.new),
+                PackageDelta::Removed => format!("removed: {}", p.old),
+                PackageDelta::Changed => format!("{} → {}", p.old, p.new),
+            })
+            .collect(),
+    ));
     out.push(("Fails the gate", d.failures.clone()));
     out.retain(|(_, v)| !v.is_empty());
     // A stack swap changes hundreds of binaries: people read the first ones, JSON has them all.
@@ -352,6 +362,17 @@ fn diff_lines(d: &DiffReport) -> Vec<(&'static str, Vec<String>)> {
             let more = v.len() - MAX_LINES;
             v.truncate(MAX_LINES);
             v.push(format!("and {more} more {} (--format json lists them all)", title.to_lowercase()));
+        }
+    }
+    // What did not change closes the GPU table, after any cut: `3 GPUs unchanged`.
+    if d.unchanged > 0 {
+        let line = format!("{} unchanged", super::lines::count(d.unchanged, "GPU"));
+        match out.iter_mut().find(|(t, _)| *t == "GPUs") {
+            Some((_, v)) => v.push(line),
+            None => {
+                let at = out.iter().position(|(t, _)| !t.is_empty()).unwrap_or(out.len());
+                out.insert(at, ("GPUs", vec![line]));
+            }
         }
     }
     out

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use super::lines::{folded_note, headline_legend, headline_mark, image_line, shown, shown_rows, summary_line};
+use super::lines::{
+    compilers_passed, folded_note, headline_legend, headline_mark, image_line, shown, shown_rows, summary_line,
+};
 use super::{RenderConfig, ReportError};
 use crate::escape::text as esc;
 use crate::lint::coverage::Class;
@@ -217,6 +219,9 @@ fn text(r: &LintReport, paint: Paint, verbose: bool, term: Option<usize>) -> Str
         if let Some(l) = legend(r) {
             let _ = writeln!(out, "{}", paint.dim(&wrap("", &l, 0, term)));
         }
+    }
+    if let Some(l) = compilers_passed(r) {
+        let _ = writeln!(out, "\n{}", wrap(&format!("{} ", paint.wrap("32", "✓")), &esc(&l), 0, term));
     }
     if let Some(d) = &r.device {
         device_text(&mut out, d, paint);

@@ -1,9 +1,9 @@
 //! The HTML report in a real headless Chromium (Debian's `chromium`): every binary and target is
 //! in the grid, each cell's computed colour is its verdict class's colour, each colour has its
-//! own mark and every mark a legend entry, only partial cells are outlined (which also proves
-//! the page's own strict CSP admits its style), failing targets' columns are in view at 1400 px
-//! with the binary column sticky, the findings are grouped by target and cause, and a screenshot
-//! is written under target/.
+//! own mark and every mark a legend entry, only partial cells are outlined and only failing
+//! targets' cells edged (which also proves the page's own strict CSP admits its style), failing
+//! targets' columns are in view at 1400 px with the binary column sticky, the findings are
+//! grouped by target and cause, and a screenshot is written under target/.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -125,7 +125,7 @@ document.getElementById('f').addEventListener('load', () => {{
   const cells = [...d.querySelectorAll('#matrix td.cell')].map(td => ({{
     path: td.parentElement.dataset.path, target: td.dataset.target, class: td.dataset.class,
     title: td.title, bg: getComputedStyle(td).backgroundColor,
-    outline: getComputedStyle(td).outlineStyle, mark: mark(td) }}));
+    outline: getComputedStyle(td).outlineStyle, shadow: getComputedStyle(td).boxShadow, mark: mark(td) }}));
   const targets = [...d.querySelectorAll('#matrix th[data-target]')].map(th => th.dataset.target);
   const heads = [...d.querySelectorAll('#matrix th[data-target]')].map(th => ({{
     target: th.dataset.target, mark: mark(th), box: box(th) }}));
@@ -216,6 +216,16 @@ fn report_renders_in_chromium_with_the_verdict_colours() {
                 let text = c["text"].as_str().unwrap();
                 assert!(text.contains("✗ ") && text.contains('/'), "a partial cell says how many fail: {text}");
             }
+            // A failing target's column is edged red, whatever the cell's own class.
+            let failing_column = failing(&report).contains(&c["target"].as_str().unwrap());
+            assert_eq!(
+                got["shadow"] != "none",
+                failing_column,
+                "{} on {}: {}",
+                row["path"],
+                c["target"],
+                got["shadow"]
+            );
             let mark = got["mark"].as_str().unwrap_or_else(|| panic!("no mark in {got}")).to_string();
             let key = if partial { "partial".to_string() } else { class.to_string() };
             marks.entry(key).or_default().insert(mark);

@@ -481,3 +481,77 @@ fn library_managed_kernel_sets_fold_into_one_row_per_package() {
         assert!(rows.contains(&format!("{dir}{path}").as_str()), "{rows:?}");
     }
 }
+
+/// The run-time compiler checks that passed are one line in text and Markdown, from the same
+/// evaluated checks HTML and JSON list: vLLM's Triton ptxas 13.5 serves H100 (passed) and not
+/// V100 (a CL020 finding, so not on the line).
+#[test]
+fn passing_runtime_compiler_checks_show_in_text_and_markdown() {
+    let site = "/usr/local/lib/python3.11/site-packages";
+    let case = RuleTest {
+        expect: "fire".into(),
+        files: [(format!("{site}/triton/backends/nvidia/bin/ptxas"), "nvidia-bin2c-13.5".to_string())].into(),
+        text: [
+            (format!("{site}/triton-3.5.0.dist-info/RECORD"), "triton/backends/nvidia/bin/ptxas,,\n".to_string()),
+            (format!("{site}/vllm-0.11.0.dist-info/RECORD"), "vllm/__init__.py,,\n".to_string()),
+        ]
+        .into(),
+        gpus: vec!["H100".into(), "V100".into()],
+        ..Default::default()
+    };
+    let rules = rules::load(&[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let inv = image_for(&case, dir.path());
+    let cfg = config::Config::default();
+    let opts = LintOptions {
+        rules: &rules,
+        targets: targets_for(&case),
+        fail_on: FailOn::Error,
+        config: &cfg,
+        extra_ignores: vec![],
+        baseline: None,
+        device: None,
+    };
+    let r = run(&inv, opts).unwrap();
+    let passed: Vec<&str> = r.compiler_checks.iter().filter(|c| c.passed()).map(|c| c.target.as_str()).collect();
+    assert_eq!(passed, ["H100"], "{:#?}", r.compiler_checks);
+    assert!(r.findings.iter().any(|f| f.rule == "CL020" && f.target.as_deref() == Some("V100")));
+    let text = report::text::render(&r, &RenderConfig::default()).unwrap();
+    let md = report::markdown::render(&r, &RenderConfig::default()).unwrap();
+    for (view, prefix) in [(&text, "✓ run-time compilers that serve their targets: "), (&md, "✅ run-time compilers")]
+    {
+        let lines: Vec<&str> = view.lines().filter(|l| l.starts_with(prefix)).collect();
+        assert_eq!(lines.len(), 1, "one line: {view}");
+        let l = lines[0];
+        assert!(l.contains("vllm") && l.contains("ptxas 13.5") && l.contains(" for H100"), "{l}");
+        assert!(!l.contains("V100"), "a failing check is a finding, not on the line: {l}");
+    }
+}
+
+/// A target that fails with every binary native there (its driver is below the image's CUDA 13
+/// floor) has its HTML column marked failing, its header and each of its cells; the same GPU
+/// on a driver that runs the image is not. The cells keep their own class either way.
+#[test]
+fn a_failing_targets_html_column_is_marked_failing_though_its_cells_are_native() {
+    let d = tempfile::tempdir().unwrap();
+    let lib = d.path().join("rootfs/usr/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::copy(fixture("../verdict/libstale.so"), lib.join("libstale.so")).unwrap();
+    let image = format!("dir:{}", d.path().join("rootfs").display());
+    for (driver, fails) in [("535.54.03", true), ("580.65.06", false)] {
+        let out = d.path().join(driver);
+        std::fs::create_dir_all(&out).unwrap();
+        let (_, _, html, json) = four_formats(&out, &[&image, "--gpu", "L4", "--driver", driver]);
+        assert_eq!(json["headlines"][0]["verdict"] == "fails", fails, "{}", json["headlines"]);
+        assert_eq!(json["matrix"][0]["cells"][0]["class"], "native");
+        let head = html.split("<th ").find(|t| t.starts_with("data-target=\"L4\"")).expect("L4's column header");
+        assert_eq!(head.contains(" class=\"fails\""), fails, "{head}");
+        let cells: Vec<&str> =
+            html.split("<td ").filter(|t| t.starts_with("class=\"cell ") && t.contains("data-target=\"L4\"")).collect();
+        assert_eq!(cells.len(), 1, "{html}");
+        for c in cells {
+            assert!(c.starts_with("class=\"cell v-native"), "{c}");
+            assert_eq!(c.contains(" col-fails"), fails, "{c}");
+        }
+    }
+}

@@ -119,3 +119,34 @@ fn a_history_that_does_not_match_the_layers_names_no_step_and_says_so() {
     let r: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(r["notes"].to_string().contains("history has 1 entries that made a layer, for 2 layers"), "{}", r["notes"]);
 }
+
+/// The HTML grid's layer column and each finding show the Dockerfile step that made the
+/// binary's layer, escaped, with the layer's whole digest on hover; a cut digest is shown only
+/// where no step is known.
+#[test]
+fn html_names_the_step_of_a_layer_with_its_digest_on_hover() {
+    let d = tempfile::tempdir().unwrap();
+    let mut img = buildkit_image(2);
+    img.history[2]["created_by"] =
+        "RUN /bin/sh -c nvcc -arch=sm_90a -o /opt/app/lib/libsm90a.so /src/kernels.cu && echo '<b>built</b>' # buildkit"
+            .into();
+    oci_layout(d.path(), &[&img]);
+    let spec = format!("oci:{}", d.path().display());
+    let (_, json) = scan(&spec, "json");
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let row = &j["matrix"][0];
+    let step = "RUN nvcc -arch=sm_90a -o /opt/app/lib/libsm90a.so /src/kernels.cu && echo '<b>built</b>'";
+    assert_eq!(row["step"], step, "{row}");
+    let layer = row["layer"].as_str().unwrap();
+    assert!(layer.starts_with("sha256:") && layer.len() == 71, "{layer}");
+    let (code, html) = scan(&spec, "html");
+    assert_eq!(code, Some(1));
+    let shown = "RUN nvcc -arch=sm_90a -o /opt/app/lib/libsm90a.so /src/kernels.cu &amp;&amp; echo &#39;&lt;b&gt;built&lt;/b&gt;&#39;";
+    let title = format!("<code title=\"layer {layer}: {shown}\">");
+    // The grid shows the step's first 80 characters; the finding all of it.
+    let row = html.split("<tr ").find(|r| r.starts_with("data-path=\"/opt/app/lib/libsm90a.so\"")).unwrap();
+    let cut = "RUN nvcc -arch=sm_90a -o /opt/app/lib/libsm90a.so /src/kernels.cu &amp;&amp; echo &#39;&lt;b&gt;bu…";
+    assert!(row.contains(&format!("<td>{title}{cut}</code></td>")), "the grid's layer column: {row}");
+    assert!(html.contains(&format!("made by {title}{shown}</code>")), "the finding: {html}");
+    assert!(!html.contains("<b>built") && !html.contains(&format!("{}…", &layer[..19])), "{html}");
+}

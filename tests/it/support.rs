@@ -126,8 +126,8 @@ fn markdown_and_html_have_a_row_per_gpu() {
     // The scan report's grid, a column per compute capability (named by its first GPU).
     assert!(
         html.contains("<table id=\"matrix\">")
-            && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\">")
-            && !html.contains("<th data-target=\"RTX 5090\">")
+            && html.contains("<th data-target=\"RTX PRO 6000 Blackwell\"")
+            && !html.contains("<th data-target=\"RTX 5090\"")
     );
 }
 
@@ -166,6 +166,97 @@ fn diff_names_what_an_upgrade_drops() {
     let (code, md, _) = cudalint(&["diff", &old, &new, "--format", "markdown"]);
     assert_eq!(code, 1);
     assert!(md.contains("- lost: T4, RTX 2080 Ti, A100"), "{md}");
+}
+
+/// An OCI layout with `files` (image path, fixture) and the Python packages `dists` (dist-info
+/// directory, the files its RECORD lists) in one layer.
+fn image_with_packages(dir: &Path, files: &[(&'static str, &str)], dists: &[(&str, &[&str])]) -> String {
+    let site = "usr/lib/python3.11/site-packages";
+    let mut entries: Vec<Ent> = files.iter().map(|(p, f)| Ent::File(p, read_fixture(f))).collect();
+    for (dist, owned) in dists {
+        let record: String = owned.iter().map(|f| format!("{f},,\n")).collect();
+        entries.push(Ent::File(Box::leak(format!("{site}/{dist}/RECORD").into_boxed_str()), record.into_bytes()));
+    }
+    let img = Image::new(vec![(tar(&entries), Comp::Gzip)]);
+    oci_layout(dir, &[&img]);
+    format!("oci:{}", dir.display())
+}
+
+/// `--gpu` narrows the GPU table to the named GPUs and counts the named ones that did not
+/// change; `lost` still says every GPU the image dropped. Packages that went are listed as
+/// removed, a second build of one name (cu11 beside cu12) and one known only as the owner of a
+/// binary (flash-attn) included, and one that came as added.
+#[test]
+fn diff_with_gpus_narrows_the_table_counts_the_unchanged_and_lists_removed_packages() {
+    let d = tempfile::tempdir().unwrap();
+    let fa = "usr/lib/python3.11/site-packages/flash_attn/libfa.so";
+    let old = image_with_packages(
+        &d.path().join("old"),
+        &[("usr/lib/libstale.so", "../verdict/libstale.so"), (fa, "../verdict/libstale.so")],
+        &[
+            ("nvidia_cublas_cu12-12.8.4.1.dist-info", &["nvidia/cublas/lib/x"]),
+            ("nvidia_cublas_cu11-11.11.3.6.dist-info", &["nvidia/cublas/lib/y"]),
+            ("flash_attn-2.8.3.dist-info", &["flash_attn/libfa.so"]),
+        ],
+    );
+    // sm_90a only: A100 and T4 are lost, H100 and H200 run as before, B200 fails as before.
+    let new = image_with_packages(
+        &d.path().join("new"),
+        &[("usr/lib/libsm90a.so", "libsm90a.so")],
+        &[
+            ("nvidia_cublas_cu12-12.8.4.1.dist-info", &["nvidia/cublas/lib/x"]),
+            ("nvidia_nccl_cu12-2.27.3.dist-info", &["nvidia/nccl/lib/z"]),
+        ],
+    );
+    let gpus = "H100,H200,B200,A100";
+    let (code, out, err) = cudalint(&["diff", &old, &new, "--gpu", gpus, "--format", "json"]);
+    assert_eq!(code, 1, "A100 is lost: {err}");
+    let j: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["named"], serde_json::json!(["H100", "H200", "B200", "A100"]));
+    let table: Vec<&str> = j["gpus"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(table, ["A100"], "{}", j["gpus"]);
+    assert_eq!(j["unchanged"], 3);
+    let lost: Vec<&str> = j["lost"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(lost.contains(&"T4") && lost.contains(&"A100"), "lost names every GPU the image dropped: {lost:?}");
+    let packages: Vec<(&str, &str, &str)> = j["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["change"].as_str().unwrap(), p["old"].as_str().unwrap(), p["new"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        packages,
+        [
+            ("removed", "flash-attn 2.8.3", ""),
+            ("removed", "nvidia-cublas-cu11 11.11.3.6", ""),
+            ("added", "", "nvidia-nccl-cu12 2.27.3"),
+        ],
+        "{}",
+        j["packages"]
+    );
+
+    let (code, text, err) = cudalint(&["diff", &old, &new, "--gpu", gpus]);
+    assert_eq!(code, 1, "{err}");
+    assert!(text.contains("\nGPUs\n  A100 (8.0): native (≥ 580.65.06) → fails\n  3 GPUs unchanged\n"), "{text}");
+    assert!(!text.contains("T4 (7.5)"), "the table is the named GPUs': {text}");
+    for line in ["removed: flash-attn 2.8.3", "removed: nvidia-cublas-cu11 11.11.3.6", "added: nvidia-nccl-cu12 2.27.3"]
+    {
+        assert!(text.contains(&format!("\n  {line}\n")), "{line}: {text}");
+    }
+    let (_, md, _) = cudalint(&["diff", &old, &new, "--gpu", gpus, "--format", "markdown"]);
+    assert!(md.contains("- 3 GPUs unchanged\n") && md.contains("- removed: nvidia-cublas-cu11 11.11.3.6\n"), "{md}");
+
+    // No GPU named: every GPU that changed is in the table, and the count is of all the others.
+    let (_, out, _) = cudalint(&["diff", &old, &new, "--format", "json"]);
+    let j: Value = serde_json::from_str(&out).unwrap();
+    let table: Vec<&str> = j["gpus"].as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert!(table.contains(&"T4") && table.contains(&"A100") && !table.contains(&"H100"), "{table:?}");
+    let n_a = support_json(&old)["gpus"].as_array().unwrap().iter().filter(|g| g["result"] == "n/a").count();
+    assert_eq!(
+        j["unchanged"].as_u64().unwrap() as usize + table.len(),
+        cudalint::cuda::gpus::GPUS.len() - n_a,
+        "every GPU either image applies to is in the table or counted"
+    );
 }
 
 #[test]
