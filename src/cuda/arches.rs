@@ -64,6 +64,9 @@ pub static ARCHES: &[Arch] = &[
     a(9, 0, T, Some(branch("520.56.06")), None),
     a(10, 0, T, Some(exact("570.133.20")), None),
     a(10, 3, T, Some(branch("580.82.07")), None),
+    // Rubin (secondary sources only; ptxas has sm_107 from CUDA 13.4): whether torch's list takes
+    // "10.7" and its first driver are unknown, so fixes name 10.3 for it as before this row.
+    a(10, 7, false, None, None),
     a(11, 0, T, None, None),
     a(12, 0, T, Some(branch("570.86.16")), None),
     a(12, 1, T, Some(branch("580.82.07")), None),
@@ -82,6 +85,15 @@ pub fn torch_archs() -> impl DoubleEndedIterator<Item = Cc> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A GPU's compute capability is a row here: a GPU row alone (Rubin's 10.7 had none) leaves
+    /// the arch's facts to chance.
+    #[test]
+    fn every_gpu_has_its_compute_capability_row() {
+        for g in super::super::gpus::GPUS {
+            assert!(arch(g.cc).is_some(), "{} ({}.{}) has no row in ARCHES", g.name, g.cc.major, g.cc.minor);
+        }
+    }
 
     #[test]
     fn rows_are_sorted_unique_and_their_drivers_parse() {
