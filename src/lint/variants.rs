@@ -242,12 +242,14 @@ mod tests {
     #[test]
     fn a_value_admits_the_gpus_that_offer_it() {
         let ccs = |v: &str| SmArch::parse(v).unwrap().admits().iter().map(Cc::to_string).collect::<Vec<_>>();
-        assert_eq!(ccs("100_real"), ["10.0", "10.3"]);
+        // Family 10 is {10.0, 10.3, 10.7} (nvcc 13.5; CUDA-BINARIES.md §4.1): sm_100 SASS runs on
+        // Rubin's 10.7 by the same-major rule.
+        assert_eq!(ccs("100_real"), ["10.0", "10.3", "10.7"]);
         assert_eq!(ccs("80_virtual"), ["8.0", "8.6", "8.7", "8.9"]);
         assert_eq!(ccs("89_real"), ["8.9"]);
         assert_eq!(ccs("120_real"), ["12.0", "12.1"]);
         assert_eq!(ccs("100a_real"), ["10.0"]);
-        assert_eq!(ccs("100f_real"), ["10.0", "10.3"]);
+        assert_eq!(ccs("100f_real"), ["10.0", "10.3", "10.7"]);
     }
 
     #[test]
