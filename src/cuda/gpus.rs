@@ -206,6 +206,21 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// A GPU's compute capability is a row of `arches::ARCHES`: a GPU row alone (Rubin's 10.7
+    /// had none) leaves the arch's facts to chance.
+    #[test]
+    fn every_gpu_has_its_compute_capability_row() {
+        for g in GPUS {
+            assert!(
+                super::super::arches::arch(g.cc).is_some(),
+                "{} ({}.{}) has no row in ARCHES",
+                g.name,
+                g.cc.major,
+                g.cc.minor
+            );
+        }
+    }
+
     #[test]
     fn names_as_people_and_nvidia_smi_write_them() {
         assert_eq!(lookup("H100").unwrap().cc, Cc { major: 9, minor: 0 });
