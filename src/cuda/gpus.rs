@@ -189,7 +189,8 @@ pub fn closest(name: &str, n: usize) -> Vec<&'static str> {
     all.into_iter().take(n).map(|(_, c)| c).collect()
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
+/// Levenshtein distance, for "did you mean" (GPU names, config keys).
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

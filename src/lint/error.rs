@@ -158,23 +158,12 @@ fn walk(
 /// The known key `key` is most likely a typo of: at most 2 edits away (1 for short keys).
 fn closest(key: &str, known: &[&'static str]) -> Option<&'static str> {
     let most = if key.chars().count() <= 4 { 1 } else { 2 };
-    known.iter().map(|k| (edits(key, k), *k)).filter(|(d, _)| *d <= most).min().map(|(_, k)| k)
-}
-
-/// Levenshtein distance, by characters.
-fn edits(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
+    known
+        .iter()
+        .map(|k| (crate::cuda::gpus::edit_distance(key, k), *k))
+        .filter(|(d, _)| *d <= most)
+        .min()
+        .map(|(_, k)| k)
 }
 
 #[cfg(test)]
@@ -214,6 +203,13 @@ mod tests {
         assert!(check_keys("fail-on = \"error\"\n[inner]\ngpus = []\n", "c.toml", schema).is_ok());
         // Not TOML: left to the typed read, which names the line.
         assert!(check_keys("[inner\n", "c.toml", schema).is_ok());
-        assert_eq!((edits("severty", "severity"), edits("", "ab"), edits("abc", "abc")), (1, 2, 0));
+        assert_eq!(
+            (
+                crate::cuda::gpus::edit_distance("severty", "severity"),
+                crate::cuda::gpus::edit_distance("", "ab"),
+                crate::cuda::gpus::edit_distance("abc", "abc")
+            ),
+            (1, 2, 0)
+        );
     }
 }
