@@ -119,6 +119,8 @@ struct Client {
     rt: tokio::runtime::Runtime,
     channel: tonic::transport::Channel,
     opts: Options,
+    /// The namespace as the header carries it, checked once at connect.
+    namespace: tonic::metadata::MetadataValue<tonic::metadata::Ascii>,
     stall: Duration,
     deadline: Instant,
 }
@@ -134,6 +136,11 @@ fn status_text(s: &tonic::Status) -> String {
 
 impl Client {
     fn connect(opts: &Options, scan: &ScanOptions) -> Result<Client, ScanError> {
+        // Not a silent default namespace: a value no header can carry is refused.
+        let namespace = opts
+            .namespace
+            .parse()
+            .map_err(|_| failed(opts, format!("namespace {}: not a valid namespace name", esc(&opts.namespace))))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -162,14 +169,19 @@ impl Client {
             })
             .map_err(|_| failed(opts, format!("no answer in {} s (--registry-stall-timeout)", stall.as_secs_f64())))?
             .map_err(|e| failed(opts, crate::registry::http::error_chain(&e)))?;
-        Ok(Client { rt, channel, opts: opts.clone(), stall, deadline: Instant::now() + scan.registry.deadline })
+        Ok(Client {
+            rt,
+            channel,
+            opts: opts.clone(),
+            namespace,
+            stall,
+            deadline: Instant::now() + scan.registry.deadline,
+        })
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
-        if let Ok(ns) = self.opts.namespace.parse() {
-            r.metadata_mut().insert("containerd-namespace", ns);
-        }
+        r.metadata_mut().insert("containerd-namespace", self.namespace.clone());
         r
     }
 
@@ -430,4 +442,17 @@ fn candidates(name: &str) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A namespace no gRPC header can carry is refused, never sent as no namespace at all.
+    #[test]
+    fn a_namespace_no_header_can_carry_is_refused() {
+        let opts = Options { address: "/nonexistent/containerd.sock".into(), namespace: "team\nb".into() };
+        let e = Client::connect(&opts, &ScanOptions::default()).err().expect("refused").to_string();
+        assert!(e.contains("not a valid namespace name") && e.contains("team\\nb"), "{e}");
+    }
 }
