@@ -24,6 +24,11 @@ install cu12 12.9-a nvidia-cuda-nvcc-cu12==12.9.86 nvidia-nvfatbin-cu12==12.9.82
 # CUDA 11.8: ptxas that still accepts sm_35 (which cuobjdump 13.5 refuses to list).
 install cu11 11.8.89-a nvidia-cuda-nvcc-cu11==11.8.89
 
+# NVRTC 11.8 (its [[nvrtc]] row, CuPy's cupy-cuda11x), and NVIDIA's static nvPTXCompiler (linked into
+# a test library: a compiler found by its bytes inside another library).
+install nvrtc11 11.8.89-a nvidia-cuda-nvrtc-cu11==11.8.89
+install ptxcomp 13.0.88-a nvidia-nvptxcompiler==13.0.88
+
 # nvcc -cudart shared links against libcudart.so, which the wheel ships only under its SONAME.
 cu13=$tools/cu13/nvidia/cu13
 ln -sf libcudart.so.13 "$cu13/lib/libcudart.so"

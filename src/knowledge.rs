@@ -649,7 +649,7 @@ impl Knowledge {
             || self.libraries.iter().any(|l| !l.package.is_empty() && n.starts_with(&l.package))
             || self.frameworks.iter().any(|f| f.package == n)
             || self.siblings.iter().any(|s| s.package == n)
-            || also.contains(&n.as_str())
+            || also.iter().any(|a| a.strip_suffix('*').map_or(*a == n, |prefix| n.starts_with(prefix)))
     }
 
     /// A package of NVIDIA's own (`nvidia-cublas-cu12`).
@@ -674,6 +674,17 @@ impl Knowledge {
             let head = name.strip_suffix(post)?;
             let (_, digits) = head.rsplit_once(pre)?;
             digits.parse::<u16>().ok().filter(|m| (11..=20).contains(m))
+        })
+    }
+
+    /// The CUDA major in a package's name by any build row (`cupy-cuda11x` -> 11), whether or not
+    /// that suffix ties the image to the major.
+    pub fn cuda_major_in_name(&self, name: &str) -> Option<u16> {
+        self.builds.iter().find_map(|b| {
+            let (pre, post) = b.suffix.split_once("{major}")?;
+            let head = name.strip_suffix(post)?;
+            let (_, digits) = head.rsplit_once(pre)?;
+            digits.parse::<u16>().ok().filter(|m| (9..=20).contains(m))
         })
     }
 

@@ -88,9 +88,28 @@ pub struct Consumer {
     /// The variable (set to 1) that makes it ask NVRTC for PTX instead of a cubin.
     #[serde(default)]
     pub ptx_env: String,
+    /// The package manager whose package this is (`pypi`, `conda`, `deb`, `rpm`); empty: any
+    /// (names are compared as each manager writes them).
+    #[serde(default)]
+    pub manager: String,
     /// Named cases (`tests/rule_cases.rs` runs them as `knowledge::consumer::<name>`).
     #[serde(default)]
     pub cases: Vec<crate::knowledge::Case>,
+}
+
+impl Consumer {
+    /// A family of packages (`cupy-cuda*`: every name with that prefix), not one package.
+    pub fn family(&self) -> bool {
+        self.package.ends_with('*')
+    }
+    /// Whether the row names this package of this manager.
+    pub fn matches(&self, name: &str, manager: &str) -> bool {
+        let named = match self.package.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => name == self.package,
+        };
+        named && (self.manager.is_empty() || self.manager == manager)
+    }
 }
 
 /// Where Triton comes from: its packages, and the directories of the ptxas it bundles.
@@ -113,9 +132,15 @@ pub struct Xla {
 #[serde(deny_unknown_fields)]
 pub struct CupyClamp {
     pub from: String,
-    pub nvrtc_below_12_8: u32,
-    pub nvrtc_12_8: u32,
-    pub nvrtc_12_9_up: u32,
+    /// From each NVRTC release on, ascending: the newest sm CuPy asks for.
+    pub ceilings: Vec<Ceiling>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ceiling {
+    pub nvrtc: String,
+    pub sm: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -150,7 +175,11 @@ pub fn load() -> Result<&'static Table, String> {
         for row in &crate::knowledge::get().consumers {
             let c: Consumer =
                 row.row.clone().try_into().map_err(|e: toml::de::Error| format!("{}: [[consumer]]: {e}", row.at))?;
-            match t.consumer.iter_mut().find(|o| o.package == c.package && o.compiler == c.compiler) {
+            match t
+                .consumer
+                .iter_mut()
+                .find(|o| o.package == c.package && o.compiler == c.compiler && o.manager == c.manager)
+            {
                 Some(o) => *o = c,
                 None => t.consumer.push(c),
             }
@@ -219,13 +248,7 @@ impl Table {
             // Before 13.4 the clamp compared strings: sm_1xx passed unclamped.
             return if sm >= 100 { sm } else { sm.min(90) };
         };
-        let max = if nvrtc < CudaVersion::new(12, 8) {
-            c.nvrtc_below_12_8
-        } else if nvrtc < CudaVersion::new(12, 9) {
-            c.nvrtc_12_8
-        } else {
-            c.nvrtc_12_9_up
-        };
+        let max = c.ceilings.iter().rfind(|x| release_of(&x.nvrtc).is_some_and(|v| v <= nvrtc)).map_or(sm, |x| x.sm);
         sm.min(max)
     }
 }
@@ -255,6 +278,10 @@ mod tests {
         assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(12, 6), rtx50), 90);
         assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(12, 8), rtx50), 120);
         assert_eq!(t.cupy_arch("13.3.0", CudaVersion::new(12, 6), rtx50), 120);
+        // CuPy 13.6 with NVRTC 11.8 (cupy-cuda11x): sm_90; 11.1-11.7: sm_86.
+        assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(11, 8), rtx50), 90);
+        assert_eq!(t.cupy_arch("13.6.0", CudaVersion::new(11, 4), Cc::from_sm(89)), 86);
+        assert_eq!(t.cupy_arch("14.2.0", CudaVersion::new(12, 9), Cc::from_sm(121)), 121);
         assert_eq!(version_key("2.8.0+cu128"), (2, 8, 0));
     }
 }

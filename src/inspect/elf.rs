@@ -163,6 +163,15 @@ pub fn inspect(w: &mut Window, path: &str, opts: &InspectOptions) -> io::Result<
         }
     }
     report.elf = info;
+    // Where run-time compilers' strings live (inspect::sweep reads them).
+    report.rodata = sections
+        .iter()
+        .flatten()
+        .filter(|s| s.name == ".rodata" || s.name.starts_with(".rodata."))
+        .filter_map(Section::file_range)
+        .collect();
+    report.program =
+        layout.as_ref().is_some_and(|l| l.phdrs.iter().any(|p| p.p_type == goblin::elf::program_header::PT_INTERP));
     let segs = by_segments(sections.as_deref(), layout.as_ref(), len);
     report.cuda_sign = cuda_related(path, report.elf.as_ref(), sections.as_deref())
         || !out.wrappers.is_empty()

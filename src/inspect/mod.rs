@@ -14,6 +14,7 @@ pub mod window;
 
 mod ar;
 pub mod elf;
+pub mod sweep;
 pub mod toolchain;
 
 use std::io;
@@ -115,7 +116,7 @@ pub fn inspect_sniffed(
             let report = inspect_kind(kind, head, input, path, opts, depth)?;
             (report, toolchain::banner_at(input)?)
         } else {
-            let mut tap = toolchain::Tap::new(input);
+            let mut tap = toolchain::Tap::<toolchain::BannerFinder>::new(input);
             let report = inspect_kind(kind, head, &mut tap, path, opts, depth)?;
             let len = tap.len();
             tap.skip_to(len)?;
@@ -129,10 +130,41 @@ pub fn inspect_sniffed(
                 None => (String::new(), ""),
             },
         };
-        report.toolchain = Some(toolchain::Toolchain { kind: tool, version, source: source.into() });
+        report.toolchain = Some(toolchain::Toolchain { kind: tool, version, source: source.into(), linked: false });
         return Ok(report);
     }
+    if kind == Sniffed::HostElf && depth == 0 {
+        return inspect_swept(head, input, path, opts);
+    }
     inspect_kind(kind, head, input, path, opts, depth)
+}
+
+/// A host ELF no name marks as a compiler: its `.rodata` is swept for compilers' own strings
+/// (`sweep`). A stream shows every byte to the sweep as it passes (and keeps the hits inside
+/// `.rodata` once the section table, which comes last, is known); a seekable input is inspected
+/// as usual, then its `.rodata` is read.
+fn inspect_swept(head: &[u8], input: &mut dyn Input, path: &str, opts: &InspectOptions) -> io::Result<FileReport> {
+    let (mut report, sweep) = if input.seekable() {
+        let report = inspect_kind(Sniffed::HostElf, head, input, path, opts, 0)?;
+        let mut sweep = sweep::Sweep::default();
+        sweep.read_at(input, &report.rodata)?;
+        (report, sweep)
+    } else {
+        let mut tap = toolchain::Tap::<sweep::Sweep>::new(input);
+        // The head went by before the tap: no `.rodata` starts within it.
+        let report = inspect_kind(Sniffed::HostElf, head, &mut tap, path, opts, 0)?;
+        let len = tap.len();
+        tap.skip_to(len)?;
+        tap.finder.finish();
+        (report, tap.finder)
+    };
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let soname = report.elf.as_ref().and_then(|e| e.soname.clone());
+    let names: Vec<&str> = std::iter::once(name).chain(soname.as_deref()).collect();
+    let found = sweep.verdict(&report.rodata, report.program && soname.is_none(), &names);
+    report.toolchain = found.toolchain;
+    report.loads_compilers = found.loads;
+    Ok(report)
 }
 
 fn inspect_kind(

@@ -96,9 +96,19 @@ pub struct FileReport {
     /// A run-time compiler (ptxas, nvcc, NVRTC, nvJitLink, nvPTXCompiler) and its version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolchain: Option<super::toolchain::Toolchain>,
+    /// Run-time compiler libraries the file names for loading (`libnvrtc.so.12`, in `.rodata`:
+    /// the names it hands `dlopen`), sorted; evidence that it compiles device code at run time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loads_compilers: Vec<String>,
     /// A bare cubin's or PTX file's bytes, kept only when asked (`--on-device`).
     #[serde(skip)]
     pub bytes: Option<std::sync::Arc<Vec<u8>>>,
+    /// Where a host ELF's `.rodata` lies (file ranges), and whether it is a program of its own
+    /// (PT_INTERP): what [`super::sweep`] reads. Not part of the report.
+    #[serde(skip)]
+    pub rodata: Vec<(u64, u64)>,
+    #[serde(skip)]
+    pub program: bool,
 }
 
 impl FileReport {
@@ -118,7 +128,10 @@ impl FileReport {
             problems: Vec::new(),
             cuda_sign: false,
             toolchain: None,
+            loads_compilers: Vec::new(),
             bytes: None,
+            rodata: Vec::new(),
+            program: false,
         }
     }
 
@@ -210,7 +223,11 @@ impl FileReport {
 
     /// Worth listing: device code, a CUDA runtime, or something wrong.
     pub fn cuda_relevant(&self) -> bool {
-        self.has_device_code() || self.cudart.is_some() || self.problem_count() > 0 || self.toolchain.is_some()
+        self.has_device_code()
+            || self.cudart.is_some()
+            || self.problem_count() > 0
+            || self.toolchain.is_some()
+            || !self.loads_compilers.is_empty()
     }
 
     /// Problems here and in members, for exit codes and summaries.

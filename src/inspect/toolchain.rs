@@ -31,6 +31,10 @@ pub struct Toolchain {
     /// Where the version comes from: `banner` (the file's own bytes), `file-name`
     /// (`libnvrtc.so.12.8.93`), `package` (the package record that owns it), or empty.
     pub source: String,
+    /// Found by its bytes linked into another library (NVRTC inside `libfoo.so`): it compiles
+    /// for that library only, never for whoever loads the compiler by name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub linked: bool,
 }
 
 impl Toolchain {
@@ -106,7 +110,7 @@ impl BannerFinder {
 }
 
 /// `12.8, V12.8.93` -> `12.8.93`; `12.9, V\x07` (a format stub) -> `12.9`.
-fn parse_release(tail: &[u8]) -> Option<String> {
+pub(crate) fn parse_release(tail: &[u8]) -> Option<String> {
     let num = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit() || **b == b'.').count();
     let n = num(tail);
     let release = std::str::from_utf8(&tail[..n]).ok()?.trim_end_matches('.');
@@ -125,22 +129,48 @@ fn parse_release(tail: &[u8]) -> Option<String> {
     Some(release.to_string())
 }
 
-/// An [`Input`] that shows every byte read or skipped, in order, to a [`BannerFinder`]. A skip
+/// What a [`Tap`] shows the bytes to.
+pub trait Watcher {
+    /// `chunk` starts at file offset `at`.
+    fn see(&mut self, at: u64, chunk: &[u8]);
+    /// Nothing more to learn: skips stay skips.
+    fn satisfied(&self) -> bool;
+}
+
+impl Watcher for BannerFinder {
+    fn see(&mut self, _at: u64, chunk: &[u8]) {
+        self.feed(chunk);
+    }
+    fn satisfied(&self) -> bool {
+        self.found().is_some()
+    }
+}
+
+impl Watcher for super::sweep::Sweep {
+    fn see(&mut self, at: u64, chunk: &[u8]) {
+        self.feed(at, chunk);
+    }
+    fn satisfied(&self) -> bool {
+        false
+    }
+}
+
+/// An [`Input`] that shows every byte read or skipped, in order, to a [`Watcher`]. A skip
 /// becomes a read: a stream has to pass those bytes anyway.
-pub struct Tap<'a> {
+pub struct Tap<'a, W: Watcher = BannerFinder> {
     pub inner: &'a mut dyn Input,
-    pub finder: BannerFinder,
+    pub finder: W,
     /// Reused for skips turned into reads (allocated at the first real skip).
     buf: Vec<u8>,
 }
 
-impl<'a> Tap<'a> {
-    pub fn new(inner: &'a mut dyn Input) -> Tap<'a> {
-        Tap { inner, finder: BannerFinder::default(), buf: Vec::new() }
+impl<'a, W: Watcher + Default> Tap<'a, W> {
+    pub fn new(inner: &'a mut dyn Input) -> Tap<'a, W> {
+        Tap { inner, finder: W::default(), buf: Vec::new() }
     }
 }
 
-impl Input for Tap<'_> {
+impl<W: Watcher> Input for Tap<'_, W> {
     fn len(&self) -> u64 {
         self.inner.len()
     }
@@ -148,12 +178,13 @@ impl Input for Tap<'_> {
         self.inner.pos()
     }
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let at = self.inner.pos();
         let n = self.inner.read(buf)?;
-        self.finder.feed(&buf[..n]);
+        self.finder.see(at, &buf[..n]);
         Ok(n)
     }
     fn skip_to(&mut self, pos: u64) -> io::Result<()> {
-        if self.finder.found().is_some() || pos <= self.inner.pos() {
+        if self.finder.satisfied() || pos <= self.inner.pos() {
             return self.inner.skip_to(pos);
         }
         if self.buf.is_empty() {
@@ -162,11 +193,12 @@ impl Input for Tap<'_> {
         let buf = &mut self.buf;
         while self.inner.pos() < pos {
             let want = ((pos - self.inner.pos()) as usize).min(buf.len());
+            let at = self.inner.pos();
             let n = self.inner.read(&mut buf[..want])?;
             if n == 0 {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "input ends before the position asked for"));
             }
-            self.finder.feed(&buf[..n]);
+            self.finder.see(at, &buf[..n]);
         }
         Ok(())
     }
@@ -244,6 +276,7 @@ mod stream_tests {
                 kind: super::CompilerKind::Ptxas,
                 version: "13.5.37".into(),
                 source: "banner".into(),
+                linked: false,
             });
             assert_eq!(seek.toolchain, want, "seekable, lean {lean}");
             assert_eq!(streamed.toolchain, want, "stream, lean {lean}");

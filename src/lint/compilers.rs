@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::targets::Target;
 use crate::cuda::toolchains::{self, CompilePath, Consumer, Table, triton_target};
 use crate::cuda::{CudaVersion, tables};
-use crate::image::ImageReport;
+use crate::image::{ImageFile, ImageReport};
 use crate::inspect::toolchain::CompilerKind;
 use crate::layer::path::{file_name, parent};
 use crate::packages::Package;
@@ -26,6 +26,9 @@ pub struct Found {
     pub source: String,
     /// The package that installed it: `triton 3.4.0`.
     pub package: String,
+    /// Found by its bytes linked into the library at `path`: it compiles for that library only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub linked: bool,
 }
 
 /// Every run-time compiler in the image, sorted by path; a version nothing in the file says is
@@ -49,6 +52,7 @@ pub fn inventory(scan: &ImageReport) -> Vec<Found> {
                 version,
                 source,
                 package: pkg.map(|p| format!("{} {}", p.name, p.version)).unwrap_or_default(),
+                linked: t.linked,
             })
         })
         .collect();
@@ -64,6 +68,10 @@ documented! {
         pub consumer: String,
         /// its version
         pub consumer_version: String,
+        /// its package manager (pypi, conda, deb, rpm; empty for a file no package owns)
+        pub manager: String,
+        /// what says it compiles at run time: `row` (a knowledge row names it), or the evidence in its files: `links libnvrtc.so.12`, `loads libnvrtc.so.12`, `carries NVRTC 12.8 linked in`
+        pub evidence: String,
         /// what fails when the compiler cannot: `torch.compile / Triton kernels`
         pub what: String,
         /// the package's work goes through this compiler (vLLM, CuPy), rather than one path of several
@@ -92,6 +100,8 @@ documented! {
         pub fix: String,
         /// what the target's driver cannot load of the compiler's output (empty: it can)
         pub driver_problem: String,
+        /// it emits PTX for an older architecture, which the target's driver compiles at first use (`CUPY_COMPILE_WITH_PTX=1` on a GPU newer than the compiler's ceiling)
+        pub jit: bool,
     }
 }
 
@@ -114,8 +124,26 @@ impl CompilerFacts {
     }
 }
 
+/// An installed package by name, whichever manager installed it (pip, conda, dpkg, rpm).
 fn pkg<'a>(scan: &'a ImageReport, name: &str) -> Option<&'a Package> {
-    scan.cuda_packages.iter().find(|p| matches!(p.manager, crate::packages::PackageManager::Pypi) && p.name == name)
+    scan.cuda_packages.iter().find(|p| p.name == name)
+}
+
+/// The installed packages a consumer row names: its package, or every member of its family
+/// (`cupy-cuda*`), of its manager where it names one. A row naming a package itself wins over a
+/// family's for that package.
+fn consumers<'a>(t: &Table, scan: &'a ImageReport, row: &Consumer) -> Vec<&'a Package> {
+    scan.cuda_packages
+        .iter()
+        .filter(|p| row.matches(&p.name, p.manager.as_str()))
+        .filter(|p| {
+            !row.family()
+                || !t
+                    .consumer
+                    .iter()
+                    .any(|o| !o.family() && o.compiler == row.compiler && o.matches(&p.name, p.manager.as_str()))
+        })
+        .collect()
 }
 
 /// What one consumer's compile path is judged with.
@@ -172,7 +200,7 @@ fn nvrtc_for<'a>(c: &Ctx<'a>, major: Option<u16>) -> Option<(&'a Found, String)>
     let libs: Vec<&Found> = c
         .found
         .iter()
-        .filter(|f| f.kind == CompilerKind::Nvrtc && !file_name(&f.path).starts_with("libnvrtc.alt"))
+        .filter(|f| f.kind == CompilerKind::Nvrtc && !f.linked && !file_name(&f.path).starts_with("libnvrtc.alt"))
         .filter(|f| major.is_none_or(|m| CudaVersion::parse(&f.version).is_none_or(|v| v.major == m)))
         .collect();
     let pip = |f: &&&Found| f.path.contains("/site-packages/") || f.path.contains("/dist-packages/");
@@ -200,7 +228,7 @@ fn nvrtc_for<'a>(c: &Ctx<'a>, major: Option<u16>) -> Option<(&'a Found, String)>
 /// else the newest major NVIDIA's `-cuNN` wheels in the image name.
 fn consumer_major(c: &Ctx) -> Option<u16> {
     let k = crate::knowledge::get();
-    if let Some(m) = c.row.cuda {
+    if let Some(m) = c.row.cuda.or_else(|| k.cuda_major_in_name(&c.consumer.name)) {
         return Some(m);
     }
     if let Some((_, (m, _))) =
@@ -223,28 +251,32 @@ pub fn judge(scan: &ImageReport, found: &[Found], target: &Target) -> Vec<Compil
     let t = toolchains::table();
     let mut out = Vec::new();
     for row in &t.consumer {
-        let Some(consumer) = pkg(scan, &row.package) else { continue };
         // A compiler used on its own is judged only where no framework above it is installed.
         if row.alone
-            && t.consumer.iter().any(|o| !o.alone && o.compiler == row.compiler && pkg(scan, &o.package).is_some())
+            && t.consumer.iter().any(|o| !o.alone && o.compiler == row.compiler && !consumers(t, scan, o).is_empty())
         {
             continue;
         }
         let Some((_, kind, judge)) = PATHS.iter().find(|(p, _, _)| *p == row.compiler) else { continue };
-        let mut f = CompilerFacts {
-            consumer: consumer.name.clone(),
-            consumer_version: consumer.version.clone(),
-            what: row.what.clone(),
-            central: row.central,
-            still_runs: row.still_runs.clone(),
-            kind: kind.to_string(),
-            ..Default::default()
-        };
-        let c = Ctx { t, scan, found, target, row, consumer };
-        if judge(&c, &mut f) {
-            out.push(f);
+        for consumer in consumers(t, scan, row) {
+            let mut f = CompilerFacts {
+                consumer: consumer.name.clone(),
+                consumer_version: consumer.version.clone(),
+                manager: consumer.manager.to_string(),
+                evidence: "row".into(),
+                what: row.what.clone(),
+                central: row.central,
+                still_runs: row.still_runs.clone(),
+                kind: kind.to_string(),
+                ..Default::default()
+            };
+            let c = Ctx { t, scan, found, target, row, consumer };
+            if judge(&c, &mut f) {
+                out.push(f);
+            }
         }
     }
+    out.extend(by_evidence(t, scan, found, target));
     out
 }
 
@@ -325,6 +357,7 @@ fn judge_nvrtc(c: &Ctx, f: &mut CompilerFacts) -> bool {
     // A cubin for an older major does not load (sm_90 on an RTX 50): CuPy's clamp.
     let loads = asked == sm || (asked / 10 == sm / 10 && asked < sm) || (ptx && asked <= sm);
     f.knows_target = compiles && loads;
+    f.jit = f.knows_target && ptx && asked < sm;
     if f.known && !f.knows_target {
         f.why = if !compiles {
             format!("NVRTC {release} ({}) knows no sm_{asked}", file_name(&nvrtc.path))
@@ -391,7 +424,9 @@ fn judge_xla(c: &Ctx, f: &mut CompilerFacts) -> bool {
 /// the plugin's CUDA major.
 fn xla_ptxas<'a>(c: &Ctx<'a>, major: u16) -> Option<(&'a Found, String)> {
     let (found, x) = (c.found, &c.t.xla);
-    if let Some(f) = found.iter().find(|f| file_name(&f.path) == x.plugin && !f.version.is_empty()) {
+    if let Some(f) = found.iter().find(|f| {
+        file_name(&f.path) == x.plugin && f.kind == CompilerKind::NvPtxCompiler && f.linked && !f.version.is_empty()
+    }) {
         return Some((f, "nvPTXCompiler linked into the XLA plugin".into()));
     }
     let ptxas: Vec<&Found> =
@@ -502,4 +537,203 @@ fn nvrtc_fix(c: &Ctx, release: CudaVersion) -> String {
     } else {
         format!("pip install '{}>={need}'{load} (NVRTC {need} is the first that knows sm_{sm})", wheel.package)
     }
+}
+
+/// The compiler a piece of evidence names: `libnvrtc.so.12` -> NVRTC of CUDA 12 (None: any major,
+/// as `libnvrtc.so` or `libnvrtc.so.%d`).
+fn named(lib: &str) -> Option<(CompilerKind, Option<u16>)> {
+    let kind = if lib.starts_with("libnvrtc") {
+        CompilerKind::Nvrtc
+    } else if lib.starts_with("libnvJitLink") {
+        CompilerKind::NvJitLink
+    } else {
+        return None;
+    };
+    let major = lib.split_once(".so.").and_then(|(_, v)| v.split('.').next()?.parse().ok());
+    Some((kind, major))
+}
+
+/// Packages (or files no package owns) that no consumer row names, whose binaries show they
+/// compile device code at run time: they link a compiler (`DT_NEEDED libnvrtc.so.12`), name one
+/// for `dlopen` (`libnvrtc.so.12` in `.rodata`), or carry one linked in. Each is judged as what it
+/// is seen to do — NVRTC or nvJitLink asked for the target's own architecture, the one it loads
+/// by the loader's order — and, not knowing how much of the package goes through that path,
+/// never as central (a failure is a warning, CL021). A row, where there is one, says more and
+/// replaces the evidence.
+fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &Target) -> Vec<CompilerFacts> {
+    use std::collections::BTreeMap;
+    // (owner, kind) -> (package, evidence, major, linked copy)
+    type Seen<'a> = (Option<&'a Package>, Vec<String>, Option<u16>, Option<&'a ImageFile>);
+    let mut seen: BTreeMap<(String, CompilerKind), Seen> = BTreeMap::new();
+    for f in &scan.files {
+        let p = f.package.as_ref();
+        // Rows override evidence: a package a row names is judged by the row alone.
+        if p.is_some_and(|p| t.consumer.iter().any(|r| r.matches(&p.name, p.manager.as_str()))) {
+            continue;
+        }
+        let own = f.file.toolchain.as_ref();
+        let owner = p.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| f.file.path.clone());
+        let mut add = |kind: CompilerKind, what: String, major: Option<u16>, linked: Option<&'a ImageFile>| {
+            let e = seen.entry((owner.clone(), kind)).or_insert((p, Vec::new(), major, None));
+            e.1.push(what);
+            e.2 = e.2.or(major);
+            e.3 = e.3.or(linked);
+        };
+        if let Some(tc) = own.filter(|tc| tc.linked) {
+            add(
+                tc.kind,
+                format!("carries {} {} linked into {}", tc.kind, tc.version, file_name(&f.file.path)),
+                None,
+                Some(f),
+            );
+        }
+        let needed = f.file.elf.iter().flat_map(|e| &e.cuda_needed).map(|n| (n, "links"));
+        let loads = f.file.loads_compilers.iter().map(|n| (n, "loads"));
+        for (lib, how) in needed.chain(loads) {
+            let Some((kind, major)) = named(lib) else { continue };
+            // A compiler's own library names itself and its siblings.
+            if own.is_some_and(|tc| !tc.linked) || kind_is_own_file(&f.file.path) {
+                continue;
+            }
+            add(kind, format!("{} {lib} ({})", how, file_name(&f.file.path)), major, None);
+        }
+    }
+    let mut out = Vec::new();
+    for ((owner, kind), (p, mut evidence, major, linked)) in seen {
+        evidence.sort();
+        evidence.dedup();
+        let (name, version, manager) = match p {
+            Some(p) => (p.name.clone(), p.version.clone(), p.manager.to_string()),
+            None => (owner.clone(), String::new(), String::new()),
+        };
+        let mut f = CompilerFacts {
+            consumer: name,
+            consumer_version: version,
+            manager,
+            evidence: match evidence.len() {
+                1 => evidence[0].clone(),
+                n => format!("{}, and {} more", evidence[0], n - 1),
+            },
+            what: format!("code it compiles at run time with {kind}"),
+            kind: kind.to_string(),
+            ..Default::default()
+        };
+        let sm = target.cc.sm();
+        f.target_arch = format!("sm_{sm}");
+        let compiler = match linked {
+            Some(file) => found.iter().find(|c| c.path == file.file.path).map(|c| (c, "linked into it".to_string())),
+            None => loaded(scan, found, kind, major),
+        };
+        let Some((c, how)) = compiler else {
+            f.why = format!("no {kind} found in the image (it may come from the host or a later layer): not judged");
+            out.push(f);
+            continue;
+        };
+        f.resolved(c, how);
+        let Some(release) = CudaVersion::parse(&c.version) else {
+            f.why = format!("the version of {} is unknown: not judged", c.path);
+            out.push(f);
+            continue;
+        };
+        let rel = release.to_string();
+        match kind {
+            CompilerKind::Nvrtc => {
+                let row = t.nvrtc(release);
+                f.known = row.is_some();
+                f.knows_target = row.is_some_and(|r| r.archs.contains(&sm));
+                if !f.known {
+                    f.why = format!("NVRTC {rel} is a release cudalint has no table for: not judged");
+                }
+            }
+            _ => {
+                f.judge_ptxas(t, &sm.to_string());
+                if !f.known {
+                    f.why = format!("{kind} {rel} is a release cudalint has no table for: not judged");
+                }
+            }
+        }
+        if f.known && !f.knows_target {
+            f.why = format!("{kind} {rel} ({}) knows no sm_{sm}", file_name(&c.path));
+            let knows: Vec<&str> = match kind {
+                CompilerKind::Nvrtc => {
+                    t.nvrtc.iter().filter(|r| r.archs.contains(&sm)).map(|r| r.release.as_str()).collect()
+                }
+                _ => t
+                    .ptxas
+                    .iter()
+                    .filter(|r| r.targets.iter().any(|x| *x == sm.to_string()))
+                    .map(|r| r.release.as_str())
+                    .collect(),
+            };
+            f.fix = evidence_fix(kind, &knows, release, sm, &f.consumer, linked.is_some());
+        }
+        // What it writes is of its own CUDA major: a driver of an older major cannot load it.
+        if let (Some(d), true) = (target.driver_cuda, f.knows_target)
+            && release.major > d.major
+        {
+            let need = tables::minor_compat_floor(release.major).map(|(v, _)| v.to_string()).unwrap_or_default();
+            f.driver_problem = format!(
+                "{kind} {rel} writes CUDA {} code, which a CUDA {d} driver cannot load: it needs driver {need} or newer",
+                release.major
+            );
+            f.fix = format!("upgrade the driver on {} to {need} or newer", target.nodes());
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// The compiler release that knows `sm` (`knows`: the table's releases that do, oldest first):
+/// the first newer than the one in use, else the newest (later ones dropped the architecture).
+fn evidence_fix(
+    kind: CompilerKind,
+    knows: &[&str],
+    installed: CudaVersion,
+    sm: u32,
+    who: &str,
+    linked: bool,
+) -> String {
+    let newer = knows.iter().find(|r| CudaVersion::parse(r).is_some_and(|v| v > installed));
+    let which = match (newer, knows.last()) {
+        (Some(r), _) => format!("{kind} {r} or newer"),
+        (None, Some(r)) => format!("{kind} {r} (the newest that knows sm_{sm}: later releases dropped it)"),
+        (None, None) => return format!("no {kind} cudalint knows targets sm_{sm}"),
+    };
+    if linked { format!("a build of {who} linked with {which}") } else { format!("{which}, where {who} loads it") }
+}
+
+/// Whether a file is a run-time compiler's own library by its name (libnvrtc, its builtins).
+fn kind_is_own_file(path: &str) -> bool {
+    let n = file_name(path);
+    n.starts_with("libnvrtc") || n.starts_with("libnvJitLink") || n.starts_with("libnvptxcompiler")
+}
+
+/// The compiler library of `kind` a `dlopen` of its name finds: of that major where the
+/// evidence says one, `LD_LIBRARY_PATH` first, then system directories (the loader's own
+/// search), then a pip wheel's (found when something loaded it first).
+fn loaded<'a>(
+    scan: &ImageReport,
+    found: &'a [Found],
+    kind: CompilerKind,
+    major: Option<u16>,
+) -> Option<(&'a Found, String)> {
+    let libs: Vec<&Found> = found
+        .iter()
+        .filter(|f| f.kind == kind && !f.linked && !file_name(&f.path).contains(".alt."))
+        .filter(|f| major.is_none_or(|m| CudaVersion::parse(&f.version).is_none_or(|v| v.major == m)))
+        .collect();
+    let pip = |f: &&&Found| f.path.contains("/site-packages/") || f.path.contains("/dist-packages/");
+    let ld: Vec<&str> = scan
+        .image
+        .env
+        .get("LD_LIBRARY_PATH")
+        .map(|v| v.split(':').map(|d| d.trim_end_matches('/')).collect())
+        .unwrap_or_default();
+    if let Some(f) = libs.iter().find(|f| ld.contains(&parent(&f.path))) {
+        return Some((f, "LD_LIBRARY_PATH".into()));
+    }
+    if let Some(f) = libs.iter().find(|f| !pip(f)) {
+        return Some((f, "the loader's search (system directories)".into()));
+    }
+    libs.iter().find(pip).map(|f| (*f, "a pip wheel's (found once something loaded it)".to_string()))
 }

@@ -405,7 +405,8 @@ fn compiler_rules(
             let vars = CompilerTargetVars { image: image.clone(), target: tf.clone(), compiler: value(&c) };
             for mut f in gate.fire(vars, None, Some(t))? {
                 f.path = Some(c.path.clone());
-                f.package = Some(format!("{} {} (pypi)", c.consumer, c.consumer_version));
+                f.package =
+                    (!c.manager.is_empty()).then(|| format!("{} {} ({})", c.consumer, c.consumer_version, c.manager));
                 f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", c.path, c.consumer)), Some(&t.name));
                 findings.push(f);
             }

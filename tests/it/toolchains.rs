@@ -352,51 +352,74 @@ fn check_nvrtc(t: &Table) -> Vec<String> {
         assert_eq!(members.len(), 2, "{}: {lib} and its builtins expected, found {members:?}", whl.display());
         let paths = extract(&whl, &members.iter().map(String::as_str).collect::<Vec<_>>(), dir.path());
         let so = paths.into_iter().find(|p| p.file_name().unwrap() == lib).unwrap();
+        problems.extend(check_nvrtc_lib(t, &so));
+    }
+    problems
+}
 
-        let r = python_json(NVRTC_PY, &so);
-        let (major, minor) = (r["major"].as_u64().unwrap(), r["minor"].as_u64().unwrap());
-        let release = CudaVersion::new(major as u16, minor as u16);
-        let archs: Vec<u32> = r["archs"].as_array().unwrap().iter().map(|a| a.as_u64().unwrap() as u32).collect();
-        let ptx = r["ptx"].as_str().unwrap();
-        let isa = ptx
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(".version "))
-            .unwrap_or_else(|| panic!("{lib}: no .version in the PTX it wrote: {ptx}"))
-            .trim()
-            .to_string();
-        let full = ptx
-            .lines()
-            .find_map(|l| l.split_once("Cuda compilation tools, release ").and_then(|(_, r)| r.split_once(", V")))
-            .unwrap_or_else(|| panic!("{lib}: no release line in the PTX it wrote: {ptx}"))
-            .1
-            .trim()
-            .to_string();
-        println!("{lib}: nvrtcVersion {release}, writes PTX ISA {isa} as V{full}, nvrtcGetSupportedArchs {archs:?}");
+/// NVRTC 11.8 (nvidia-cuda-nvrtc-cu11 11.8.89 from scripts/fetch-cuda-tools.sh, whose file name
+/// says 11.2: only its bytes say 11.8) against its row, and CuPy's `cupy-cuda11x` clamp's
+/// premise, that it refuses sm_90a as every 'a' form.
+fn check_nvrtc_11(t: &Table) -> Vec<String> {
+    let so = cuda_tools().join("nvrtc11/nvidia/cuda_nvrtc/lib/libnvrtc.so.11.2");
+    assert!(so.is_file(), "{} missing: scripts/fetch-cuda-tools.sh installs it", so.display());
+    check_nvrtc_lib(t, &so)
+}
 
-        let (kind, version, source) = static_toolchain(&so);
+/// One NVRTC library: what it says of itself (through ctypes) against its row and against
+/// what cudalint reads of its bytes, under its own name and renamed (found by its bytes alone).
+fn check_nvrtc_lib(t: &Table, so: &Path) -> Vec<String> {
+    let lib = so.file_name().unwrap().to_string_lossy().to_string();
+    let mut problems = Vec::new();
+    let r = python_json(NVRTC_PY, so);
+    let (major, minor) = (r["major"].as_u64().unwrap(), r["minor"].as_u64().unwrap());
+    let release = CudaVersion::new(major as u16, minor as u16);
+    let archs: Vec<u32> = r["archs"].as_array().unwrap().iter().map(|a| a.as_u64().unwrap() as u32).collect();
+    let ptx = r["ptx"].as_str().unwrap();
+    let isa = ptx
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(".version "))
+        .unwrap_or_else(|| panic!("{lib}: no .version in the PTX it wrote: {ptx}"))
+        .trim()
+        .to_string();
+    let full = ptx
+        .lines()
+        .find_map(|l| l.split_once("Cuda compilation tools, release ").and_then(|(_, r)| r.split_once(", V")))
+        .unwrap_or_else(|| panic!("{lib}: no release line in the PTX it wrote: {ptx}"))
+        .1
+        .trim()
+        .to_string();
+    println!("{lib}: nvrtcVersion {release}, writes PTX ISA {isa} as V{full}, nvrtcGetSupportedArchs {archs:?}");
+
+    // Under its own name, and copied under a name no row knows (`libjitrt.so`): its bytes say.
+    let renamed = tempfile::tempdir().unwrap();
+    let other = renamed.path().join("libjitrt.so");
+    std::fs::copy(so, &other).unwrap();
+    for file in [so, other.as_path()] {
+        let (kind, version, source) = static_toolchain(file);
+        let name = file.file_name().unwrap().to_string_lossy();
         if kind != "nvrtc" || source != "banner" || version != full {
             problems.push(format!(
-                "{lib}: cudalint reads {kind} {version} (from {source:?}); NVRTC says nvrtc {full} (expected from \"banner\")"
+                "{lib} as {name}: cudalint reads {kind} {version} (from {source:?}); NVRTC says nvrtc {full} (expected from \"banner\")"
             ));
         }
-        if !version.starts_with(&format!("{release}.")) {
-            problems.push(format!("{lib}: cudalint reads version {version}; nvrtcVersion says {release}"));
-        }
-        match t.nvrtc(release) {
-            None => problems.push(format!("{lib}: the table has no [[nvrtc]] row for release {release}")),
-            Some(row) => {
-                if row.archs != archs {
-                    let (tool, rows): (Vec<String>, Vec<String>) =
-                        (archs.iter().map(u32::to_string).collect(), row.archs.iter().map(u32::to_string).collect());
-                    let diff = set_diff(&format!("{lib}: [[nvrtc]] {release} archs"), &tool, &rows);
-                    problems.push(diff.unwrap_or_else(|| {
-                        format!("{lib}: [[nvrtc]] {release} archs {:?}, nvrtcGetSupportedArchs {archs:?}", row.archs)
-                    }));
-                }
-                if row.ptx_isa != isa {
-                    problems
-                        .push(format!("{lib}: [[nvrtc]] {release} ptx_isa = {:?}, NVRTC writes {isa:?}", row.ptx_isa));
-                }
+    }
+    if !full.starts_with(&format!("{release}.")) {
+        problems.push(format!("{lib}: its PTX says V{full}; nvrtcVersion says {release}"));
+    }
+    match t.nvrtc(release) {
+        None => problems.push(format!("{lib}: the table has no [[nvrtc]] row for release {release}")),
+        Some(row) => {
+            if row.archs != archs {
+                let (tool, rows): (Vec<String>, Vec<String>) =
+                    (archs.iter().map(u32::to_string).collect(), row.archs.iter().map(u32::to_string).collect());
+                let diff = set_diff(&format!("{lib}: [[nvrtc]] {release} archs"), &tool, &rows);
+                problems.push(diff.unwrap_or_else(|| {
+                    format!("{lib}: [[nvrtc]] {release} archs {:?}, nvrtcGetSupportedArchs {archs:?}", row.archs)
+                }));
+            }
+            if row.ptx_isa != isa {
+                problems.push(format!("{lib}: [[nvrtc]] {release} ptx_isa = {:?}, NVRTC writes {isa:?}", row.ptx_isa));
             }
         }
     }
@@ -497,6 +520,99 @@ fn nvrtc_matches_its_row() {
 }
 
 #[test]
+fn nvrtc_11_8_matches_its_row() {
+    assert_none(check_nvrtc_11(table()));
+}
+
+/// NVIDIA's static nvPTXCompiler (nvidia-nvptxcompiler 13.0.88, from scripts/fetch-cuda-tools.sh)
+/// linked by gcc into the library of a package no row names, as a vendor links it: only the
+/// members the library's calls need. cudalint finds the compiler by its bytes — kind, the version
+/// the compiler itself reports (`nvPTXCompilerGetVersion`, through ctypes), `linked` — lists it,
+/// and judges the package by it: CUDA 13.0's assembler knows no sm_70 (a warning on a V100,
+/// CL021), and knows sm_90 (nothing on an H100). The same by seek and by stream.
+#[test]
+fn a_compiler_linked_into_a_library_is_found_by_its_bytes_and_judged() {
+    use crate::images::{Comp, Ent, Image, docker_archive_legacy, tar};
+    let archive = cuda_tools().join("ptxcomp/nvidia/cu13/lib/libnvptxcompiler_static.a");
+    assert!(archive.is_file(), "{} missing: scripts/fetch-cuda-tools.sh installs it", archive.display());
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("jit.c");
+    std::fs::write(
+        &src,
+        "typedef struct nvPTXCompiler *nvPTXCompilerHandle;\n\
+         int nvPTXCompilerGetVersion(unsigned *, unsigned *);\n\
+         int nvPTXCompilerCreate(nvPTXCompilerHandle *, unsigned long, const char *);\n\
+         int jit_version(unsigned *a, unsigned *b) { return nvPTXCompilerGetVersion(a, b); }\n\
+         int jit_create(nvPTXCompilerHandle *h, const char *p, unsigned long n) { return nvPTXCompilerCreate(h, n, p); }\n",
+    )
+    .unwrap();
+    let so = dir.path().join("libjitpkg.so");
+    stdout_of(Std::new(need("gcc", "gcc")).args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&src).arg(&archive).args([
+        "-lpthread",
+        "-lm",
+        "-lstdc++",
+        "-ldl",
+    ]));
+    let v = python_json(
+        "import ctypes, json, sys\nlib = ctypes.CDLL(sys.argv[1])\na, b = ctypes.c_uint(), ctypes.c_uint()\n\
+         assert lib.jit_version(ctypes.byref(a), ctypes.byref(b)) == 0\nprint(json.dumps([a.value, b.value]))\n",
+        &so,
+    );
+    let release = format!("{}.{}", v[0], v[1]);
+
+    let site = "usr/local/lib/python3.11/site-packages";
+    let layer = tar(&[
+        Ent::File("usr/local/lib/python3.11/site-packages/jitpkg/libjitpkg.so", std::fs::read(&so).unwrap()),
+        Ent::File(
+            "usr/local/lib/python3.11/site-packages/jitpkg-1.0.dist-info/RECORD",
+            b"jitpkg/libjitpkg.so,,\n".to_vec(),
+        ),
+    ]);
+    let image = docker_archive_legacy(&Image::new(vec![(layer, Comp::Gzip)]), "jit:1");
+    let file = dir.path().join("jit.tar");
+    std::fs::write(&file, &image).unwrap();
+    let scan = |stdin: bool| -> Value {
+        let mut cmd = Command::cargo_bin("cudalint").unwrap();
+        cmd.args(["scan", "--gpu", "V100,H100", "--format", "json"]);
+        if stdin {
+            cmd.arg("-").write_stdin(image.clone());
+        } else {
+            cmd.arg(&file);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.code().is_some_and(|c| c < 2), "scan: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (seek, stream) = (scan(false), scan(true));
+    for key in ["compilers", "compiler_checks", "findings"] {
+        assert_eq!(seek[key], stream[key], "{key}: seek and stream differ");
+    }
+    let path = format!("/{site}/jitpkg/libjitpkg.so");
+    let found = seek["compilers"].as_array().unwrap().iter().find(|c| c["path"] == path.as_str());
+    let found = found.unwrap_or_else(|| panic!("{path} not among the compilers: {}", seek["compilers"]));
+    assert_eq!(found["kind"], "nvptxcompiler", "{found}");
+    assert_eq!(found["linked"], true, "{found}");
+    let version = found["version"].as_str().unwrap();
+    assert!(version.starts_with(&format!("{release}.")), "cudalint reads {version}; the compiler says {release}");
+    let checks = seek["compiler_checks"].as_array().unwrap();
+    let on = |gpu: &str| {
+        checks
+            .iter()
+            .find(|c| c["target"] == gpu && c["consumer"] == "jitpkg")
+            .unwrap_or_else(|| panic!("jitpkg not judged on {gpu}: {checks:?}"))
+            .clone()
+    };
+    assert_eq!(on("V100")["knows_target"], false, "{}", on("V100"));
+    assert!(on("V100")["fix"].as_str().unwrap().contains("12.9 (the newest that knows sm_70"), "{}", on("V100"));
+    assert_eq!(on("H100")["knows_target"], true, "{}", on("H100"));
+    let findings = seek["findings"].as_array().unwrap();
+    let cl021 =
+        |gpu: &str| findings.iter().any(|f| f["rule"] == "CL021" && f["target"] == gpu && f["path"] == path.as_str());
+    assert!(cl021("V100"), "no CL021 for jitpkg on V100: {findings:?}");
+    assert!(!cl021("H100"), "a CL021 for jitpkg on H100: {findings:?}");
+}
+
+#[test]
 fn nvjitlink_version_matches_its_symbols() {
     assert_none(check_nvjitlink(table()));
 }
@@ -536,6 +652,8 @@ fn drifted_or_missing_rows_are_caught() {
     let p = check_nvrtc(&drifted);
     assert_eq!(count(&p, "the table has but the tool lacks [\"999\"]"), 2, "{p:#?}");
     assert_eq!(count(&p, "ptx_isa = \"0.0\""), 2, "{p:#?}");
+    let p = check_nvrtc_11(&drifted);
+    assert_eq!(count(&p, "the table has but the tool lacks [\"999\"]"), 1, "{p:#?}");
     let p = check_nvcc(&drifted);
     assert_eq!(count(&p, "which [[ptxas]]"), 1, "{p:#?}");
 
@@ -547,6 +665,7 @@ fn drifted_or_missing_rows_are_caught() {
         (check_cuda_tools_ptxas(&empty), 3),
         (check_triton(&empty), 2),
         (check_nvrtc(&empty), 2),
+        (check_nvrtc_11(&empty), 1),
         (check_nvjitlink(&empty), 1),
         (check_nvcc(&empty), 1),
     ] {
