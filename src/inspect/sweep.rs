@@ -160,10 +160,13 @@ impl Sweep {
         Found { toolchain, loads }
     }
 
-    /// Reads `ranges` of a seekable input (the position does not move) in chunks.
+    /// Reads `ranges` of a seekable input (the position does not move) in chunks; what a
+    /// (damaged) section table places past the end of the file is not there to read.
     pub fn read_at(&mut self, input: &mut dyn Input, ranges: &[(u64, u64)]) -> io::Result<()> {
         let mut buf = vec![0u8; 1 << 20];
+        let len = input.len();
         for &(a, b) in ranges {
+            let b = b.min(len);
             let mut off = a;
             while off < b {
                 let n = ((b - off) as usize).min(buf.len());
@@ -177,6 +180,15 @@ impl Sweep {
             self.finish();
         }
         Ok(())
+    }
+}
+
+impl toolchain::Watcher for Sweep {
+    fn see(&mut self, at: u64, chunk: &[u8]) {
+        self.feed(at, chunk);
+    }
+    fn satisfied(&self) -> bool {
+        false
     }
 }
 

@@ -146,15 +146,6 @@ impl Watcher for BannerFinder {
     }
 }
 
-impl Watcher for super::sweep::Sweep {
-    fn see(&mut self, at: u64, chunk: &[u8]) {
-        self.feed(at, chunk);
-    }
-    fn satisfied(&self) -> bool {
-        false
-    }
-}
-
 /// An [`Input`] that shows every byte read or skipped, in order, to a [`Watcher`]. A skip
 /// becomes a read: a stream has to pass those bytes anyway.
 pub struct Tap<'a, W: Watcher = BannerFinder> {

@@ -332,8 +332,10 @@ fn judge_triton(c: &Ctx, f: &mut CompilerFacts) -> bool {
 
 fn judge_nvrtc(c: &Ctx, f: &mut CompilerFacts) -> bool {
     let (t, target, consumer) = (c.t, c.target, c.consumer);
-    let Some((nvrtc, how)) = nvrtc_for(c, consumer_major(c)) else {
+    let major = consumer_major(c);
+    let Some((nvrtc, how)) = nvrtc_for(c, major) else {
         f.why = "no NVRTC found in the image (it may come from the host or a later layer)".into();
+        clamped_everywhere(c, major, f);
         return true;
     };
     f.resolved(nvrtc, how);
@@ -385,6 +387,40 @@ fn judge_nvrtc(c: &Ctx, f: &mut CompilerFacts) -> bool {
         );
     }
     true
+}
+
+/// With no NVRTC in the image, a clamping consumer of a known CUDA major can still be judged
+/// when its clamp decides alone: if every NVRTC of that major makes it ask for a cubin of an
+/// older architecture family than the target's (CuPy asks any NVRTC 11 for sm_90 at most, which
+/// does not load on a 12.0), no NVRTC the image could find makes it run — it fails, whichever.
+fn clamped_everywhere(c: &Ctx, major: Option<u16>, f: &mut CompilerFacts) {
+    let (t, sm) = (c.t, c.target.cc.sm());
+    let ptx = !c.row.ptx_env.is_empty() && c.scan.image.env.get(&c.row.ptx_env).is_some_and(|v| v == "1");
+    let Some(major) = major.filter(|_| c.row.clamp == "cupy" && !ptx) else { return };
+    // The releases of the major where a ceiling may change, and the major's first.
+    let mut releases: Vec<CudaVersion> = t
+        .cupy_clamp
+        .iter()
+        .flat_map(|k| &k.ceilings)
+        .filter_map(|x| CudaVersion::parse(&x.nvrtc))
+        .filter(|v| v.major == major)
+        .collect();
+    releases.push(CudaVersion::new(major, 0));
+    releases.extend(t.nvrtc.iter().filter_map(|r| CudaVersion::parse(&r.release)).filter(|v| v.major == major));
+    let asked: Vec<u32> = releases.iter().map(|v| t.cupy_arch(&c.consumer.version, *v, c.target.cc)).collect();
+    let loads = |a: u32| a == sm || (a / 10 == sm / 10 && a < sm);
+    if let Some(&most) = asked.iter().max().filter(|_| !asked.iter().any(|&a| loads(a))) {
+        f.known = true;
+        f.knows_target = false;
+        f.target_arch = format!("sm_{most}");
+        f.version = format!("{major}.x");
+        f.chosen_by = format!("none in the image: every NVRTC {major} judged");
+        f.why = format!(
+            "{} {} asks any NVRTC {major} for sm_{most} or older (its clamp), whose cubin does not load on compute capability {} (CUDA_ERROR_NO_BINARY_FOR_GPU); no NVRTC {major} is in the image, and none would do",
+            c.consumer.name, c.consumer.version, c.target.cc
+        );
+        f.fix = nvrtc_fix(c, CudaVersion::new(major, 0));
+    }
 }
 
 fn judge_xla(c: &Ctx, f: &mut CompilerFacts) -> bool {
@@ -526,12 +562,15 @@ fn nvrtc_fix(c: &Ctx, release: CudaVersion) -> String {
         )
     };
     if other {
+        // Another build of the package, with that build's NVRTC (no LD_LIBRARY_PATH about the
+        // build it replaces).
         let major = consumer_major(c).unwrap_or(release.major);
         format!(
-            "install {} with '{}=={}.*'{load} (no CUDA {} NVRTC knows sm_{sm}; NVRTC {need} does)",
+            "install {} with '{}=={}.*' in place of {} (no CUDA {} NVRTC knows sm_{sm}; NVRTC {need} does)",
             k.build_for(&consumer.name, major, need.major),
             wheel.package,
             need,
+            consumer.name,
             release.major
         )
     } else {

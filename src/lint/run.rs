@@ -404,7 +404,7 @@ fn compiler_rules(
         for c in compilers::judge(scan, found, t) {
             let vars = CompilerTargetVars { image: image.clone(), target: tf.clone(), compiler: value(&c) };
             for mut f in gate.fire(vars, None, Some(t))? {
-                f.path = Some(c.path.clone());
+                f.path = (!c.path.is_empty()).then(|| c.path.clone());
                 f.package =
                     (!c.manager.is_empty()).then(|| format!("{} {} ({})", c.consumer, c.consumer_version, c.manager));
                 f.fingerprint = fingerprint(&f.rule, Some(&format!("{}#{}", c.path, c.consumer)), Some(&t.name));
