@@ -121,6 +121,9 @@ documented! {
         pub gated_by: String,
         /// for a version-selected sibling not loaded here: the sibling that is
         pub selected_sibling: String,
+        /// for an extension module its package imports only on demand (by the package's own `.py` files) and that
+        /// has no kernel image here: where it is imported (`pkg/fa3.py:12, inside a function`); empty otherwise
+        pub on_demand: String,
     }
 }
 
