@@ -41,9 +41,16 @@ fn scan_b200(dir: &Path, layers: &[Vec<Ent>]) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)))
 }
 
+/// The rules that judge the extension's code on the target (others, about the image as a whole,
+/// left aside).
 fn rules_fired(r: &serde_json::Value) -> Vec<String> {
-    let mut v: Vec<String> =
-        r["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap().to_string()).collect();
+    let mut v: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap().to_string())
+        .filter(|c| ["CL001", "CL006", "CL016", "CL029"].contains(&c.as_str()))
+        .collect();
     v.sort();
     v
 }
@@ -61,7 +68,7 @@ fn a_later_layers_init_without_the_import_makes_it_optional() {
     let later = vec![Ent::File(at("pkg/__init__.py"), b"from .backend import attention\n".to_vec())];
     let r = scan_b200(d.path(), &[base(), later]);
     assert_eq!(rules_fired(&r), ["CL029"]);
-    let f = &r["findings"][0];
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "CL029").unwrap();
     assert!(f["message"].as_str().unwrap().contains("pkg/backend.py:2, inside a function"), "{f}");
     assert_eq!(r["failed"], false);
     let cell = &r["matrix"][0]["cells"][0];
