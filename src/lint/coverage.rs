@@ -36,7 +36,8 @@ words! {
         /// Runs only by compiling PTX.
         Jit = "jit",
         /// Code for other chips only ('a'/'f', or an optional NVIDIA library), which its
-        /// callers check for before use.
+        /// callers check for before use; or an extension module its package imports only on
+        /// demand (`on_demand`).
         ArchGated = "arch-gated",
         /// Does not run.
         None = "none",
