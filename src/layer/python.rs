@@ -23,6 +23,10 @@ pub const MAX_KEPT: usize = 32 << 20;
 /// What a record or an import costs beyond its bytes.
 const ENTRY: usize = 48;
 
+/// A longer imported name makes its file unread: real ones are a few dozen bytes, and each is
+/// kept once per name imported from it and walked by its dots.
+const MAX_NAME: usize = 1024;
+
 /// A `.py` file of a package: `…/site-packages/pkg/sub/mod.py`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PyFile {
@@ -123,8 +127,10 @@ pub fn read(path: &str, bytes: &[u8]) -> Option<PyFile> {
     };
     let top = module.split('.').next().unwrap_or_default().to_string();
     let version_py = module == format!("{top}.version");
-    let (imports, constants) = scan(text.strip_prefix('\u{feff}').unwrap_or(text), &package, &top, version_py);
-    Some(PyFile { path: path.to_string(), module, imports, unread: None, constants })
+    match scan(text.strip_prefix('\u{feff}').unwrap_or(text), &package, &top, version_py) {
+        Ok((imports, constants)) => Some(PyFile { path: path.to_string(), module, imports, unread: None, constants }),
+        Err(why) => unread(path, why),
+    }
 }
 
 /// A logical line: where it starts, its indentation, its code with every string literal
@@ -301,15 +307,22 @@ fn catches_import_error(header: &str) -> bool {
 
 type Scanned = (Vec<PyImport>, Vec<(String, String)>);
 
-fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Scanned {
+/// The imports and constants of a file, or why they are not kept: a name over [`MAX_NAME`]
+/// bytes, or more than [`MAX_KEPT`] of them (`from a.long.name import x, y, …` keeps the base
+/// once per name, so a file's bytes do not bound them).
+fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Result<Scanned, String> {
     let mut imports = Vec::new();
     let mut constants = Vec::new();
     let mut stack: Vec<(usize, Block)> = Vec::new();
     // Each try: whether a handler of it catches ImportError; the last try at each indentation.
     let mut tries: Vec<bool> = Vec::new();
     let mut last_try: std::collections::HashMap<usize, usize> = Default::default();
-    // Imports inside a try, settled once its handlers are known: (index in `imports`, tries).
-    let mut pending: Vec<(usize, Vec<usize>)> = Vec::new();
+    // Imports inside a try, settled once its handlers are known: (index in `imports`, index in
+    // `enclosing`), the tries around each logical line kept once for all its imports (a line
+    // with many of them inside many one-line `try:` costs its length, not their product).
+    let mut pending: Vec<(usize, usize)> = Vec::new();
+    let mut enclosing: Vec<Vec<usize>> = Vec::new();
+    let mut kept = 0usize;
     for l in logical_lines(text) {
         let mut indent = l.indent;
         let mut rest: &str = &l.code;
@@ -363,14 +376,27 @@ fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Scanned {
         let in_def = stack.iter().any(|(_, b)| *b == Block::Def);
         let in_try: Vec<usize> =
             stack.iter().filter_map(|(_, b)| if let Block::Try(t) = b { Some(*t) } else { None }).collect();
+        let guarded = !in_def && !in_try.is_empty();
+        if guarded {
+            enclosing.push(in_try);
+        }
         for stmt in split_top(rest, ';') {
             let first = imports.len();
-            for module in imported(stmt, package, top) {
+            // Each name checked as it is made: a statement's names are not bounded by its bytes.
+            imported(stmt, package, top, &mut |module: String| {
+                if module.len() > MAX_NAME {
+                    return Err(format!("an imported name of over {MAX_NAME} bytes (line {})", l.line));
+                }
+                kept += ENTRY + module.len();
+                if kept > MAX_KEPT {
+                    return Err(format!("its imports take over {} MiB", MAX_KEPT >> 20));
+                }
                 let how = if in_def { How::Function } else { How::Module };
                 imports.push(PyImport { module, line: l.line, how });
-            }
-            if !in_def && !in_try.is_empty() {
-                pending.extend((first..imports.len()).map(|i| (i, in_try.clone())));
+                Ok(())
+            })?;
+            if guarded {
+                pending.extend((first..imports.len()).map(|i| (i, enclosing.len() - 1)));
             }
             if version_py && stack.is_empty() && l.strings.len() == 1 {
                 let (lhs, rhs) = stmt.split_once('=').unwrap_or(("", ""));
@@ -381,28 +407,34 @@ fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Scanned {
             }
         }
     }
-    for (i, ts) in pending {
-        if ts.iter().any(|&t| tries[t]) {
+    // Each line's tries looked at once, not once per import on it.
+    let caught: Vec<bool> = enclosing.iter().map(|ts| ts.iter().any(|&t| tries[t])).collect();
+    for (i, e) in pending {
+        if caught[e] {
             imports[i].how = How::Guarded;
         }
     }
-    (imports, constants)
+    Ok((imports, constants))
 }
 
 /// The modules of `top` an import statement names, absolute.
-fn imported(stmt: &str, package: &str, top: &str) -> Vec<String> {
+fn imported(
+    stmt: &str,
+    package: &str,
+    top: &str,
+    out: &mut dyn FnMut(String) -> Result<(), String>,
+) -> Result<(), String> {
     let s = stmt.trim();
-    let mut out = Vec::new();
     let own = |m: &str| m == top || m.starts_with(&format!("{top}."));
     if let Some(names) = s.strip_prefix("import ").or_else(|| s.strip_prefix("import\t")) {
         for part in names.split(',') {
             let m: String = part.split_whitespace().next().unwrap_or("").to_string();
             if !m.is_empty() && own(&m) {
-                out.push(m);
+                out(m)?;
             }
         }
     } else if let Some(rest) = s.strip_prefix("from ").or_else(|| s.strip_prefix("from\t")) {
-        let Some((base, names)) = rest.split_once(" import") else { return out };
+        let Some((base, names)) = rest.split_once(" import") else { return Ok(()) };
         let base = base.trim();
         let dots = base.chars().take_while(|c| *c == '.').count();
         let base = if dots == 0 {
@@ -410,7 +442,7 @@ fn imported(stmt: &str, package: &str, top: &str) -> Vec<String> {
         } else {
             let mut parts: Vec<&str> = package.split('.').filter(|p| !p.is_empty()).collect();
             if dots - 1 > parts.len() || parts.is_empty() {
-                return out;
+                return Ok(());
             }
             parts.truncate(parts.len() - (dots - 1));
             let rel = &base[dots..];
@@ -420,18 +452,18 @@ fn imported(stmt: &str, package: &str, top: &str) -> Vec<String> {
             parts.join(".")
         };
         if !own(&base) {
-            return out;
+            return Ok(());
         }
-        out.push(base.clone());
+        out(base.clone())?;
         let names = names.trim().trim_start_matches('(').trim_end_matches(')');
         for part in names.split(',') {
             let n = part.split_whitespace().next().unwrap_or("");
             if identifier(n) {
-                out.push(format!("{base}.{n}"));
+                out(format!("{base}.{n}"))?;
             }
         }
     }
-    out
+    Ok(())
 }
 
 #[cfg(test)]
@@ -536,6 +568,22 @@ x = "import pkg.string"; import pkg.after
     fn lines_are_counted_through_strings_and_continuations() {
         let src = "x = '''a\nb'''\ny = 1 + \\\n  2\ndef f():\n    import pkg.late\n";
         assert_eq!(imports(&format!("{P}/pkg/m.py"), src), [("pkg.late".to_string(), 6, How::Function)]);
+    }
+
+    /// A short file cannot make many long names: `from <1 MiB name> import x, x, …` is unread.
+    #[test]
+    fn names_that_would_multiply_a_files_bytes_make_it_unread() {
+        let long = format!("from pkg.{} import {}\n", "a".repeat(2000), "x, ".repeat(10));
+        let f = read(&format!("{P}/pkg/m.py"), long.as_bytes()).unwrap();
+        assert!(f.unread.as_deref().is_some_and(|w| w.contains("over 1024 bytes")), "{:?}", f.unread);
+        let many = format!("from pkg.{} import {}\n", "a".repeat(1000), "x, ".repeat(40_000));
+        let f = read(&format!("{P}/pkg/m.py"), many.as_bytes()).unwrap();
+        assert!(f.unread.as_deref().is_some_and(|w| w.contains("MiB")), "{:?}", f.unread);
+        // Deep one-line `try:` nesting with many imports stays linear (this would take
+        // gigabytes if each import copied its enclosing tries).
+        let deep = format!("{}{}\n", "try: ".repeat(20_000), "import pkg.a; ".repeat(20_000));
+        let f = read(&format!("{P}/pkg/m.py"), deep.as_bytes()).unwrap();
+        assert_eq!(f.imports.len(), 20_000);
     }
 
     #[test]
