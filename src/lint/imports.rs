@@ -23,9 +23,9 @@ pub struct OnDemand {
     /// By binary index: where the package imports it, in words
     /// (`pkg/backends/fa3.py:12, inside a function`).
     pub sites: BTreeMap<usize, String>,
-    /// By binary index: extension modules the package's own imports load when it is imported:
-    /// judged as any binary, never as an optional extension for other chips (CL016's guess from
-    /// its code alone).
+    /// By binary index: extension modules the package's own imports load when it is imported,
+    /// or whose package's `.py` files could not all be read (fail closed): judged as any binary,
+    /// never as an optional extension for other chips (CL016's guess from its code alone).
     pub required: BTreeSet<usize>,
     /// Extension modules judged required only because the package's imports could not all be
     /// read (fail closed), said once a package.
@@ -88,6 +88,7 @@ pub fn on_demand(scan: &ImageReport, binaries: &[Binary]) -> OnDemand {
                      (their failures stay errors)"
                 ));
             }
+            out.required.insert(bi);
             continue;
         }
         if loaded_at_import(files, top).contains(ext.as_str()) {

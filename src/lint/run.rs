@@ -221,8 +221,15 @@ fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
                 }
             } else if let Some(site) = f.on_demand.sites.get(&bi).filter(|_| {
                 // The package's own imports, where no row decides: it loads this extension
-                // only on demand, so what fails here fails that path, not the package.
-                row.is_none() && c.class == Class::None && c.no_image > 0 && c.ptx_too_new == 0
+                // only on demand, so what fails here fails that path, not the package, when
+                // the package runs here through another binary (its default path). Not
+                // otherwise: a lazy `__init__` (vLLM's) imports none of its extensions, and
+                // `try: import vllm._C except ImportError` only logs.
+                row.is_none()
+                    && c.class == Class::None
+                    && c.no_image > 0
+                    && c.ptx_too_new == 0
+                    && running.contains(b.facts.group.as_str())
             }) {
                 c.class = Class::ArchGated;
                 c.gated_for = coverage::chips_for(b);
