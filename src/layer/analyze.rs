@@ -178,7 +178,9 @@ impl<'o> FileVisitor<'o> {
             let n = read_full(input, &mut buf)?;
             python::read(path, &buf[..n])
         };
-        let Some(record) = record else { return Ok(()) };
+        // A file that imports nothing of its package tells the judgement nothing, save a
+        // package's `__init__.py` (the package is there), a `version.py` and an unread one.
+        let Some(record) = record.filter(python::worth_keeping) else { return Ok(()) };
         let cost = python::cost(&record);
         if self.python_kept + cost > python::MAX_KEPT {
             self.summary.python_cut = true;

@@ -105,6 +105,12 @@ pub fn unread(path: &str, why: String) -> Option<PyFile> {
     Some(PyFile { path: path.to_string(), module, imports: Vec::new(), unread: Some(why), constants: Vec::new() })
 }
 
+/// Whether a record says anything the judgement reads: imports, constants, that it could not be
+/// read, or that its package exists (`__init__.py`).
+pub fn worth_keeping(f: &PyFile) -> bool {
+    !f.imports.is_empty() || !f.constants.is_empty() || f.unread.is_some() || f.path.ends_with("/__init__.py")
+}
+
 /// What a record costs against [`MAX_KEPT`].
 pub fn cost(f: &PyFile) -> usize {
     ENTRY
@@ -142,90 +148,103 @@ struct Logical {
     strings: Vec<String>,
 }
 
-/// Splits source into logical lines (brackets and backslashes join physical lines).
+/// Splits source into logical lines (brackets and backslashes join physical lines). Works on
+/// bytes: every byte it looks for is ASCII, which no UTF-8 sequence contains, so the text it
+/// copies stays whole.
 fn logical_lines(text: &str) -> Vec<Logical> {
+    struct Open {
+        line: u32,
+        indent: usize,
+        code: Vec<u8>,
+        strings: Vec<String>,
+    }
+    let close = |o: Open| Logical {
+        line: o.line,
+        indent: o.indent,
+        code: String::from_utf8_lossy(&o.code).into_owned(),
+        strings: o.strings,
+    };
     let mut out = Vec::new();
-    let chars: Vec<char> = text.chars().collect();
+    let b = text.as_bytes();
     let (mut i, mut line) = (0usize, 1u32);
-    let mut cur: Option<Logical> = None;
+    let mut cur: Option<Open> = None;
     let mut depth = 0usize;
     let mut at_start = true;
-    while i < chars.len() {
-        let c = chars[i];
+    while i < b.len() {
         if at_start {
             // Indentation of a new logical line.
             let mut indent = 0;
-            while i < chars.len() && matches!(chars[i], ' ' | '\t' | '\x0c') {
-                indent = if chars[i] == '\t' { (indent / 8 + 1) * 8 } else { indent + 1 };
+            while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\x0c') {
+                indent = if b[i] == b'\t' { (indent / 8 + 1) * 8 } else { indent + 1 };
                 i += 1;
             }
-            cur = Some(Logical { line, indent, code: String::new(), strings: Vec::new() });
+            cur = Some(Open { line, indent, code: Vec::new(), strings: Vec::new() });
             at_start = false;
             continue;
         }
         let l = cur.as_mut().expect("a logical line is open");
+        let c = b[i];
         match c {
-            '#' => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
+            b'#' => {
+                i += b[i..].iter().position(|&x| x == b'\n').unwrap_or(b.len() - i);
             }
-            '\\' if chars.get(i + 1) == Some(&'\n') => {
-                l.code.push(' ');
+            b'\\' if b.get(i + 1) == Some(&b'\n') => {
+                l.code.push(b' ');
                 line += 1;
                 i += 2;
             }
-            '\n' => {
+            b'\n' => {
                 line += 1;
                 i += 1;
                 if depth == 0 {
                     let done = cur.take().expect("open");
-                    if !done.code.trim().is_empty() {
-                        out.push(done);
+                    if !done.code.iter().all(u8::is_ascii_whitespace) {
+                        out.push(close(done));
                     }
                     at_start = true;
                 } else {
-                    l.code.push(' ');
+                    l.code.push(b' ');
                 }
             }
-            '"' | '\'' => {
-                let triple = chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c);
+            b'"' | b'\'' => {
+                let triple = b.get(i + 1) == Some(&c) && b.get(i + 2) == Some(&c);
                 i += if triple { 3 } else { 1 };
-                let mut s = String::new();
-                while i < chars.len() {
-                    let d = chars[i];
-                    if d == '\\' && i + 1 < chars.len() {
-                        if chars[i + 1] == '\n' {
+                let from = i;
+                let mut to = b.len();
+                while i < b.len() {
+                    let d = b[i];
+                    if d == b'\\' && i + 1 < b.len() {
+                        if b[i + 1] == b'\n' {
                             line += 1;
                         }
-                        s.push(d);
-                        s.push(chars[i + 1]);
                         i += 2;
                         continue;
                     }
-                    if d == c && (!triple || (chars.get(i + 1) == Some(&c) && chars.get(i + 2) == Some(&c))) {
+                    if d == c && (!triple || (b.get(i + 1) == Some(&c) && b.get(i + 2) == Some(&c))) {
+                        to = i;
                         i += if triple { 3 } else { 1 };
                         break;
                     }
-                    if d == '\n' {
-                        line += 1;
+                    if d == b'\n' {
                         if !triple {
-                            // An unterminated string ends at its line, as the tokenizer refuses it.
+                            // An unterminated string ends at its line (its newline ends the
+                            // logical line), as Python's tokenizer refuses it.
+                            to = i;
                             break;
                         }
+                        line += 1;
                     }
-                    s.push(d);
                     i += 1;
                 }
-                l.code.push_str("\"\"");
-                l.strings.push(s);
+                l.code.extend_from_slice(b"\"\"");
+                l.strings.push(String::from_utf8_lossy(&b[from..to.min(b.len())]).into_owned());
             }
-            '(' | '[' | '{' => {
+            b'(' | b'[' | b'{' => {
                 depth += 1;
                 l.code.push(c);
                 i += 1;
             }
-            ')' | ']' | '}' => {
+            b')' | b']' | b'}' => {
                 depth = depth.saturating_sub(1);
                 l.code.push(c);
                 i += 1;
@@ -236,8 +255,8 @@ fn logical_lines(text: &str) -> Vec<Logical> {
             }
         }
     }
-    if let Some(done) = cur.filter(|d| !d.code.trim().is_empty()) {
-        out.push(done);
+    if let Some(done) = cur.filter(|d| !d.code.iter().all(u8::is_ascii_whitespace)) {
+        out.push(close(done));
     }
     out
 }
@@ -568,6 +587,11 @@ x = "import pkg.string"; import pkg.after
     fn lines_are_counted_through_strings_and_continuations() {
         let src = "x = '''a\nb'''\ny = 1 + \\\n  2\ndef f():\n    import pkg.late\n";
         assert_eq!(imports(&format!("{P}/pkg/m.py"), src), [("pkg.late".to_string(), 6, How::Function)]);
+        // An unterminated string ends at its line; text after multi-byte characters is read.
+        let src = "x = 'caf\u{e9}\nimport pkg.next  # \u{2713}\ns = \"\u{e9}\"; import pkg.after\n";
+        let got: Vec<(String, u32)> =
+            imports(&format!("{P}/pkg/m.py"), src).into_iter().map(|(m, l, _)| (m, l)).collect();
+        assert_eq!(got, [("pkg.next".to_string(), 2), ("pkg.after".to_string(), 3)]);
     }
 
     /// A short file cannot make many long names: `from <1 MiB name> import x, x, …` is unread.
