@@ -366,6 +366,14 @@ pub struct ImageReport {
     /// draft): the variant properties each declares, sorted by path.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub variants: Vec<crate::packages::VariantDecl>,
+    /// Packages' `.py` files in the final filesystem, with what each imports of its own package
+    /// (`layer::python`), sorted by path; what decides whether an extension module is loaded at
+    /// import time (`lint::imports`). Not part of the scan's output.
+    #[serde(skip)]
+    pub python: Vec<crate::layer::python::PyFile>,
+    /// A layer had more `.py` files than it may keep: the imports are not all known.
+    #[serde(skip)]
+    pub python_cut: bool,
 }
 
 crate::schema::words! {
@@ -496,6 +504,8 @@ pub fn assemble(
     }
     let packages = crate::packages::ImagePackages::from_layers(summaries.iter().map(|s| &s.packages));
     let variants = live_variants(&summaries);
+    let python = live_python(&summaries);
+    let python_cut = summaries.iter().any(|s| s.python_cut);
     for v in &variants {
         if let Some(e) = &v.error {
             notes.push(format!("{}: not read as wheel variant metadata: {e}", v.path));
@@ -547,6 +557,8 @@ pub fn assemble(
         cuda_requires: packages.requires,
         cuda_packages,
         variants,
+        python,
+        python_cut,
     }
 }
 
@@ -605,6 +617,20 @@ fn live_variants(summaries: &[LayerSummary]) -> Vec<crate::packages::VariantDecl
         .collect();
     out.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// The `.py` records the final filesystem holds, as [`live_variants`]: a file a later layer
+/// removes or replaces is gone; of one path written twice, the last record stands.
+fn live_python(summaries: &[LayerSummary]) -> Vec<crate::layer::python::PyFile> {
+    let mut out: BTreeMap<&str, &crate::layer::python::PyFile> = BTreeMap::new();
+    for (i, s) in summaries.iter().enumerate() {
+        for f in &s.python {
+            if !summaries[i + 1..].iter().any(|later| later.hides(&f.path)) {
+                out.insert(&f.path, f);
+            }
+        }
+    }
+    out.into_values().cloned().collect()
 }
 
 /// A source that is one layer's worth of files (a root filesystem, a file, a wheel): its

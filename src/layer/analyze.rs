@@ -49,6 +49,13 @@ pub struct LayerSummary {
     /// What package managers' records in this layer say (who owns which file).
     #[serde(default)]
     pub packages: crate::packages::LayerPackages,
+    /// Packages' `.py` files: what each imports of its own package (`python.rs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python: Vec<super::python::PyFile>,
+    /// Some `.py` files were past the layer's bound ([`super::python::MAX_KEPT`]) and not
+    /// recorded: no package's imports are known for sure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub python_cut: bool,
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize, Deserialize)]
@@ -77,6 +84,8 @@ pub enum Want {
     /// May carry device code: sniffed, and inspected if it looks like ELF, a fatbin, an archive
     /// or PTX.
     Inspect,
+    /// A package's `.py` file: its imports read (`python.rs`).
+    Python,
     /// Too small for an ELF header or a fatbin container: never read.
     Skip,
 }
@@ -91,17 +100,21 @@ pub struct FileVisitor<'o> {
     /// whiteouts, symlinks, hard links, notes); the visitor adds the files it keeps, the package
     /// records and `stats.inspected`.
     pub summary: LayerSummary,
+    /// Bytes of `.py` records kept toward [`super::python::MAX_KEPT`].
+    python_kept: usize,
 }
 
 impl<'o> FileVisitor<'o> {
     pub fn new(opts: &'o InspectOptions) -> Self {
-        FileVisitor { opts, summary: LayerSummary::default() }
+        FileVisitor { opts, summary: LayerSummary::default(), python_kept: 0 }
     }
 
     /// Asked for every regular file before any of its bytes is read.
     pub fn wants(&self, path: &str, size: u64) -> Want {
         if let Some(record) = crate::packages::record_kind(path) {
             Want::Record(record)
+        } else if super::python::wanted(path) {
+            Want::Python
         } else if size < MIN_CANDIDATE {
             Want::Skip
         } else {
@@ -145,7 +158,42 @@ impl<'o> FileVisitor<'o> {
                 self.keep_if_cuda(path, input)
             }
             Want::Inspect => self.keep_if_cuda(path, input),
+            Want::Python => {
+                self.python(path, input)?;
+                Ok(None)
+            }
         }
+    }
+
+    /// Records a package's `.py` file: its imports, or why they are not known.
+    fn python(&mut self, path: &str, input: &mut dyn Input) -> io::Result<()> {
+        use super::python;
+        if self.summary.python_cut {
+            return Ok(());
+        }
+        let record = if input.len() > python::MAX_FILE {
+            python::unread(path, format!("{} bytes, over the bound of {} bytes", input.len(), python::MAX_FILE))
+        } else {
+            let mut buf = vec![0u8; input.len() as usize];
+            let n = read_full(input, &mut buf)?;
+            python::read(path, &buf[..n])
+        };
+        // A file that imports nothing of its package tells the judgement nothing, save a
+        // package's `__init__.py` (the package is there), a `version.py` and an unread one.
+        let Some(record) = record.filter(python::worth_keeping) else { return Ok(()) };
+        let cost = python::cost(&record);
+        if self.python_kept + cost > python::MAX_KEPT {
+            self.summary.python_cut = true;
+            self.summary.notes.push(format!(
+                "{path}: past the layer's bound of {} MiB for Python imports: this and later `.py` files not read \
+                 (every extension module is judged as imported at import time)",
+                python::MAX_KEPT >> 20
+            ));
+            return Ok(());
+        }
+        self.python_kept += cost;
+        self.summary.python.push(record);
+        Ok(())
     }
 
     /// Inspects a file and keeps it if it carries CUDA content or is named as a CUDA library.

@@ -9,6 +9,7 @@ pub mod decode;
 pub mod merge;
 pub mod path;
 pub mod pipe;
+pub mod python;
 pub mod sparse;
 pub mod tar;
 

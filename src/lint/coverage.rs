@@ -36,7 +36,8 @@ words! {
         /// Runs only by compiling PTX.
         Jit = "jit",
         /// Code for other chips only ('a'/'f', or an optional NVIDIA library), which its
-        /// callers check for before use.
+        /// callers check for before use; or an extension module its package imports only on
+        /// demand (`on_demand`).
         ArchGated = "arch-gated",
         /// Does not run.
         None = "none",
@@ -121,6 +122,9 @@ documented! {
         pub gated_by: String,
         /// for a version-selected sibling not loaded here: the sibling that is
         pub selected_sibling: String,
+        /// for an extension module its package imports only on demand (by the package's own `.py` files) and that
+        /// has no kernel image here: where it is imported (`pkg/fa3.py:12, inside a function`); empty otherwise
+        pub on_demand: String,
     }
 }
 

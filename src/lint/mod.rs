@@ -8,6 +8,7 @@ pub mod coverage;
 pub mod diff;
 mod error;
 pub mod facts;
+pub mod imports;
 pub mod policy;
 mod report;
 pub mod rules;

@@ -18,7 +18,7 @@ use super::targets::Target;
 use super::variables::{
     BinaryTargetVars, BinaryVars, Bindings, CompilerTargetVars, DeviceModuleVars, ImageTargetVars, ImageVars,
 };
-use super::{compilers, config, source_builds, variants, verdict};
+use super::{compilers, config, imports, source_builds, variants, verdict};
 use crate::image::ImageReport;
 use crate::schema::{self, Tool};
 
@@ -94,6 +94,8 @@ struct Facts {
     /// Version-selected siblings the loader does not pick, by binary index: the one it picks.
     unselected: BTreeMap<usize, String>,
     floor: verdict::Floor,
+    /// Extension modules their package imports only on demand, by the package's own code.
+    on_demand: imports::OnDemand,
 }
 
 /// Phase 1: the facts of every binary and of the image, with the image's driver floor (what the
@@ -118,7 +120,8 @@ fn gather(scan: &ImageReport) -> Facts {
         image.needs_cuda_n = floor.major * 100;
         image.needs_cuda = floor.needs_cuda.clone();
     }
-    let mut f = Facts { binaries, image, unselected, floor };
+    let on_demand = imports::on_demand(scan, &binaries);
+    let mut f = Facts { binaries, image, unselected, floor, on_demand };
     // Only when arch is constrained: every binary judged on every known compute capability.
     let runs = if f.image.require_arch.is_empty() { None } else { runs_on(&f) };
     facts::require_judgement(&mut f.image, runs.as_ref());
@@ -200,13 +203,14 @@ fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
             .iter()
             .zip(&covs)
             .any(|(b, c)| !b.facts.vendor_library && !b.facts.driver_library.is_driver() && c[ti].class.runs());
-        for (b, c) in binaries.iter().zip(covs.iter_mut()) {
+        for (bi, (b, c)) in binaries.iter().zip(covs.iter_mut()).enumerate() {
             let c = &mut c[ti];
+            let row = crate::inspect::libraries::dispatched(&b.facts.path);
             // A library the knowledge base says its callers load only on some GPUs (cuSPARSELt
             // for 2:4 sparsity from 8.0; vLLM's FlashAttention builds): where they do not, it
             // is not loaded, whatever it carries; where they do, it is judged as any binary,
             // even when all its code is for one chip (FlashAttention-3's sm_90a on a B200).
-            let dispatched = crate::inspect::libraries::dispatched(&b.facts.path)
+            let dispatched = row
                 .and_then(|r| r.dispatch_for(&b.facts.package_version).map(|d| (r, d)))
                 .filter(|_| consumer_runs && !verdict::cannot_build(b, target));
             if let Some((row, d)) = dispatched {
@@ -215,7 +219,26 @@ fn judge_coverage(f: &Facts, targets: &[Target]) -> Vec<Vec<Coverage>> {
                     c.gated_for = coverage::dispatch_words(d);
                     c.gated_by = format!("{} (knowledge: {})", d.by, row.at);
                 }
-            } else if c.class == Class::None && coverage::specific_only(b) && running.contains(b.facts.group.as_str()) {
+            } else if let Some(site) = f.on_demand.sites.get(&bi).filter(|_| {
+                // The package's own imports, where no row decides: it loads this extension
+                // only on demand, so what fails here fails that path, not the package, when
+                // the package runs here through another binary (its default path). Not
+                // otherwise: a lazy `__init__` (vLLM's) imports none of its extensions, and
+                // `try: import vllm._C except ImportError` only logs.
+                row.is_none()
+                    && c.class == Class::None
+                    && c.no_image > 0
+                    && c.ptx_too_new == 0
+                    && running.contains(b.facts.group.as_str())
+            }) {
+                c.class = Class::ArchGated;
+                c.gated_for = coverage::chips_for(b);
+                c.on_demand = site.clone();
+            } else if c.class == Class::None
+                && coverage::specific_only(b)
+                && running.contains(b.facts.group.as_str())
+                && !f.on_demand.required.contains(&bi)
+            {
                 c.class = Class::ArchGated;
                 c.gated_for = coverage::chips_for(b);
             }
@@ -363,6 +386,8 @@ fn binary_rules(
                 left_out: cov.expected_missing,
                 why: if !cov.gated_by.is_empty() {
                     format!("loaded only on {}: {}", cov.gated_for, cov.gated_by)
+                } else if !cov.on_demand.is_empty() {
+                    format!("imported only on demand: {}", cov.on_demand)
                 } else if cov.selected_sibling.contains(' ') {
                     format!("not loaded: {}", cov.selected_sibling)
                 } else if !cov.selected_sibling.is_empty() {
@@ -583,6 +608,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
     let failed = findings.iter().any(|f| opts.fail_on.fails(f.severity));
     let headlines = headlines(&opts, &f, &covs, &deploys, &findings, &raised, &compiler_checks);
     notes.extend(scan.notes.iter().cloned());
+    notes.extend(f.on_demand.notes.iter().cloned());
     let detail = f
         .binaries
         .iter()

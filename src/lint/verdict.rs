@@ -325,6 +325,9 @@ fn selector(
     {
         return Some((Selector::Exact(CudaVersion::new(maj, min)), Origin::Framework));
     }
+    if let Some((_, v)) = framework_version_py(report) {
+        return Some((Selector::Exact(v), Origin::Framework));
+    }
     // Strongest first: a shared CUDA runtime the image carries, then the `-cuNN` pypi packages,
     // then what other binaries link (a static runtime's version, a `DT_NEEDED` major).
     let others: Vec<&Binary> =
@@ -351,6 +354,18 @@ fn selector(
         (None, None) => return None,
     };
     Some((s, Origin::Image))
+}
+
+/// A framework's CUDA as its own `version.py` says it (`torch/version.py`: `cuda = '12.8'`, what
+/// `torch.version.cuda` returns and bitsandbytes reads), for a release whose version has no
+/// local part to say it (PyPI's torch 2.8.0 is CUDA 12.8's).
+fn framework_version_py(report: &ImageReport) -> Option<(&str, CudaVersion)> {
+    let known = crate::knowledge::get();
+    report.python.iter().find_map(|f| {
+        let fw = known.frameworks.iter().find(|fw| f.module.strip_suffix(".version") == Some(fw.package.as_str()))?;
+        let (_, v) = f.constants.iter().find(|(k, _)| k == "cuda")?;
+        Some((fw.package.as_str(), CudaVersion::parse(v)?))
+    })
 }
 
 /// Where a loader's CUDA version came from: its variable, a framework's version (what the
@@ -483,8 +498,8 @@ pub fn unselected_siblings(report: &ImageReport, binaries: &[Binary]) -> Sibling
                 } else {
                     let fw = known
                         .framework_cuda(report.cuda_packages.iter().map(|p| (p.name.as_str(), p.version.as_str())));
-                    match fw {
-                        Some((name, _)) => format!("{name}'s CUDA {rt}"),
+                    match fw.map(|(n, _)| n).or_else(|| framework_version_py(report).map(|(n, _)| n)) {
+                        Some(name) => format!("{name}'s CUDA {rt}"),
                         None => format!("the image's CUDA {rt}"),
                     }
                 };

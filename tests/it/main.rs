@@ -32,6 +32,7 @@ mod layering;
 #[cfg(feature = "slow-tests")]
 mod local_stores;
 mod lock;
+mod optional_imports;
 #[cfg(feature = "slow-tests")]
 mod registry;
 #[cfg(feature = "slow-tests")]

@@ -64,6 +64,7 @@ fn rule_codes_are_unique_and_stable() {
         ("CL025", "sibling-library-missing", "error"),
         ("CL026", "package-built-at-install", "warning"),
         ("CL027", "cuda-package-built-at-install", "error"),
+        ("CL029", "on-demand-extension-cannot-run", "warning"),
         ("CL030", "runtime-compiler-output-jit", "warning"),
     ];
     let want: Vec<(String, String, String)> =
