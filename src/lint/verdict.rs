@@ -809,7 +809,8 @@ fn unexplained(
     let mut out: Vec<String> = Vec::new();
     for f in errors.iter().filter(|f| !explained(f)) {
         let s = match &f.path {
-            Some(p) => format!("{} ({})", f.name, file_name(p)),
+            // A kernel set's directory ends in `/`: named by its last component.
+            Some(p) => format!("{} ({})", f.name, file_name(p.trim_end_matches('/'))),
             None => f.name.clone(),
         };
         if !out.contains(&s) {
@@ -863,6 +864,10 @@ fn runs(
     let mut s = match detail.jit_binaries {
         _ if !binary_code && beside.loose_for > 0 => {
             format!("runs ({} of {} files for it)", files(beside.loose_for), files(beside.loose_files))
+        }
+        // CL028 ignored or disabled: the count still says no file is for it.
+        _ if !binary_code && beside.not_judged.is_empty() => {
+            format!("runs (none of {} files for it)", files(beside.loose_files))
         }
         _ if !binary_code => "runs".to_string(),
         0 => "runs (native)".to_string(),
@@ -952,5 +957,31 @@ mod tests {
             assert_eq!((x.jit_binaries, x.jit_bytes, x.jit_needs_cuda), (1, 4096, CudaVersion::parse("12.8")));
             assert_eq!(x.gated, [("/a/libgated.so".to_string(), "compute capability 9.0".to_string())]);
         }
+    }
+
+    /// The headline says what loose kernel files and things not judged there are: never a bare
+    /// "runs" where something was not judged, and "no device code" only where there is none.
+    #[test]
+    fn the_headline_counts_loose_files_and_what_was_not_judged() {
+        let t = Target::new("H100", Cc { major: 9, minor: 0 });
+        let d = Deploy { floor_ok: true, ..Default::default() };
+        let lib = Binary { facts: BinaryFacts { path: "/a/lib.so".into(), ..Default::default() }, modules: vec![] };
+        let native = Coverage { class: Class::Native, ..Default::default() };
+        let set = |loose_for: u64, n: usize| Beside {
+            loose_for,
+            loose_files: 300,
+            not_judged: vec!["the 300 loose kernel files in /k/".to_string(); n],
+        };
+        let text = |judged: &[(&Binary, &Coverage)], b: &Beside| headline(&t, &d, judged, &[], 0, &[], &[], b).text;
+        assert_eq!(text(&[], &Beside::default()), "H100: no device code for this target to judge");
+        assert_eq!(text(&[], &set(120, 0)), "H100: runs (120 of 300 files for it)");
+        assert_eq!(text(&[], &set(0, 1)), "H100: runs, with 1 thing not judged");
+        assert_eq!(text(&[], &set(0, 0)), "H100: runs (none of 300 files for it)");
+        assert_eq!(
+            text(&[(&lib, &native)], &set(0, 2)),
+            "H100: runs (native), with 2 things not judged; 0 of 300 loose kernel files for it"
+        );
+        let h = headline(&t, &d, &[], &[], 0, &[], &[], &set(0, 1));
+        assert_eq!((h.verdict, h.not_judged), (HeadlineVerdict::Runs, 1));
     }
 }

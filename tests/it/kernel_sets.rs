@@ -132,3 +132,76 @@ fn judging_a_kernel_set_costs_little_beside_its_inventory() {
     eprintln!("inventory {inventory:.3}s, judged {judged:.3}s ({:.2}x)", judged / inventory);
     assert!(judged < inventory * 1.5 + 0.05, "inventory {inventory:.3}s, judged {judged:.3}s");
 }
+
+/// flashinfer-cubin 0.6.8.post1 (pinned by version and sha256 in
+/// tests/stacks/torch-2.11.0-vllm-0.20.0-cu13.txt), read as a wheel: its 10,560 cubins are one
+/// set. Its truth from the file names its build gives them: the `Sm103a` ones run on a B300 only,
+/// every other one (sm_100a, sm_100f, and deep-gemm's unnamed sm_100 builds) on a B200; none on
+/// an H100, an L4 or an RTX 5090, which get CL028.
+#[cfg(feature = "slow-tests")]
+#[test]
+fn flashinfer_cubins_are_one_set_runs_on_b200_not_judged_on_h100() {
+    let wheel = flashinfer_cubin();
+    let names: Vec<String> = {
+        let z = zip::ZipArchive::new(std::fs::File::open(&wheel).unwrap()).unwrap();
+        z.file_names().filter(|n| n.ends_with(".cubin")).map(str::to_string).collect()
+    };
+    let sm103a = names.iter().filter(|n| n.to_ascii_lowercase().contains("sm103a")).count() as u64;
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("r.json");
+    let out = Command::cargo_bin("cudalint")
+        .unwrap()
+        .args(["scan", wheel.to_str().unwrap(), "--gpu", "B200,H100,L4,RTX 5090", "--quiet", "--no-cache"])
+        .arg("--format")
+        .arg(format!("json={}", json.display()))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let size = std::fs::metadata(&json).unwrap().len();
+    assert!(size < 2 << 20, "JSON is {size} bytes");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let matrix = r["matrix"].as_array().unwrap();
+    assert_eq!(matrix.len(), 1, "one row for the set");
+    assert_eq!(matrix[0]["kernel_set"]["files"], names.len() as u64);
+    let b200 = &matrix[0]["cells"][0];
+    assert_eq!(b200["files"]["native"], names.len() as u64 - sm103a, "{b200}");
+    let headlines = r["headlines"].as_array().unwrap();
+    assert!(headlines[0]["text"].as_str().unwrap().starts_with("B200: runs ("), "{}", headlines[0]);
+    for h in &headlines[1..] {
+        assert!(h["text"].as_str().unwrap().ends_with("runs, with 1 thing not judged"), "{h}");
+        let t = h["target"].as_str().unwrap();
+        let cl028 =
+            r["findings"].as_array().unwrap().iter().filter(|f| f["rule"] == "CL028" && f["target"] == t).count();
+        assert_eq!(cl028, 1, "{t}");
+    }
+}
+
+/// The pinned wheel in the test cache, downloaded (with its hash required) when missing.
+#[cfg(feature = "slow-tests")]
+fn flashinfer_cubin() -> std::path::PathBuf {
+    let dir = crate::stock_stack::cache().join("wheels");
+    let path = dir.join("flashinfer_cubin-0.6.8.post1-py3-none-any.whl");
+    let pin = std::fs::read_to_string(crate::util::root().join("tests/stacks/torch-2.11.0-vllm-0.20.0-cu13.txt"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("flashinfer-cubin=="))
+        .expect("flashinfer-cubin pinned in the vLLM stack")
+        .to_string();
+    if !path.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let req = dir.join("flashinfer-cubin.txt");
+        std::fs::write(&req, format!("{pin}\n")).unwrap();
+        let ok = std::process::Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--require-hashes", "-r"])
+            .arg(&req)
+            .arg("-d")
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "could not download {pin} (PyPI must be reachable)");
+    }
+    let want = pin.split("sha256:").nth(1).unwrap().trim();
+    let got = crate::util::run(std::process::Command::new("sha256sum").arg(&path));
+    assert!(got.starts_with(want), "{} is not the pinned wheel: {got}", path.display());
+    path
+}
