@@ -433,7 +433,11 @@ fn unjudged_rules(
             let vars = UnjudgedVars { image: image.clone(), target: tf.clone(), unjudged: value(u) };
             for mut f in gate.fire(vars, None, Some(t))? {
                 f.path = Some(u.path.clone()).filter(|p| !p.is_empty());
-                f.package = Some(format!("{} ({})", u.package, u.package_manager)).filter(|_| !u.package.is_empty());
+                f.package = match (u.package.is_empty(), u.package_manager.is_empty()) {
+                    (true, _) => None,
+                    (false, true) => Some(u.package.clone()),
+                    (false, false) => Some(format!("{} ({})", u.package, u.package_manager)),
+                };
                 f.fingerprint = fingerprint(&f.rule, Some(&u.key), Some(&t.name));
                 findings.push(f);
             }

@@ -93,8 +93,7 @@ fn compilers(i: &Inputs) -> Vec<UnjudgedFacts> {
                 what: format!("{} {}'s {} ({kind})", c.consumer, c.consumer_version, c.what),
                 path: c.path.clone(),
                 package: format!("{} {}", c.consumer, c.consumer_version),
-                // The compiler table's consumers are PyPI packages (lint/compilers.rs `pkg`).
-                package_manager: "pypi".into(),
+                package_manager: c.manager.clone(),
                 key: format!("{}#{}", c.path, c.consumer),
                 why,
                 effect: format!(
