@@ -214,7 +214,7 @@ fn library_name(path: &str) -> String {
 fn keyed(inv: &ImageReport) -> BTreeMap<String, facts::Binary> {
     let mut bins: Vec<facts::Binary> = inv.files.iter().map(facts::binary).collect();
     // Per-GPU kernel sets a library loads itself are no binary's code: as `scan` counts them.
-    super::run::dispatch_sets(&mut bins);
+    super::kernel_sets::mark(&mut bins);
     bins.retain(|b| b.counted().next().is_some() && !b.facts.driver_library.is_driver());
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
     for b in &bins {

@@ -64,6 +64,10 @@ pub struct MatrixCell {
     /// knowledge row behind an arch-gated library, the sibling the loader picks.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub why: String,
+    /// For a set of loose kernel files: how many of them are for this GPU (`native`: SASS that
+    /// runs, `jit`: PTX the driver compiles) `of` how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<FilesFor>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -85,7 +89,39 @@ pub struct MatrixRow {
     pub modules: u64,
     /// Modules the library loads itself (kept as data): detail only.
     pub library_managed_modules: u64,
+    /// A set of loose kernel files (lint/kernel_sets.rs) rather than one binary: `path` is the
+    /// directory they share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_set: Option<KernelSetRow>,
     pub cells: Vec<MatrixCell>,
+}
+
+/// How many of a set's files are for one target.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct FilesFor {
+    /// Files with SASS that runs on the GPU.
+    pub native: u64,
+    /// Files without such SASS whose PTX the driver compiles for it.
+    pub jit: u64,
+    /// Files in the set.
+    pub of: u64,
+}
+
+impl FilesFor {
+    /// Files for the GPU, natively or by JIT.
+    pub fn any(&self) -> u64 {
+        self.native + self.jit
+    }
+}
+
+/// What a set of loose kernel files holds: its files and the architectures they carry.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelSetRow {
+    pub files: u64,
+    /// `sm_90`, `sm_90a`, sorted.
+    pub sass: Vec<String>,
+    /// `compute_90`, sorted.
+    pub ptx: Vec<String>,
 }
 
 pub use crate::packages::Package;
@@ -109,6 +145,9 @@ pub struct Headline {
     pub target: String,
     pub verdict: HeadlineVerdict,
     pub text: String,
+    /// How many things the text says were not judged (CL028 findings left for this target).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_judged: u64,
     /// What the text says, as values (`support` reads it; not part of the scan's JSON).
     #[serde(skip)]
     pub detail: HeadlineDetail,
@@ -142,6 +181,11 @@ pub struct HeadlineDetail {
     pub jit_bytes: u64,
     /// The newest CUDA version that PTX needs from the driver.
     pub jit_needs_cuda: Option<crate::cuda::CudaVersion>,
+    /// What was not judged here, where a finding of scope `unjudged` still says so: `what`.
+    pub not_judged: Vec<String>,
+    /// Files of loose kernel sets that are for this GPU, of how many.
+    pub loose_for: u64,
+    pub loose_files: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -92,6 +92,9 @@ crate::schema::words! {
         DeviceModule = "device-module",
         /// Per run-time compiler a consumer resolves (Triton's ptxas, NVRTC) and target GPU.
         CompilerTarget = "compiler-target",
+        /// Per thing cudalint may not be able to judge (a run-time compiler check, a kernel
+        /// set) and target GPU (lint/unjudged.rs).
+        Unjudged = "unjudged",
     }
 }
 

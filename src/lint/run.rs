@@ -1,7 +1,8 @@
 //! `lint::run` as its phases, in the order each feeds the next: the facts and the image's driver
 //! floor, image rules, what decides each target before any kernel runs, coverage (every binary
-//! on every target, then judged together), image-target rules, binary rules with the matrix,
-//! compiler rules, device rules, and last the ignores and baseline, which the headlines follow.
+//! on every target, then judged together; loose kernel files as sets), image-target rules, binary
+//! rules with the matrix, compiler rules, what could not be judged (`unjudged`), device rules, and
+//! last the ignores and baseline, which the headlines follow.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -9,14 +10,17 @@ use serde::Serialize;
 
 use super::coverage::{self, Class, Coverage};
 use super::facts::{self, Binary, FixFacts, ImageFacts};
+use super::kernel_sets::{self, FilesFor, KernelSet};
 use super::report::{
     CompilerCheck, Detail, Finding, Headline, LintImage, LintReport, MatrixCell, MatrixRow, ROOT_CAUSE_RULE,
     Suppressed, fingerprint,
 };
 use super::rules::{self, EvalError, Rule, Severity};
 use super::targets::Target;
+use super::unjudged::{self, UnjudgedFacts};
 use super::variables::{
     BinaryTargetVars, BinaryVars, Bindings, CompilerTargetVars, DeviceModuleVars, ImageTargetVars, ImageVars,
+    UnjudgedVars,
 };
 use super::{compilers, config, imports, source_builds, variants, verdict};
 use crate::image::ImageReport;
@@ -96,13 +100,16 @@ struct Facts {
     floor: verdict::Floor,
     /// Extension modules their package imports only on demand, by the package's own code.
     on_demand: imports::OnDemand,
+    /// Loose kernel files a package's loader picks per GPU, judged as sets.
+    sets: Vec<KernelSet>,
 }
 
 /// Phase 1: the facts of every binary and of the image, with the image's driver floor (what the
 /// runtimes need from the driver: `NVIDIA_REQUIRE_CUDA` is checked against it too).
 fn gather(scan: &ImageReport) -> Facts {
     let mut binaries: Vec<Binary> = scan.files.iter().map(facts::binary).collect();
-    dispatch_sets(&mut binaries);
+    kernel_sets::mark(&mut binaries);
+    let sets = kernel_sets::sets(scan, &binaries);
     let mut image = facts::image(scan, &binaries);
     let siblings = verdict::unselected_siblings(scan, &binaries);
     for (i, picked) in &siblings.unselected {
@@ -121,7 +128,7 @@ fn gather(scan: &ImageReport) -> Facts {
         image.needs_cuda = floor.needs_cuda.clone();
     }
     let on_demand = imports::on_demand(scan, &binaries);
-    let mut f = Facts { binaries, image, unselected, floor, on_demand };
+    let mut f = Facts { binaries, image, unselected, floor, on_demand, sets };
     // Only when arch is constrained: every binary judged on every known compute capability.
     let runs = if f.image.require_arch.is_empty() { None } else { runs_on(&f) };
     facts::require_judgement(&mut f.image, runs.as_ref());
@@ -146,35 +153,6 @@ fn runs_on(f: &Facts) -> Option<BTreeSet<crate::cuda::Cc>> {
             .map(|(_, t)| t.cc)
             .collect(),
     )
-}
-
-/// Loose cubin, fatbin and PTX files of one package that together carry more than one
-/// architecture (flashinfer-cubin's 10,000 per-GPU kernels, a `kernels_sm80.cubin` beside a
-/// `kernels_sm90.cubin`) are a per-GPU kernel set its library loads by file, picking the one for
-/// the GPU: data the library manages, as bare cubins inside a library are. A package's single
-/// file, or a file of no package, is still judged as whoever loads it would load it.
-pub(super) fn dispatch_sets(binaries: &mut [Binary]) {
-    use crate::module::{FileKind, Loading};
-    let loose = |b: &Binary| {
-        matches!(b.facts.kind, FileKind::Cubin | FileKind::Fatbin | FileKind::Ptx) && !b.facts.package.is_empty()
-    };
-    let mut archs: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    for b in binaries.iter().filter(|b| loose(b)) {
-        archs.entry(&b.facts.group).or_default().extend(b.facts.sass.iter().chain(&b.facts.ptx).map(String::as_str));
-    }
-    let sets: BTreeSet<String> = archs.into_iter().filter(|(_, a)| a.len() > 1).map(|(g, _)| g.to_string()).collect();
-    for b in binaries.iter_mut().filter(|b| loose(b) && sets.contains(&b.facts.group)) {
-        for m in b.modules.iter_mut().filter(|m| m.loading == Loading::Standalone) {
-            m.loading = Loading::LibraryManaged;
-        }
-        let managed = b.modules.iter().filter(|m| m.loading == Loading::LibraryManaged).count() as u64;
-        b.facts.library_managed_modules = managed;
-        b.facts.modules = b.counted().count() as u64;
-        if b.facts.managed_archs.is_empty() {
-            b.facts.managed_archs =
-                crate::cuda::sorted_archs(b.facts.sass.iter().chain(&b.facts.ptx).cloned()).join(", ");
-        }
-    }
 }
 
 /// Phase 3: every binary on every target (`covs[binary][target]`), then judged together:
@@ -339,7 +317,8 @@ fn driver_fix(cov: &Coverage, rt: &facts::RuntimeFacts) -> String {
     }
 }
 
-/// Phase 5: binary rules, then each binary's binary-target rules and its matrix row.
+/// Phase 5: binary rules, then each binary's binary-target rules and its matrix row; a kernel
+/// set's files get the binary rules only, and the set one row where its first file is.
 #[allow(clippy::too_many_arguments)]
 fn binary_rules(
     gate: &Gate,
@@ -348,15 +327,29 @@ fn binary_rules(
     fix: &cel::Value,
     f: &Facts,
     covs: &[Vec<Coverage>],
+    set_covs: &[Vec<FilesFor>],
     targets: &[Target],
     deploys: &[verdict::Deploy],
     findings: &mut Vec<Finding>,
 ) -> Result<Vec<MatrixRow>, EvalError> {
     let mut matrix = Vec::new();
-    for (b, bcovs) in f.binaries.iter().zip(covs) {
+    // Binary index -> its set, and whether it is the set's first file.
+    let mut in_set: BTreeMap<usize, (usize, bool)> = BTreeMap::new();
+    for (si, s) in f.sets.iter().enumerate() {
+        for (k, &i) in s.members.iter().enumerate() {
+            in_set.insert(i, (si, k == 0));
+        }
+    }
+    for (i, ((b, bcovs), file)) in f.binaries.iter().zip(covs).zip(&scan.files).enumerate() {
         let binary = value(&b.facts);
         let vars = BinaryVars { image: image.clone(), binary: binary.clone(), fix: fix.clone() };
         findings.extend(gate.fire(vars, Some(b), None)?);
+        if let Some(&(si, first)) = in_set.get(&i) {
+            if first {
+                matrix.push(kernel_sets::row(&f.sets[si], targets, &set_covs[si]));
+            }
+            continue;
+        }
         let failing: Vec<&Target> =
             targets.iter().zip(bcovs).filter(|(_, c)| c.class == Class::None).map(|(t, _)| t).collect();
         let (action, torch, gencode) =
@@ -365,9 +358,10 @@ fn binary_rules(
             path: b.facts.path.clone(),
             layer: b.facts.layer.clone(),
             step: Some(b.facts.step.clone()).filter(|s| !s.is_empty()),
-            package: scan.files.iter().find(|f| f.file.path == b.facts.path).and_then(|f| f.package.clone()),
+            package: file.package.clone(),
             modules: b.facts.modules,
             library_managed_modules: b.facts.library_managed_modules,
+            kernel_set: None,
             cells: Vec::new(),
         };
         for ((t, cov), d) in targets.iter().zip(bcovs).zip(deploys) {
@@ -395,6 +389,7 @@ fn binary_rules(
                 } else {
                     String::new()
                 },
+                files: None,
             });
             let vars = BinaryTargetVars {
                 image: image.clone(),
@@ -439,6 +434,42 @@ fn compiler_rules(
         }
     }
     Ok(checks)
+}
+
+/// Phase 6b: what may not be judged on each target (lint/unjudged.rs): the rules of scope
+/// `unjudged` on each thing, one finding per thing and target. Returns the things per target,
+/// in target order.
+fn unjudged_rules(
+    gate: &Gate,
+    image: &cel::Value,
+    sets: &[(&KernelSet, &[FilesFor])],
+    checks: &[CompilerCheck],
+    targets: &[Target],
+    findings: &mut Vec<Finding>,
+) -> Result<Vec<Vec<UnjudgedFacts>>, EvalError> {
+    let mut out = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let compiled: Vec<&compilers::CompilerFacts> =
+            checks.iter().filter(|c| c.target == t.name).map(|c| &c.facts).collect();
+        let sets: Vec<(&KernelSet, FilesFor)> = sets.iter().map(|(s, n)| (*s, n[ti])).collect();
+        let things = unjudged::collect(&unjudged::Inputs { target: t, compilers: &compiled, sets: &sets });
+        let tf = value(&facts::target(t));
+        for u in &things {
+            let vars = UnjudgedVars { image: image.clone(), target: tf.clone(), unjudged: value(u) };
+            for mut f in gate.fire(vars, None, Some(t))? {
+                f.path = Some(u.path.clone()).filter(|p| !p.is_empty());
+                f.package = match (u.package.is_empty(), u.package_manager.is_empty()) {
+                    (true, _) => None,
+                    (false, true) => Some(u.package.clone()),
+                    (false, false) => Some(format!("{} ({})", u.package, u.package_manager)),
+                };
+                f.fingerprint = fingerprint(&f.rule, Some(&u.key), Some(&t.name));
+                findings.push(f);
+            }
+        }
+        out.push(things);
+    }
+    Ok(out)
 }
 
 /// Phase 7: what the GPU did (`--on-device`). One finding per module and device: the module and
@@ -531,15 +562,22 @@ fn fold_and_sort(findings: &mut [Finding], targets: &[Target], caused: &[BTreeSe
 }
 
 /// The headlines come from what is left: they never contradict the findings or the exit code.
+#[allow(clippy::too_many_arguments)]
 fn headlines(
     opts: &LintOptions,
     f: &Facts,
     covs: &[Vec<Coverage>],
+    set_covs: &[Vec<FilesFor>],
+    unjudged: &[Vec<UnjudgedFacts>],
     deploys: &[verdict::Deploy],
     findings: &[Finding],
     raised: &[(Option<String>, Severity)],
     compiler_checks: &[CompilerCheck],
 ) -> Vec<Headline> {
+    // A thing not judged counts where a finding of scope `unjudged` still says so.
+    let codes: Vec<&str> =
+        opts.rules.iter().filter(|r| r.scope == rules::Scope::Unjudged).map(|r| r.code.as_str()).collect();
+    let left: BTreeSet<&str> = findings.iter().map(|f| f.fingerprint.as_str()).collect();
     // What fails the gate fails the headline: errors, or whatever --fail-on names.
     let fail_at = opts.fail_on.headline();
     opts.targets
@@ -562,7 +600,19 @@ fn headlines(
                 .filter(|f| f.target.as_deref() == Some(t.name.as_str()) && f.severity < fail_at)
                 .collect();
             let judged = column(&f.binaries, covs, ti);
-            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed, &compiled, &warned)
+            let beside = verdict::Beside {
+                loose_for: set_covs.iter().map(|n| n[ti].any()).sum(),
+                loose_files: f.sets.iter().map(KernelSet::files).sum(),
+                not_judged: unjudged[ti]
+                    .iter()
+                    .filter(|u| !u.judged)
+                    .filter(|u| {
+                        codes.iter().any(|c| left.contains(fingerprint(c, Some(&u.key), Some(&t.name)).as_str()))
+                    })
+                    .map(|u| u.what.clone())
+                    .collect(),
+            };
+            verdict::headline(t, &deploys[ti], &judged, &errors, suppressed, &compiled, &warned, &beside)
         })
         .collect()
 }
@@ -595,10 +645,17 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
         })
         .collect();
     let covs = judge_coverage(&f, targets);
+    let set_covs: Vec<Vec<FilesFor>> = f
+        .sets
+        .iter()
+        .map(|s| targets.iter().map(|t| kernel_sets::judge(s, &f.binaries, t, f.image.jit_env)).collect())
+        .collect();
     let caused = target_rules(&gate, &image, &f, &covs, targets, &mut deploys, &mut findings)?;
-    let matrix = binary_rules(&gate, scan, &image, &fix, &f, &covs, targets, &deploys, &mut findings)?;
+    let matrix = binary_rules(&gate, scan, &image, &fix, &f, &covs, &set_covs, targets, &deploys, &mut findings)?;
     let found = compilers::inventory(scan);
     let compiler_checks = compiler_rules(&gate, scan, &image, &found, targets, &mut findings)?;
+    let sets: Vec<(&KernelSet, &[FilesFor])> = f.sets.iter().zip(&set_covs).map(|(s, n)| (s, n.as_slice())).collect();
+    let unjudged = unjudged_rules(&gate, &image, &sets, &compiler_checks, targets, &mut findings)?;
     if let Some(dev) = &opts.device {
         device_rules(&gate, &image, &f.binaries, dev, &mut findings)?;
     }
@@ -606,7 +663,7 @@ pub fn run(scan: &ImageReport, opts: LintOptions) -> Result<LintReport, EvalErro
     let Suppression { raised, ignored, baseline, mut notes } = suppress(&opts, &mut findings);
     fold_and_sort(&mut findings, targets, &caused);
     let failed = findings.iter().any(|f| opts.fail_on.fails(f.severity));
-    let headlines = headlines(&opts, &f, &covs, &deploys, &findings, &raised, &compiler_checks);
+    let headlines = headlines(&opts, &f, &covs, &set_covs, &unjudged, &deploys, &findings, &raised, &compiler_checks);
     notes.extend(scan.notes.iter().cloned());
     notes.extend(f.on_demand.notes.iter().cloned());
     let detail = f

@@ -149,7 +149,8 @@ pub fn support(
         }
     }
     let report = policy.judge(inventory, &targets, None)?;
-    let modules: u64 = report.matrix.iter().map(|r| r.modules).sum();
+    // A kernel set's files are device code to judge too.
+    let modules: u64 = report.matrix.iter().map(|r| r.modules + r.kernel_set.as_ref().map_or(0, |s| s.files)).sum();
     if modules == 0 && report.floor.major == 0 {
         return Err(SupportError::NothingToJudge);
     }
@@ -274,6 +275,11 @@ fn row(g: &Gpu, h: &Headline, report: &LintReport) -> GpuSupport {
             }
         }
     };
+    // What the headline says was not judged, said here too.
+    if result.runs() && !d.not_judged.is_empty() {
+        let open = format!("not judged: {}", shown(&d.not_judged, 2));
+        detail = if detail.is_empty() { open } else { format!("{detail}; {open}") };
+    }
     let (mut min, mut why) = min_driver(g, &report.floor, d.jit_needs_cuda);
     if let (Some(m), Some(last)) = (&min, drivers::last_branch(g.cc))
         && m.branch() > last

@@ -7,6 +7,7 @@ use super::compilers::CompilerFacts;
 use super::coverage::Coverage;
 use super::facts::{BinaryFacts, FixFacts, ImageFacts, RuntimeFacts, TargetFacts};
 use super::rules::Scope;
+use super::unjudged::UnjudgedFacts;
 use super::verdict::Deploy;
 use crate::device::ModuleResult;
 use crate::device::driver::DeviceInfo;
@@ -108,9 +109,17 @@ pub const COMPILER: Variable = Variable {
     list_of: None,
 };
 
+pub const UNJUDGED: Variable = Variable {
+    name: "unjudged",
+    note: "unjudged scope",
+    about: "Something that decides what runs on the target and that cudalint may not be able to judge (lint/unjudged.rs collects them): a run-time compiler check (not judged where its table cannot decide it), a set of loose kernel files (not judged where none of them is for the GPU); `judged` says which.",
+    fields: UnjudgedFacts::FIELDS,
+    list_of: None,
+};
+
 /// Every variable, in the order docs/facts.md describes them.
-pub static ALL: [&Variable; 11] =
-    [&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX, &TARGETS, &DEPLOY, &MODULE, &DEVICE, &COMPILER];
+pub static ALL: [&Variable; 12] =
+    [&IMAGE, &BINARY, &TARGET, &COVERAGE, &RUNTIME, &FIX, &TARGETS, &DEPLOY, &MODULE, &DEVICE, &COMPILER, &UNJUDGED];
 
 impl Scope {
     /// When rules of the scope are evaluated.
@@ -122,6 +131,9 @@ impl Scope {
             Scope::ImageTarget => "per target GPU, for the image as a whole",
             Scope::DeviceModule => "with `--on-device`, per module loaded and GPU",
             Scope::CompilerTarget => "per installed package that compiles at run time, its compiler and target GPU",
+            Scope::Unjudged => {
+                "per run-time compiler check and set of loose kernel files, and target GPU (`unjudged.judged`: whether cudalint could judge it there)"
+            }
         }
     }
 }
@@ -185,6 +197,8 @@ bindings! {
     DeviceModuleVars for DeviceModule { image: IMAGE, binary: BINARY, module: MODULE, device: DEVICE }
     /// Rules of scope `compiler-target`.
     CompilerTargetVars for CompilerTarget { image: IMAGE, target: TARGET, compiler: COMPILER }
+    /// Rules of scope `unjudged`.
+    UnjudgedVars for Unjudged { image: IMAGE, target: TARGET, unjudged: UNJUDGED }
 }
 
 /// docs/facts.md.

@@ -656,12 +656,27 @@ fn has(b: &Binary, c: &Coverage, t: &Target) -> String {
     }
 }
 
+/// What a target's headline says beside the binaries' verdicts: the loose kernel files for it
+/// (lint/kernel_sets.rs), and what was not judged there where a finding still says so
+/// (lint/unjudged.rs).
+#[derive(Debug, Clone, Default)]
+pub struct Beside {
+    /// Files of the image's kernel sets that are for the GPU, of `loose_files`.
+    pub loose_for: u64,
+    pub loose_files: u64,
+    /// Each thing not judged: `what`.
+    pub not_judged: Vec<String>,
+}
+
 /// One line per target, from the same evaluation as the findings and the exit code: `errors`
 /// are the error findings left for this target (its own and image-wide ones) after ignores and
 /// the baseline, `suppressed` how many were taken away. `H100 · driver 580.65.06: runs
 /// (native)`; a target with an error never reads "runs", and one whose failures were all
 /// suppressed reads "accepted". Built in steps: the causes that fail it (platform, binaries,
-/// run-time compilers, other errors), then what runs (JIT, gated code, lazy compilers).
+/// run-time compilers, other errors), then what runs (JIT, gated code, lazy compilers, loose
+/// kernel files, what was not judged). "No device code" only where there is none and nothing
+/// was left unjudged.
+#[allow(clippy::too_many_arguments)]
 pub fn headline(
     t: &Target,
     d: &Deploy,
@@ -670,6 +685,7 @@ pub fn headline(
     suppressed: usize,
     compiled: &[&CompilerFacts],
     warned: &[&Finding],
+    beside: &Beside,
 ) -> Headline {
     let mut detail = HeadlineDetail {
         blocked: d.blocked,
@@ -678,6 +694,9 @@ pub fn headline(
         ..Default::default()
     };
     let (gated, noticeable) = code_here(judged, &mut detail);
+    let binary_code = judged.iter().any(|(_, c)| c.class != Class::NotApplicable);
+    (detail.loose_for, detail.loose_files, detail.not_judged) =
+        (beside.loose_for, beside.loose_files, beside.not_judged.clone());
     let mut causes: Vec<String> = platform_cause(d).into_iter().collect();
     if let Some(arch) = binaries_cause(t, d, judged, errors, &mut detail) {
         causes.push(match (causes.is_empty(), d.wrong_host.is_empty() || d.blocked) {
@@ -702,13 +721,14 @@ pub fn headline(
         // disabled or lowered below error: the gate accepts it, the headline says both.
         let n = if suppressed > 0 { format!(", {suppressed} finding(s) suppressed") } else { String::new() };
         (HeadlineVerdict::Accepted, format!("accepted{n} — would fail: {}", shown(&causes, 2)))
-    } else if !judged.iter().any(|(_, c)| c.class != Class::NotApplicable) {
+    } else if !binary_code && beside.loose_files == 0 && beside.not_judged.is_empty() {
         (HeadlineVerdict::Runs, "no device code for this target to judge".to_string())
     } else {
-        runs(gated, noticeable, compiled, warned, &mut detail)
+        runs(gated, noticeable, binary_code, beside, compiled, warned, &mut detail)
     };
     detail.body = text.clone();
-    Headline { target: t.name.clone(), verdict, text: format!("{}: {text}", who(t)), detail }
+    let not_judged = beside.not_judged.len() as u64;
+    Headline { target: t.name.clone(), verdict, text: format!("{}: {text}", who(t)), not_judged, detail }
 }
 
 /// The target as the headline names it: a pool named by its driver is called by its GPU, the
@@ -770,9 +790,9 @@ fn binaries_cause(
 }
 
 /// A run-time compiler that cannot serve the target (it does not know the GPU, or the driver
-/// cannot load what it makes).
+/// cannot load what it makes). One the table does not know is not judged (lint/unjudged.rs).
 fn cannot_serve(c: &CompilerFacts) -> bool {
-    !c.knows_target || !c.driver_problem.is_empty()
+    (c.known && !c.knows_target) || !c.driver_problem.is_empty()
 }
 
 /// A finding among `among` still says so of this compiler (its path, its consumer's package).
@@ -804,7 +824,8 @@ fn unexplained(
     let mut out: Vec<String> = Vec::new();
     for f in errors.iter().filter(|f| !explained(f)) {
         let s = match &f.path {
-            Some(p) => format!("{} ({})", f.name, file_name(p)),
+            // A kernel set's directory ends in `/`: named by its last component.
+            Some(p) => format!("{} ({})", f.name, file_name(p.trim_end_matches('/'))),
             None => f.name.clone(),
         };
         if !out.contains(&s) {
@@ -840,22 +861,47 @@ fn code_here(judged: &[(&Binary, &Coverage)], detail: &mut HeadlineDetail) -> (V
     (gated, jitting.iter().any(|b| *b >= super::coverage::JIT_NOTICEABLE_BYTES))
 }
 
-/// The verdict of a target nothing fails: native or PTX JIT (and how much), code gated to other
+/// The verdict of a target nothing fails: native or PTX JIT (and how much), or how many loose
+/// kernel files are for it where no binary has code, what was not judged, code gated to other
 /// chips, and optional paths that compile at run time and cannot here (torch.compile on a B300).
 fn runs(
     gated: Vec<String>,
     noticeable: bool,
+    binary_code: bool,
+    beside: &Beside,
     compiled: &[&CompilerFacts],
     warned: &[&Finding],
     detail: &mut HeadlineDetail,
 ) -> (HeadlineVerdict, String) {
     let size = super::facts::human_size(detail.jit_bytes);
     let cost = if noticeable { "" } else { ": milliseconds" };
+    let files = |n: u64| super::kernel_sets::grouped(n);
     let mut s = match detail.jit_binaries {
+        _ if !binary_code && beside.loose_for > 0 => {
+            format!("runs ({} of {} files for it)", files(beside.loose_for), files(beside.loose_files))
+        }
+        // CL028 ignored or disabled: the count still says no file is for it.
+        _ if !binary_code && beside.not_judged.is_empty() => {
+            format!("runs (none of {} files for it)", files(beside.loose_files))
+        }
+        _ if !binary_code => "runs".to_string(),
         0 => "runs (native)".to_string(),
         1 => format!("runs (PTX JIT for 1 binary, {size}{cost})"),
         n => format!("runs (PTX JIT for {n} binaries, {size}{cost})"),
     };
+    // Never a bare "runs" where something was not judged.
+    match beside.not_judged.len() {
+        0 => {}
+        1 => s.push_str(", with 1 thing not judged"),
+        n => s.push_str(&format!(", with {n} things not judged")),
+    }
+    if binary_code && beside.loose_files > 0 {
+        s.push_str(&format!(
+            "; {} of {} loose kernel files for it",
+            files(beside.loose_for),
+            files(beside.loose_files)
+        ));
+    }
     if !gated.is_empty() {
         s.push_str(&format!("; {}", shown(&gated, 2)));
     }
@@ -865,8 +911,10 @@ fn runs(
         // What still runs when a path that compiles at run time cannot (torch's eager ops
         // without torch.compile): the consumer row's words, the narrowest (the table's last
         // such row) where several fail.
-        let still =
-            compiled.iter().rfind(|c| !c.still_runs.is_empty() && said(c, warned)).map(|c| c.still_runs.as_str());
+        let still = compiled
+            .iter()
+            .rfind(|c| !c.still_runs.is_empty() && cannot_serve(c) && said(c, warned))
+            .map(|c| c.still_runs.as_str());
         let head = match still {
             Some(w) => s.replacen("runs", w, 1).replacen(&format!("{w} (native)"), w, 1),
             None => s,
@@ -898,6 +946,7 @@ mod tests {
             path: "/t/ptxas".into(),
             consumer: "triton".into(),
             what: "Triton's kernels".into(),
+            known: true,
             knows_target: false,
             ..Default::default()
         };
@@ -917,11 +966,37 @@ mod tests {
             cause: None,
         };
         for (errors, verdict) in [(vec![&error], HeadlineVerdict::Fails), (vec![], HeadlineVerdict::Runs)] {
-            let h = headline(&t, &d, &judged, &errors, 0, &[&ptxas], &[]);
+            let h = headline(&t, &d, &judged, &errors, 0, &[&ptxas], &[], &Beside::default());
             assert_eq!(h.verdict, verdict, "{}", h.text);
             let x = &h.detail;
             assert_eq!((x.jit_binaries, x.jit_bytes, x.jit_needs_cuda), (1, 4096, CudaVersion::parse("12.8")));
             assert_eq!(x.gated, [("/a/libgated.so".to_string(), "compute capability 9.0".to_string())]);
         }
+    }
+
+    /// The headline says what loose kernel files and things not judged there are: never a bare
+    /// "runs" where something was not judged, and "no device code" only where there is none.
+    #[test]
+    fn the_headline_counts_loose_files_and_what_was_not_judged() {
+        let t = Target::new("H100", Cc { major: 9, minor: 0 });
+        let d = Deploy { floor_ok: true, ..Default::default() };
+        let lib = Binary { facts: BinaryFacts { path: "/a/lib.so".into(), ..Default::default() }, modules: vec![] };
+        let native = Coverage { class: Class::Native, ..Default::default() };
+        let set = |loose_for: u64, n: usize| Beside {
+            loose_for,
+            loose_files: 300,
+            not_judged: vec!["the 300 loose kernel files in /k/".to_string(); n],
+        };
+        let text = |judged: &[(&Binary, &Coverage)], b: &Beside| headline(&t, &d, judged, &[], 0, &[], &[], b).text;
+        assert_eq!(text(&[], &Beside::default()), "H100: no device code for this target to judge");
+        assert_eq!(text(&[], &set(120, 0)), "H100: runs (120 of 300 files for it)");
+        assert_eq!(text(&[], &set(0, 1)), "H100: runs, with 1 thing not judged");
+        assert_eq!(text(&[], &set(0, 0)), "H100: runs (none of 300 files for it)");
+        assert_eq!(
+            text(&[(&lib, &native)], &set(0, 2)),
+            "H100: runs (native), with 2 things not judged; 0 of 300 loose kernel files for it"
+        );
+        let h = headline(&t, &d, &[], &[], 0, &[], &[], &set(0, 1));
+        assert_eq!((h.verdict, h.not_judged), (HeadlineVerdict::Runs, 1));
     }
 }

@@ -449,7 +449,8 @@ fn counted(fs: &[&Finding]) -> String {
 /// share it).
 fn cause(o: &mut String, r: &LintReport, severity: Severity, of: &[&Finding]) {
     let first = of[0];
-    let files: Vec<String> = of.iter().filter_map(|f| f.path.as_deref()).map(|p| file_name(p).to_string()).collect();
+    let files: Vec<String> =
+        of.iter().filter_map(|f| f.path.as_deref()).map(|p| file_name(p.trim_end_matches('/')).to_string()).collect();
     let which = if !files.is_empty() {
         format!(": <code>{}</code>", esc(&crate::lint::verdict::shown(&files, 3)))
     } else if of.len() == 1 {

@@ -121,18 +121,7 @@ pub(crate) fn count(n: usize, noun: &str) -> String {
     format!("{} {noun}{}", grouped(n as u64), if n == 1 { "" } else { "s" })
 }
 
-/// `10,560`: digits grouped by thousands.
-pub(crate) fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub(crate) use crate::lint::kernel_sets::grouped;
 
 /// A matrix row as people read it (text, Markdown, HTML): one binary, or the binaries of one
 /// package (else directory) whose every cell is library-managed, folded into one row. A
@@ -143,7 +132,7 @@ pub(crate) struct ShownRow<'a> {
     /// share (ending in `/`), the package where they share one, the cells `lib-managed (n)`
     /// with the modules summed.
     pub row: std::borrow::Cow<'a, MatrixRow>,
-    /// How many binaries the row stands for (1: not folded).
+    /// How many files the row stands for (1: one binary): a fold's, or a kernel set's.
     pub files: usize,
 }
 
@@ -158,9 +147,10 @@ impl ShownRow<'_> {
     }
 }
 
-/// Every cell of the row is code its library loads itself.
+/// Every cell of the row is code its library loads itself (a kernel set's row is judged, and
+/// already one row).
 fn library_managed_only(m: &MatrixRow) -> bool {
-    m.modules == 0 && m.library_managed_modules > 0
+    m.modules == 0 && m.library_managed_modules > 0 && m.kernel_set.is_none()
 }
 
 /// The matrix's rows as people read them: library-managed-only rows of one package (else one
@@ -179,7 +169,8 @@ pub(crate) fn shown_rows(r: &LintReport) -> Vec<ShownRow<'_>> {
     let mut out = Vec::new();
     for m in &r.matrix {
         if !library_managed_only(m) {
-            out.push(ShownRow { row: Cow::Borrowed(m), files: 1 });
+            let files = m.kernel_set.as_ref().map_or(1, |s| s.files as usize);
+            out.push(ShownRow { row: Cow::Borrowed(m), files });
             continue;
         }
         let group = &groups[&key(m)];
@@ -213,6 +204,7 @@ fn fold(group: &[&MatrixRow]) -> MatrixRow {
         package: first.package.clone(),
         modules: 0,
         library_managed_modules: managed,
+        kernel_set: None,
         cells: first
             .cells
             .iter()

@@ -303,6 +303,18 @@ pub(crate) fn legend_parts(r: &LintReport) -> Vec<(&'static str, &'static str)> 
     if any(&|c| c.starts_with("lib-managed")) {
         parts.push(("lib-managed (n)", "n modules the library loads itself, not judged"));
     }
+    if any(&|c| c.ends_with(" files") && !c.starts_with("none")) {
+        parts.push((
+            "n of m files",
+            "a package's loose kernel files, loaded per GPU: n of its m files are for this GPU",
+        ));
+    }
+    if any(&|c| c.starts_with("none of ") && c.ends_with(" files")) {
+        parts.push((
+            "none of m files",
+            "no file of the set is for this GPU: not judged (CL028), its loader may fall back or fail",
+        ));
+    }
     if any(&|c| c.starts_with("not loaded")) {
         parts.push(("not loaded", "a per-CUDA-version sibling the loader does not pick"));
     }

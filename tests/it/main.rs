@@ -23,6 +23,7 @@ mod inspect_layouts;
 mod inspect_linkers;
 #[cfg(feature = "slow-tests")]
 mod install;
+mod kernel_sets;
 mod knowledge;
 #[cfg(feature = "slow-tests")]
 mod kubernetes;

@@ -432,8 +432,9 @@ fn headline_marks_agree_across_formats() {
 }
 
 /// A package's per-GPU kernel set, loose cubins its library loads by file (flashinfer-cubin's
-/// 10,560 in a vLLM stack), is one row per package in the views people read; JSON keeps every
-/// binary. A lone cubin of no package is still its own row.
+/// 10,560 in a vLLM stack), is one row per package in every view, JSON included, counting per
+/// GPU the files for it (sm_80 runs on an L4, sm_90a on an H100). A lone cubin of no package is
+/// still its own row.
 #[test]
 fn library_managed_kernel_sets_fold_into_one_row_per_package() {
     let d = tempfile::tempdir().unwrap();
@@ -465,9 +466,9 @@ fn library_managed_kernel_sets_fold_into_one_row_per_package() {
     let folded: Vec<&str> = text.lines().filter(|l| l.contains("kern/cubins")).collect();
     assert_eq!(folded.len(), 1, "{text}");
     assert!(folded[0].starts_with(&format!("{dir} (4 files, package kern)")), "{text}");
-    assert_eq!(folded[0].matches("lib-managed (4)").count(), 2, "{text}");
+    assert_eq!(folded[0].matches("1 of 4 files").count(), 2, "{text}");
     assert!(text.lines().any(|l| l.starts_with("/opt/kernels/one.cubin ")), "a lone cubin keeps its row: {text}");
-    assert!(md.contains(&format!("| `{dir}` (4 files, package kern) | lib-managed (4) | lib-managed (4) |")), "{md}");
+    assert!(md.contains(&format!("| `{dir}` (4 files, package kern) | 1 of 4 files | 1 of 4 files |")), "{md}");
     assert!(html.contains(&format!("data-path=\"{dir}\" data-files=\"4\"")), "{html}");
     assert!(html.contains("(4 files, package kern)"), "{html}");
     for (path, _) in cubins {
@@ -475,10 +476,19 @@ fn library_managed_kernel_sets_fold_into_one_row_per_package() {
             assert!(!view.contains(path), "{name} lists {path}: {view}");
         }
     }
-    // JSON is for machines: every binary, each with its own cells.
-    let rows: Vec<&str> = json["matrix"].as_array().unwrap().iter().map(|m| m["path"].as_str().unwrap()).collect();
-    for (path, _) in cubins {
-        assert!(rows.contains(&format!("{dir}{path}").as_str()), "{rows:?}");
+    // JSON: the set's one row with its counts and architectures, no row per file.
+    let rows: Vec<&serde_json::Value> = json["matrix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["path"].as_str().unwrap().contains("kern/cubins"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["path"], dir);
+    assert_eq!(rows[0]["kernel_set"]["files"], 4);
+    assert_eq!(rows[0]["kernel_set"]["sass"], serde_json::json!(["sm_80", "sm_90a", "sm_100f", "sm_120"]));
+    for c in rows[0]["cells"].as_array().unwrap() {
+        assert_eq!(c["files"], serde_json::json!({"native": 1, "jit": 0, "of": 4}), "{c}");
     }
 }
 

@@ -64,6 +64,7 @@ fn rule_codes_are_unique_and_stable() {
         ("CL025", "sibling-library-missing", "error"),
         ("CL026", "package-built-at-install", "warning"),
         ("CL027", "cuda-package-built-at-install", "error"),
+        ("CL028", "not-judged", "warning"),
         ("CL029", "on-demand-extension-cannot-run", "warning"),
         ("CL030", "runtime-compiler-output-jit", "warning"),
     ];
@@ -224,6 +225,7 @@ fn every_fact_field_is_documented() {
             "module" => json(&dev.modules[0]),
             "device" => json(&dev.devices[0]),
             "compiler" => json(&cudalint::lint::compilers::CompilerFacts::default()),
+            "unjudged" => json(&cudalint::lint::unjudged::UnjudgedFacts::default()),
             other => panic!("no sample of `{other}` here: add one, as lint::run builds it"),
         };
         let (object, documented) = match v.list_of {
