@@ -14,7 +14,7 @@ use crate::layer::AnalyzedLayer;
 /// (2: package records per layer; sparse entries and non-UTF-8 names read exactly; 3: tar
 /// headers read by Go's archive/tar rules, hard links kept for the merge; 4: packages' `.py` imports). A package
 /// record parser has its own version instead (`packages::RECORDS`), folded into the key too.
-const ANALYSIS_VERSION: u32 = 4;
+const ANALYSIS_VERSION: u32 = 5;
 /// The most an entry may decompress to: a bound, so a hostile or broken entry cannot exhaust
 /// memory (it is dropped instead).
 const MAX_ENTRY: u64 = 512 << 20;

@@ -122,7 +122,9 @@ pub fn run(a: ScanArgs) -> anyhow::Result<ExitCode> {
             read.inspected
         );
     }
-    if read.inspected == 0 && !listing_only {
+    // Code that compiles at run time is something to judge too (a pure-Python package that
+    // builds every kernel at first use).
+    if read.inspected == 0 && inventory.python_compiles.is_empty() && !listing_only {
         // A gate that judged nothing never passes: the wrong directory, an empty image.
         anyhow::bail!(
             "{}: read {}, none of them ELF, cubin, fatbin, PTX or a wheel: nothing was judged (is this the image you meant?)",

@@ -143,6 +143,18 @@ pub struct Ceiling {
     pub sm: u32,
 }
 
+/// A Python module whose import shows a package compiles device code at run time.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PythonCompiler {
+    /// Dotted; its submodules count too.
+    pub module: String,
+    /// nvrtc, nvjitlink, nvcc, ptxas, nvptxcompiler, nvvm.
+    pub kind: String,
+    /// Packages that provide the module (not consumers of it).
+    pub providers: Vec<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
@@ -155,6 +167,7 @@ pub struct Table {
     pub cupy_clamp: Vec<CupyClamp>,
     pub triton_install: TritonInstall,
     pub xla: Xla,
+    pub python_compiler: Vec<PythonCompiler>,
 }
 
 pub const BUILTIN: &str = include_str!("../../rules/compilers/runtime-compilers.toml");
@@ -204,6 +217,12 @@ impl Table {
         let mut out: Vec<&str> = self.consumer.iter().map(|c| c.package.as_str()).collect();
         out.extend(self.triton_install.packages.iter().map(String::as_str));
         out
+    }
+    /// The compiler an imported module shows (`cuda.bindings.nvrtc.x` -> nvrtc).
+    pub fn python_compiler(&self, module: &str) -> Option<&PythonCompiler> {
+        self.python_compiler
+            .iter()
+            .find(|r| module == r.module || module.strip_prefix(r.module.as_str()).is_some_and(|t| t.starts_with('.')))
     }
     pub fn ptxas(&self, release: CudaVersion) -> Option<&Ptxas> {
         self.ptxas.iter().find(|p| release_of(&p.release) == Some(release))

@@ -374,6 +374,19 @@ pub struct ImageReport {
     /// A layer had more `.py` files than it may keep: the imports are not all known.
     #[serde(skip)]
     pub python_cut: bool,
+    /// Packages' `.py` files that show they compile device code at run time (`layer::python`'s
+    /// `compiles`), with the package that installed each, sorted by path (`lint::compilers`
+    /// judges them). Not part of the scan's output.
+    #[serde(skip)]
+    pub python_compiles: Vec<PyCompiling>,
+}
+
+/// A package's `.py` file that compiles device code at run time.
+#[derive(Debug, Clone)]
+pub struct PyCompiling {
+    pub path: String,
+    pub package: Option<crate::packages::Package>,
+    pub compiles: Vec<crate::layer::python::PyCompile>,
 }
 
 crate::schema::words! {
@@ -506,6 +519,26 @@ pub fn assemble(
     let variants = live_variants(&summaries);
     let python = live_python(&summaries);
     let python_cut = summaries.iter().any(|s| s.python_cut);
+    let python_compiles = python
+        .iter()
+        .filter(|f| !f.compiles.is_empty())
+        .map(|f| {
+            // Records list a package's `__init__.py` files, not every module: the nearest
+            // enclosing package's names its owner (`cuda/bindings/` of the `cuda` namespace).
+            let wheel = source == SourceKind::Wheel;
+            let inits: Vec<String> = crate::layer::python::module_at(&f.path, wheel, |x| x == "py")
+                .map(|(site, m)| {
+                    let parts: Vec<&str> = m.split('.').collect();
+                    (1..=parts.len()).rev().map(|n| format!("{site}/{}/__init__.py", parts[..n].join("/"))).collect()
+                })
+                .unwrap_or_default();
+            PyCompiling {
+                path: f.path.clone(),
+                package: packages.owner_of(std::iter::once(f.path.as_str()).chain(inits.iter().map(String::as_str))),
+                compiles: f.compiles.clone(),
+            }
+        })
+        .collect();
     for v in &variants {
         if let Some(e) = &v.error {
             notes.push(format!("{}: not read as wheel variant metadata: {e}", v.path));
@@ -559,6 +592,7 @@ pub fn assemble(
         variants,
         python,
         python_cut,
+        python_compiles,
     }
 }
 

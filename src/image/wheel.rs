@@ -287,7 +287,7 @@ fn check_members(file: &File, size: u64, zip: &mut zip::ZipArchive<Reader<'_>>) 
 pub fn scan(path: &Path, opts: &ScanOptions) -> Result<ImageReport, ScanError> {
     let file = File::open(path).map_err(|e| ScanError::io(path, e))?;
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
-    let summary = walk(&file, path, opts, |name: &str| name.to_string())?;
+    let summary = walk(&file, path, opts, true, |name: &str| name.to_string())?;
     let mut report = single_layer(SourceKind::Wheel, path.display().to_string(), size, summary);
     report.image.platform = platform_of(&path.file_name().unwrap_or_default().to_string_lossy());
     Ok(report)
@@ -329,7 +329,7 @@ pub fn analyze_installed(
             zip::ZipArchive::new(reader(file)).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
         zip.file_names().filter_map(|n| n.split('/').next()).find(|top| top.ends_with(".data")).map(str::to_string)
     };
-    walk(file, path, opts, |name: &str| {
+    walk(file, path, opts, false, |name: &str| {
         format!("/{}", installed_path(name.trim_start_matches('/'), data.as_deref(), python))
     })
 }
@@ -410,6 +410,7 @@ fn walk(
     file: &File,
     path: &Path,
     opts: &ScanOptions,
+    root_is_site: bool,
     place: impl Fn(&str) -> String,
 ) -> Result<crate::layer::analyze::LayerSummary, ScanError> {
     let size = file.metadata().map_err(|e| ScanError::io(path, e))?.len();
@@ -417,6 +418,8 @@ fn walk(
         zip::ZipArchive::new(reader(file)).map_err(|e| ScanError::input(path, format!("not a wheel: {e}")))?;
     check_members(file, size, &mut zip).map_err(|e| ScanError::input(path, e))?;
     let mut v = FileVisitor::new(&opts.inspect);
+    // Scanned as itself, a wheel's members are named as under its site directory.
+    v.root_is_site = root_is_site;
     for i in 0..zip.len() {
         let mut member = zip.by_index(i).map_err(|e| ScanError::input(path, format!("member {i}: {e}")))?;
         v.summary.stats.entries += 1;

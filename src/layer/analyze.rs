@@ -102,18 +102,20 @@ pub struct FileVisitor<'o> {
     pub summary: LayerSummary,
     /// Bytes of `.py` records kept toward [`super::python::MAX_KEPT`].
     python_kept: usize,
+    /// Paths are relative to a site directory (a wheel scanned as itself: `/pkg/mod.py`).
+    pub root_is_site: bool,
 }
 
 impl<'o> FileVisitor<'o> {
     pub fn new(opts: &'o InspectOptions) -> Self {
-        FileVisitor { opts, summary: LayerSummary::default(), python_kept: 0 }
+        FileVisitor { opts, summary: LayerSummary::default(), python_kept: 0, root_is_site: false }
     }
 
     /// Asked for every regular file before any of its bytes is read.
     pub fn wants(&self, path: &str, size: u64) -> Want {
         if let Some(record) = crate::packages::record_kind(path) {
             Want::Record(record)
-        } else if super::python::wanted(path) {
+        } else if super::python::wanted(path, self.root_is_site) {
             Want::Python
         } else if size < MIN_CANDIDATE {
             Want::Skip
@@ -172,11 +174,15 @@ impl<'o> FileVisitor<'o> {
             return Ok(());
         }
         let record = if input.len() > python::MAX_FILE {
-            python::unread(path, format!("{} bytes, over the bound of {} bytes", input.len(), python::MAX_FILE))
+            python::unread(
+                path,
+                self.root_is_site,
+                format!("{} bytes, over the bound of {} bytes", input.len(), python::MAX_FILE),
+            )
         } else {
             let mut buf = vec![0u8; input.len() as usize];
             let n = read_full(input, &mut buf)?;
-            python::read(path, &buf[..n])
+            python::read(path, self.root_is_site, &buf[..n])
         };
         // A file that imports nothing of its package tells the judgement nothing, save a
         // package's `__init__.py` (the package is there), a `version.py` and an unread one.

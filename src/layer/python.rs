@@ -44,6 +44,21 @@ pub struct PyFile {
     /// `cuda` (torch's `torch.version.cuda`, which version-selecting loaders read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub constants: Vec<(String, String)>,
+    /// What shows it compiles device code at run time: an import of a module that does (the
+    /// compiler table's `[[python_compiler]]` rows), or a string naming a compiler to run or
+    /// libNVVM to load; the first of each kind, in file order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compiles: Vec<PyCompile>,
+}
+
+/// One piece of evidence that a file compiles device code at run time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PyCompile {
+    /// nvrtc, nvjitlink, nvcc, ptxas, nvptxcompiler, nvvm.
+    pub kind: String,
+    /// `imports cuda.bindings.nvrtc`, `names nvcc`, `names libnvrtc.so.12`.
+    pub what: String,
+    pub line: u32,
 }
 
 /// One imported module.
@@ -89,26 +104,59 @@ pub fn module_of(path: &str, suffix_ok: impl Fn(&str) -> bool) -> Option<(&str, 
     parts.iter().all(|p| identifier(p)).then(|| (site, parts.join(".")))
 }
 
+/// [`module_of`], where a path under no site directory may also be one relative to the root (a
+/// wheel scanned as itself: its members are named `/pkg/mod.py`, the site directory `""`).
+pub fn module_at(path: &str, root_is_site: bool, suffix_ok: impl Fn(&str) -> bool) -> Option<(&str, String)> {
+    if let Some(m) = module_of(path, &suffix_ok) {
+        return Some(m);
+    }
+    if !root_is_site || !path.starts_with('/') {
+        return None;
+    }
+    let rest = &path[1..];
+    let (dirs, name) = rest.rsplit_once('/')?;
+    let (stem, suffix) = name.split_once('.')?;
+    if !suffix_ok(suffix) {
+        return None;
+    }
+    let mut parts: Vec<&str> = dirs.split('/').collect();
+    if stem != "__init__" {
+        parts.push(stem);
+    }
+    parts.iter().all(|p| identifier(p)).then(|| ("", parts.join(".")))
+}
+
 fn identifier(s: &str) -> bool {
     let mut c = s.chars();
     c.next().is_some_and(|f| f.is_alphabetic() || f == '_') && c.all(|x| x.is_alphanumeric() || x == '_')
 }
 
 /// A `.py` file of a package, by path: read, whatever its size ([`read`] bounds it).
-pub fn wanted(path: &str) -> bool {
-    path.ends_with(".py") && module_of(path, |s| s == "py").is_some()
+pub fn wanted(path: &str, root_is_site: bool) -> bool {
+    path.ends_with(".py") && module_at(path, root_is_site, |s| s == "py").is_some()
 }
 
 /// The record of `path` with `bytes` (or unread, with `why`).
-pub fn unread(path: &str, why: String) -> Option<PyFile> {
-    let (_, module) = module_of(path, |s| s == "py")?;
-    Some(PyFile { path: path.to_string(), module, imports: Vec::new(), unread: Some(why), constants: Vec::new() })
+pub fn unread(path: &str, root_is_site: bool, why: String) -> Option<PyFile> {
+    let (_, module) = module_at(path, root_is_site, |s| s == "py")?;
+    Some(PyFile {
+        path: path.to_string(),
+        module,
+        imports: Vec::new(),
+        unread: Some(why),
+        constants: Vec::new(),
+        compiles: Vec::new(),
+    })
 }
 
 /// Whether a record says anything the judgement reads: imports, constants, that it could not be
 /// read, or that its package exists (`__init__.py`).
 pub fn worth_keeping(f: &PyFile) -> bool {
-    !f.imports.is_empty() || !f.constants.is_empty() || f.unread.is_some() || f.path.ends_with("/__init__.py")
+    !f.imports.is_empty()
+        || !f.constants.is_empty()
+        || !f.compiles.is_empty()
+        || f.unread.is_some()
+        || f.path.ends_with("/__init__.py")
 }
 
 /// What a record costs against [`MAX_KEPT`].
@@ -118,13 +166,14 @@ pub fn cost(f: &PyFile) -> usize {
         + f.module.len()
         + f.imports.iter().map(|i| ENTRY + i.module.len()).sum::<usize>()
         + f.constants.iter().map(|(k, v)| ENTRY + k.len() + v.len()).sum::<usize>()
+        + f.compiles.iter().map(|c| ENTRY + c.kind.len() + c.what.len()).sum::<usize>()
 }
 
 /// Reads a package's `.py` file.
-pub fn read(path: &str, bytes: &[u8]) -> Option<PyFile> {
-    let (_, module) = module_of(path, |s| s == "py")?;
+pub fn read(path: &str, root_is_site: bool, bytes: &[u8]) -> Option<PyFile> {
+    let (_, module) = module_at(path, root_is_site, |s| s == "py")?;
     let Ok(text) = std::str::from_utf8(bytes) else {
-        return unread(path, "not UTF-8".into());
+        return unread(path, root_is_site, "not UTF-8".into());
     };
     let package = if path.ends_with("/__init__.py") {
         module.clone()
@@ -133,9 +182,71 @@ pub fn read(path: &str, bytes: &[u8]) -> Option<PyFile> {
     };
     let top = module.split('.').next().unwrap_or_default().to_string();
     let version_py = module == format!("{top}.version");
-    match scan(text.strip_prefix('\u{feff}').unwrap_or(text), &package, &top, version_py) {
-        Ok((imports, constants)) => Some(PyFile { path: path.to_string(), module, imports, unread: None, constants }),
-        Err(why) => unread(path, why),
+    let lines = logical_lines(text.strip_prefix('\u{feff}').unwrap_or(text));
+    match scan(&lines, &package, &top, version_py) {
+        Ok((imports, constants)) => {
+            let compiles = compiles(&lines);
+            Some(PyFile { path: path.to_string(), module, imports, unread: None, constants, compiles })
+        }
+        Err(why) => unread(path, root_is_site, why),
+    }
+}
+
+/// What of a file's code shows it compiles device code at run time (the first of each kind):
+/// an import of a module the compiler table names, or a string literal naming a compiler it
+/// runs (`"nvcc"`, `".../bin/ptxas"`) or libNVVM (`"libnvvm.so"`). Only whole strings count: a
+/// compiler named inside a sentence is not run.
+fn compiles(lines: &[Logical]) -> Vec<PyCompile> {
+    let table = crate::cuda::toolchains::table();
+    let mut out: Vec<PyCompile> = Vec::new();
+    let mut add = |kind: &str, what: String, line: u32| {
+        if !out.iter().any(|c| c.kind == kind) {
+            out.push(PyCompile { kind: kind.to_string(), what, line });
+        }
+    };
+    for l in lines {
+        for stmt in split_top(&l.code, ';') {
+            for module in modules_named(stmt) {
+                if let Some(row) = table.python_compiler(&module) {
+                    add(&row.kind, format!("imports {module}"), l.line);
+                }
+            }
+        }
+        for s in &l.strings {
+            let base = s.rsplit('/').next().unwrap_or(s);
+            // A library name alone is not a compile: packages list libnvrtc among the CUDA
+            // libraries they preload for others (ONNX Runtime's `preload_dlls`); NVVM is only
+            // ever loaded to compile.
+            let kind = match base {
+                "nvcc" | "ptxas" if !s.contains(char::is_whitespace) => base,
+                _ if base.starts_with("libnvvm.so") => "nvvm",
+                _ => continue,
+            };
+            add(kind, format!("names {}", base.chars().take(48).collect::<String>()), l.line);
+        }
+    }
+    out
+}
+
+/// Every absolute module an import statement names (`import a.b as c, d` -> a.b, d;
+/// `from a.b import c` -> a.b, a.b.c); relative imports name the file's own package, never a
+/// compiler's.
+fn modules_named(stmt: &str) -> Vec<String> {
+    let s = stmt.trim();
+    let word = |p: &str| p.split_whitespace().next().unwrap_or("").to_string();
+    if let Some(names) = s.strip_prefix("import ") {
+        names.split(',').map(word).filter(|m| !m.is_empty()).collect()
+    } else if let Some((base, names)) = s.strip_prefix("from ").and_then(|r| r.split_once(" import")) {
+        let base = base.trim();
+        if base.is_empty() || base.starts_with('.') {
+            return Vec::new();
+        }
+        let mut out = vec![base.to_string()];
+        let names = names.trim().trim_start_matches('(').trim_end_matches(')');
+        out.extend(names.split(',').map(word).filter(|n| !n.is_empty() && n != "*").map(|n| format!("{base}.{n}")));
+        out
+    } else {
+        Vec::new()
     }
 }
 
@@ -329,7 +440,7 @@ type Scanned = (Vec<PyImport>, Vec<(String, String)>);
 /// The imports and constants of a file, or why they are not kept: a name over [`MAX_NAME`]
 /// bytes, or more than [`MAX_KEPT`] of them (`from a.long.name import x, y, …` keeps the base
 /// once per name, so a file's bytes do not bound them).
-fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Result<Scanned, String> {
+fn scan(lines: &[Logical], package: &str, top: &str, version_py: bool) -> Result<Scanned, String> {
     let mut imports = Vec::new();
     let mut constants = Vec::new();
     let mut stack: Vec<(usize, Block)> = Vec::new();
@@ -342,7 +453,7 @@ fn scan(text: &str, package: &str, top: &str, version_py: bool) -> Result<Scanne
     let mut pending: Vec<(usize, usize)> = Vec::new();
     let mut enclosing: Vec<Vec<usize>> = Vec::new();
     let mut kept = 0usize;
-    for l in logical_lines(text) {
+    for l in lines {
         let mut indent = l.indent;
         let mut rest: &str = &l.code;
         // A compound header may carry its body on the same line (`try: import x`).
@@ -490,7 +601,7 @@ mod tests {
     use super::*;
 
     fn imports(path: &str, src: &str) -> Vec<(String, u32, How)> {
-        read(path, src.as_bytes()).unwrap().imports.into_iter().map(|i| (i.module, i.line, i.how)).collect()
+        read(path, false, src.as_bytes()).unwrap().imports.into_iter().map(|i| (i.module, i.line, i.how)).collect()
     }
 
     const P: &str = "/usr/lib/python3.11/site-packages";
@@ -598,30 +709,31 @@ x = "import pkg.string"; import pkg.after
     #[test]
     fn names_that_would_multiply_a_files_bytes_make_it_unread() {
         let long = format!("from pkg.{} import {}\n", "a".repeat(2000), "x, ".repeat(10));
-        let f = read(&format!("{P}/pkg/m.py"), long.as_bytes()).unwrap();
+        let f = read(&format!("{P}/pkg/m.py"), false, long.as_bytes()).unwrap();
         assert!(f.unread.as_deref().is_some_and(|w| w.contains("over 1024 bytes")), "{:?}", f.unread);
         let many = format!("from pkg.{} import {}\n", "a".repeat(1000), "x, ".repeat(40_000));
-        let f = read(&format!("{P}/pkg/m.py"), many.as_bytes()).unwrap();
+        let f = read(&format!("{P}/pkg/m.py"), false, many.as_bytes()).unwrap();
         assert!(f.unread.as_deref().is_some_and(|w| w.contains("MiB")), "{:?}", f.unread);
         // Deep one-line `try:` nesting with many imports stays linear (this would take
         // gigabytes if each import copied its enclosing tries).
         let deep = format!("{}{}\n", "try: ".repeat(20_000), "import pkg.a; ".repeat(20_000));
-        let f = read(&format!("{P}/pkg/m.py"), deep.as_bytes()).unwrap();
+        let f = read(&format!("{P}/pkg/m.py"), false, deep.as_bytes()).unwrap();
         assert_eq!(f.imports.len(), 20_000);
     }
 
     #[test]
     fn what_cannot_be_read_is_unread_and_version_py_keeps_its_constants() {
-        let f = read(&format!("{P}/pkg/m.py"), b"import pkg.a\n\xff\n").unwrap();
+        let f = read(&format!("{P}/pkg/m.py"), false, b"import pkg.a\n\xff\n").unwrap();
         assert_eq!(f.unread.as_deref(), Some("not UTF-8"));
         let v = read(
             &format!("{P}/torch/version.py"),
+            false,
             b"from typing import Optional\n__version__ = '2.8.0+cu128'\ncuda: Optional[str] = '12.8'\nhip = None\n",
         )
         .unwrap();
         assert_eq!(v.constants, [("__version__".into(), "2.8.0+cu128".into()), ("cuda".into(), "12.8".into())]);
         // Only a top-level package's version.py.
-        let o = read(&format!("{P}/torch/sub/version.py"), b"cuda = '12.8'\n").unwrap();
+        let o = read(&format!("{P}/torch/sub/version.py"), false, b"cuda = '12.8'\n").unwrap();
         assert!(o.constants.is_empty());
     }
 }

@@ -592,39 +592,46 @@ fn named(lib: &str) -> Option<(CompilerKind, Option<u16>)> {
     Some((kind, major))
 }
 
-/// Packages (or files no package owns) that no consumer row names, whose binaries show they
-/// compile device code at run time: they link a compiler (`DT_NEEDED libnvrtc.so.12`), name one
-/// for `dlopen` (`libnvrtc.so.12` in `.rodata`), or carry one linked in. Each is judged as what it
-/// is seen to do — NVRTC or nvJitLink asked for the target's own architecture, the one it loads
-/// by the loader's order — and, not knowing how much of the package goes through that path,
-/// never as central (a failure is a warning, CL021). A row, where there is one, says more and
-/// replaces the evidence.
+/// Packages (or files no package owns) that no consumer row names, whose code shows they compile
+/// device code at run time: a binary links a compiler (`DT_NEEDED libnvrtc.so.12`), names one
+/// for `dlopen` (`libnvrtc.so.12` in `.rodata`) or carries one linked in; a `.py` file imports a
+/// module that compiles (`cuda.bindings.nvrtc`, `torch.utils.cpp_extension`, `cutlass.cute`) or
+/// names a compiler to run (`"nvcc"`) or load. Each is judged as what it is seen to do — the
+/// compiler asked for the target's own architecture: the library the loader finds
+/// (`LD_LIBRARY_PATH`, system directories, then a pip wheel; of the major the evidence names),
+/// the toolkit's nvcc or ptxas, or the copy linked into it — and, not knowing how much of the
+/// package goes through that path, never as central (a failure is a warning, CL021). What it
+/// cannot find or has no table for is `known: false` (CL028 says so). A row, where there is one,
+/// says more and replaces the evidence.
 fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &Target) -> Vec<CompilerFacts> {
     use std::collections::BTreeMap;
     // (owner, kind) -> (package, evidence, major, linked copy)
     type Seen<'a> = (Option<&'a Package>, Vec<String>, Option<u16>, Option<&'a ImageFile>);
-    let mut seen: BTreeMap<(String, CompilerKind), Seen> = BTreeMap::new();
+    let mut seen: BTreeMap<(String, String), Seen> = BTreeMap::new();
+    // Rows override evidence: a package a row names is judged by the row alone, and Triton's
+    // own ptxas is Triton's.
+    let by_row = |p: &Package| {
+        t.consumer.iter().any(|r| r.matches(&p.name, p.manager.as_str())) || t.triton_install.packages.contains(&p.name)
+    };
+    let owner_of = |p: Option<&Package>, path: &str| {
+        p.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| path.to_string())
+    };
+    let mut add = |owner: String, p: Option<&'a Package>, kind: String, what: String, major: Option<u16>, linked| {
+        let e = seen.entry((owner, kind)).or_insert((p, Vec::new(), major, None));
+        e.1.push(what);
+        e.2 = e.2.or(major);
+        e.3 = e.3.or(linked);
+    };
     for f in &scan.files {
         let p = f.package.as_ref();
-        // Rows override evidence: a package a row names is judged by the row alone.
-        if p.is_some_and(|p| t.consumer.iter().any(|r| r.matches(&p.name, p.manager.as_str()))) {
+        if p.is_some_and(by_row) {
             continue;
         }
         let own = f.file.toolchain.as_ref();
-        let owner = p.map(|p| format!("{}:{}", p.manager, p.name)).unwrap_or_else(|| f.file.path.clone());
-        let mut add = |kind: CompilerKind, what: String, major: Option<u16>, linked: Option<&'a ImageFile>| {
-            let e = seen.entry((owner.clone(), kind)).or_insert((p, Vec::new(), major, None));
-            e.1.push(what);
-            e.2 = e.2.or(major);
-            e.3 = e.3.or(linked);
-        };
+        let owner = owner_of(p, &f.file.path);
         if let Some(tc) = own.filter(|tc| tc.linked) {
-            add(
-                tc.kind,
-                format!("carries {} {} linked into {}", tc.kind, tc.version, file_name(&f.file.path)),
-                None,
-                Some(f),
-            );
+            let what = format!("carries {} {} linked into {}", tc.kind, tc.version, file_name(&f.file.path));
+            add(owner.clone(), p, tc.kind.to_string(), what, None, Some(f));
         }
         let needed = f.file.elf.iter().flat_map(|e| &e.cuda_needed).map(|n| (n, "links"));
         let loads = f.file.loads_compilers.iter().map(|n| (n, "loads"));
@@ -634,7 +641,30 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
             if own.is_some_and(|tc| !tc.linked) || kind_is_own_file(&f.file.path) {
                 continue;
             }
-            add(kind, format!("{} {lib} ({})", how, file_name(&f.file.path)), major, None);
+            add(owner.clone(), p, kind.to_string(), format!("{how} {lib} ({})", file_name(&f.file.path)), major, None);
+        }
+    }
+    let k = crate::knowledge::get();
+    let used = super::imports::used_by_package(scan);
+    for py in &scan.python_compiles {
+        let p = py.package.as_ref();
+        if p.is_some_and(|p| by_row(p) || k.vendor_package(&p.name)) {
+            continue;
+        }
+        // Code the package itself never imports (a tool script beside it) is not its path.
+        if scan.python.iter().find(|f| f.path == py.path).is_some_and(|f| !used(f)) {
+            continue;
+        }
+        let at = py.path.rsplit_once("-packages/").map_or(py.path.trim_start_matches('/'), |(_, r)| r);
+        for c in &py.compiles {
+            // A module's providers are not its consumers (cuda-bindings names libnvrtc).
+            let provides =
+                |p: &Package| t.python_compiler.iter().any(|r| r.kind == c.kind && r.providers.contains(&p.name));
+            if p.is_some_and(provides) {
+                continue;
+            }
+            let major = named(c.what.trim_start_matches("names ")).and_then(|(_, m)| m);
+            add(owner_of(p, &py.path), p, c.kind.clone(), format!("{} ({at}:{})", c.what, c.line), major, None);
         }
     }
     let mut out = Vec::new();
@@ -653,15 +683,26 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
                 1 => evidence[0].clone(),
                 n => format!("{}, and {} more", evidence[0], n - 1),
             },
-            what: format!("code it compiles at run time with {kind}"),
-            kind: kind.to_string(),
+            what: format!(
+                "code it compiles at run time with {kind} (it {})",
+                evidence.first().map(String::as_str).unwrap_or_default()
+            ),
+            kind: kind.clone(),
             ..Default::default()
         };
         let sm = target.cc.sm();
         f.target_arch = format!("sm_{sm}");
+        let Ok(ck) = kind.parse::<CompilerKind>() else {
+            f.why = format!("cudalint has no table of what {kind} releases can target: not judged");
+            out.push(f);
+            continue;
+        };
         let compiler = match linked {
             Some(file) => found.iter().find(|c| c.path == file.file.path).map(|c| (c, "linked into it".to_string())),
-            None => loaded(scan, found, kind, major),
+            None => match ck {
+                CompilerKind::Nvrtc | CompilerKind::NvJitLink => loaded(scan, found, ck, major),
+                _ => toolkit(t, found, ck),
+            },
         };
         let Some((c, how)) = compiler else {
             f.why = format!("no {kind} found in the image (it may come from the host or a later layer): not judged");
@@ -675,25 +716,19 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
             continue;
         };
         let rel = release.to_string();
-        match kind {
-            CompilerKind::Nvrtc => {
-                let row = t.nvrtc(release);
-                f.known = row.is_some();
-                f.knows_target = row.is_some_and(|r| r.archs.contains(&sm));
-                if !f.known {
-                    f.why = format!("NVRTC {rel} is a release cudalint has no table for: not judged");
-                }
-            }
-            _ => {
-                f.judge_ptxas(t, &sm.to_string());
-                if !f.known {
-                    f.why = format!("{kind} {rel} is a release cudalint has no table for: not judged");
-                }
-            }
+        if ck == CompilerKind::Nvrtc {
+            let row = t.nvrtc(release);
+            f.known = row.is_some();
+            f.knows_target = row.is_some_and(|r| r.archs.contains(&sm));
+        } else {
+            f.judge_ptxas(t, &sm.to_string());
+        }
+        if !f.known {
+            f.why = format!("{kind} {rel} is a release cudalint has no table for: not judged");
         }
         if f.known && !f.knows_target {
             f.why = format!("{kind} {rel} ({}) knows no sm_{sm}", file_name(&c.path));
-            let knows: Vec<&str> = match kind {
+            let knows: Vec<&str> = match ck {
                 CompilerKind::Nvrtc => {
                     t.nvrtc.iter().filter(|r| r.archs.contains(&sm)).map(|r| r.release.as_str()).collect()
                 }
@@ -704,7 +739,7 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
                     .map(|r| r.release.as_str())
                     .collect(),
             };
-            f.fix = evidence_fix(kind, &knows, release, sm, &f.consumer, linked.is_some());
+            f.fix = evidence_fix(ck, &knows, release, sm, &f.consumer, linked.is_some());
         }
         // What it writes is of its own CUDA major: a driver of an older major cannot load it.
         if let (Some(d), true) = (target.driver_cuda, f.knows_target)
@@ -720,6 +755,26 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
         out.push(f);
     }
     out
+}
+
+/// The nvcc, ptxas or nvPTXCompiler a package runs by name (or, for the last, the one its DSL's
+/// libraries link in): the toolkit's (`/usr/local/cuda`) before a pip wheel's, never Triton's
+/// private ptxas.
+fn toolkit<'a>(t: &Table, found: &'a [Found], kind: CompilerKind) -> Option<(&'a Found, String)> {
+    let ours = |f: &&Found| f.kind == kind && !t.triton_install.bundled.iter().any(|d| f.path.contains(d.as_str()));
+    let pick = found
+        .iter()
+        .filter(ours)
+        .find(|f| f.path.starts_with("/usr/local/cuda"))
+        .or_else(|| found.iter().find(ours))?;
+    let how = if pick.linked {
+        format!("the one linked into {}", file_name(&pick.path))
+    } else if pick.path.starts_with("/usr/local/cuda") {
+        "the CUDA toolkit's".to_string()
+    } else {
+        "the first in the image".to_string()
+    };
+    Some((pick, how))
 }
 
 /// The compiler release that knows `sm` (`knows`: the table's releases that do, oldest first):

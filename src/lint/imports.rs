@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::facts::Binary;
 use crate::image::ImageReport;
-use crate::layer::python::{How, PyFile, PyImport, module_of};
+use crate::layer::python::{How, PyFile, PyImport, module_at};
 
 /// What decides an extension module, for [`on_demand`].
 #[derive(Debug, Default)]
@@ -57,17 +57,19 @@ pub fn on_demand(scan: &ImageReport, binaries: &[Binary]) -> OnDemand {
     if scan.python.is_empty() {
         return out;
     }
+    // A wheel scanned as itself names its members under its site directory (`/pkg/_C.so`).
+    let wheel = scan.image.source == crate::image::SourceKind::Wheel;
     // Each package's `.py` files: (site directory, top-level package) -> files.
     let mut packages: BTreeMap<(String, String), Vec<&PyFile>> = BTreeMap::new();
     for f in &scan.python {
-        if let Some((site_dir, _)) = module_of(&f.path, |s| s == "py") {
+        if let Some((site_dir, _)) = module_at(&f.path, wheel, |s| s == "py") {
             let top = f.module.split('.').next().unwrap_or_default();
             packages.entry((site_dir.to_string(), top.to_string())).or_default().push(f);
         }
     }
     let mut noted: BTreeSet<(String, String)> = BTreeSet::new();
     for (bi, b) in binaries.iter().enumerate() {
-        let Some((site_dir, ext)) = module_of(&b.facts.path, extension_suffix) else { continue };
+        let Some((site_dir, ext)) = module_at(&b.facts.path, wheel, extension_suffix) else { continue };
         let top = ext.split('.').next().unwrap_or_default();
         let key = (site_dir.to_string(), top.to_string());
         let Some(files) = packages.get(&key) else { continue };
@@ -108,9 +110,50 @@ pub fn on_demand(scan: &ImageReport, binaries: &[Binary]) -> OnDemand {
     out
 }
 
+/// Whether a package's `.py` file is code the package itself uses: its module is reached from
+/// the package's `__init__.py` by its own imports of any kind (module level, in a function,
+/// guarded), as item 5 tells optional code by. A file of a module nothing of the package imports
+/// (a tool script: ONNX Runtime's `transformers/models/whisper/whisper_jump_times.py`) is not.
+/// Fail closed: where the package's files are not all read, or it has no `__init__.py`, every
+/// file counts.
+pub fn used_by_package(scan: &ImageReport) -> impl Fn(&PyFile) -> bool + '_ {
+    let wheel = scan.image.source == crate::image::SourceKind::Wheel;
+    let mut packages: BTreeMap<(String, String), Vec<&PyFile>> = BTreeMap::new();
+    for f in &scan.python {
+        if let Some((site_dir, _)) = module_at(&f.path, wheel, |s| s == "py") {
+            let top = f.module.split('.').next().unwrap_or_default();
+            packages.entry((site_dir.to_string(), top.to_string())).or_default().push(f);
+        }
+    }
+    let reached: BTreeMap<(String, String), Option<BTreeSet<String>>> = packages
+        .iter()
+        .map(|((site, top), files)| {
+            let whole = !scan.python_cut
+                && files.iter().all(|f| f.unread.is_none())
+                && files.iter().any(|f| f.module == *top && f.path.ends_with("/__init__.py"));
+            let set = whole.then(|| reached(files, top, false).into_iter().map(str::to_string).collect());
+            ((site.clone(), top.clone()), set)
+        })
+        .collect();
+    move |f: &PyFile| {
+        let Some((site_dir, _)) = module_at(&f.path, wheel, |s| s == "py") else { return true };
+        let top = f.module.split('.').next().unwrap_or_default();
+        match reached.get(&(site_dir.to_string(), top.to_string())) {
+            Some(Some(set)) => set.contains(&f.module),
+            _ => true,
+        }
+    }
+}
+
 /// The modules `import top` loads: `top` and, transitively, every module a module-level import
 /// of a loaded module names, with their parent packages.
 fn loaded_at_import<'a>(files: &[&'a PyFile], top: &'a str) -> BTreeSet<&'a str> {
+    reached(files, top, true)
+}
+
+/// The modules reached from `top` by the package's own imports: only module-level ones
+/// (`import top` loads them), or any.
+fn reached<'a>(files: &[&'a PyFile], top: &'a str, module_level: bool) -> BTreeSet<&'a str> {
     let by_module: BTreeMap<&str, &PyFile> = files.iter().map(|f| (f.module.as_str(), *f)).collect();
     let mut loaded: BTreeSet<&str> = BTreeSet::new();
     let mut work: Vec<&str> = vec![top];
@@ -119,7 +162,7 @@ fn loaded_at_import<'a>(files: &[&'a PyFile], top: &'a str) -> BTreeSet<&'a str>
             continue;
         }
         let Some(f) = by_module.get(m) else { continue };
-        for i in f.imports.iter().filter(|i| i.how == How::Module) {
+        for i in f.imports.iter().filter(|i| !module_level || i.how == How::Module) {
             let name = i.module.as_str();
             // `import a.b.c` loads `a`, `a.b` and `a.b.c`.
             work.extend(name.char_indices().filter(|(_, c)| *c == '.').map(|(at, _)| &name[..at]));

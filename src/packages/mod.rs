@@ -414,11 +414,13 @@ pub fn record_versions() -> String {
 }
 
 /// Files that may carry device code or identify CUDA (shared objects, archives, cubins, ...),
-/// and run-time compilers without an extension (Triton's `ptxas`), so that their package is
-/// known too.
+/// run-time compilers without an extension (Triton's `ptxas`), and Python packages'
+/// `__init__.py` (whose package owns the `.py` code that compiles at run time), so that their
+/// package is known too.
 fn interesting(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    name.ends_with(".so")
+    name == "__init__.py"
+        || name.ends_with(".so")
         || name.contains(".so.")
         || [".cubin", ".fatbin", ".ptx", ".a", ".o", ".bin"].iter().any(|e| name.ends_with(e))
         || crate::inspect::toolchain::kind_of(name).is_some()
