@@ -926,7 +926,7 @@ mod tests {
     #[test]
     fn reads_pip_dpkg_and_conda_records() {
         let mut l = LayerPackages::default();
-        let rec = "torch/lib/libtorch_cuda.so,sha256=abc,123\ntorch/__init__.py,sha256=x,1\n\"odd,name.so\",,\n../../../bin/tool.so,,\n";
+        let rec = "torch/lib/libtorch_cuda.so,sha256=abc,123\ntorch/__init__.py,sha256=x,1\ntorch/functional.py,,\n\"odd,name.so\",,\n../../../bin/tool.so,,\n";
         let p = "/usr/lib/python3/site-packages/torch-2.9.0+cu128.dist-info/RECORD";
         assert_eq!(record_kind(p).unwrap().kind, "pip-record");
         read(&mut l, p, rec);
@@ -943,7 +943,9 @@ mod tests {
         assert_eq!(torch.purl, "pkg:pypi/torch@2.9.0%2Bcu128");
         assert!(img.owner.contains_key("/usr/lib/python3/site-packages/odd,name.so"));
         assert!(img.owner.contains_key("/usr/bin/tool.so"));
-        assert!(!img.owner.keys().any(|k| k.ends_with(".py")));
+        // Of `.py` files only packages' `__init__.py` are kept (they name the owner of the code beside them).
+        assert!(!img.owner.keys().any(|k| k.ends_with(".py") && !k.ends_with("/__init__.py")));
+        assert!(img.owner.contains_key("/usr/lib/python3/site-packages/torch/__init__.py"));
         let cudnn = img.owner_of(["/usr/lib/libcudnn.so.9"]).unwrap();
         assert_eq!(cudnn.version, "9.1.0.70-1");
         assert_eq!(img.owner_of(["/opt/conda/lib/libcupy.so"]).unwrap().manager, PackageManager::Conda);
