@@ -108,6 +108,40 @@ def run_nvrtc(lib, arch):
     return rc == 0, "ok" if rc == 0 else f"nvrtcCompileProgram returned {rc}"
 
 
+# nvJitLink links PTX for an architecture with the ptxas inside it; its entry points are exported
+# versioned (`__nvJitLinkCreate_12_8`), the newest being the library's own. Prints the first
+# non-zero result (or 0).
+NVJITLINK_PROBE = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+def newest(name):
+    for major in range(20, 11, -1):
+        for minor in range(20, -1, -1):
+            f = getattr(lib, f"__{name}_{major}_{minor}", None)
+            if f is not None:
+                return f
+    return getattr(lib, name)
+h = ctypes.c_void_p()
+opts = (ctypes.c_char_p * 1)(b"-arch=" + sys.argv[2].encode())
+rc = newest("nvJitLinkCreate")(ctypes.byref(h), 1, opts)
+if rc == 0:
+    ptx = b".version 6.0\n.target sm_50\n.address_size 64\n.visible .entry k() { ret; }\n"
+    rc = newest("nvJitLinkAddData")(h, 2, ptx, len(ptx), b"k.ptx")
+    if rc == 0:
+        rc = newest("nvJitLinkComplete")(h)
+print(rc)
+"""
+
+
+def run_nvjitlink(lib, arch):
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(lib))
+    r = subprocess.run([sys.executable, "-c", NVJITLINK_PROBE, lib, arch], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return False, "could not run: " + (r.stderr.strip().splitlines() or ["?"])[-1]
+    rc = int(r.stdout.strip())
+    return rc == 0, "ok" if rc == 0 else f"nvJitLink returned {rc}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("image")
@@ -137,6 +171,13 @@ def main():
                 return 2
             if c["kind"] == "nvrtc":
                 ok, detail = run_nvrtc(local, c["target_arch"])
+            elif c["kind"] == "nvjitlink":
+                ok, detail = run_nvjitlink(local, c["target_arch"])
+            elif c["kind"] == "nvptxcompiler":
+                # Linked into another library, its entry points are usually not exported: not run.
+                print(f"{c['consumer']:<20} {c['kind'] + ' ' + c['version']:<14} {c['target_arch']:<10} "
+                      f"{'knows' if c['knows_target'] else 'no':<8} {'-':<8} not run (linked into {c['path']})")
+                continue
             else:
                 ok, detail = run_ptxas(local, c["target_arch"], work)
             # A verdict about loading (CuPy's clamped cubin for an older major) needs the GPU:

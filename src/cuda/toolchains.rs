@@ -168,6 +168,14 @@ pub struct Table {
     pub triton_install: TritonInstall,
     pub xla: Xla,
     pub python_compiler: Vec<PythonCompiler>,
+    pub python_finders: PythonFinders,
+}
+
+/// Packages whose code names compilers only to find them for others.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PythonFinders {
+    pub packages: Vec<String>,
 }
 
 pub const BUILTIN: &str = include_str!("../../rules/compilers/runtime-compilers.toml");

@@ -205,7 +205,11 @@ fn compiles(lines: &[Logical]) -> Vec<PyCompile> {
         }
     };
     for l in lines {
-        for stmt in split_top(&l.code, ';') {
+        // Most lines import nothing: split only those that may.
+        let code = l.code.trim_start();
+        let may_import = code.starts_with("import ") || code.starts_with("from ") || code.contains(';');
+        let stmts = if may_import { split_top(&l.code, ';') } else { Vec::new() };
+        for stmt in stmts {
             for module in modules_named(stmt) {
                 if let Some(row) = table.python_compiler(&module) {
                     add(&row.kind, format!("imports {module}"), l.line);

@@ -648,7 +648,7 @@ fn by_evidence<'a>(t: &Table, scan: &'a ImageReport, found: &[Found], target: &T
     let used = super::imports::used_by_package(scan);
     for py in &scan.python_compiles {
         let p = py.package.as_ref();
-        if p.is_some_and(|p| by_row(p) || k.vendor_package(&p.name)) {
+        if p.is_some_and(|p| by_row(p) || k.vendor_package(&p.name) || t.python_finders.packages.contains(&p.name)) {
             continue;
         }
         // Code the package itself never imports (a tool script beside it) is not its path.
